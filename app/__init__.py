@@ -1,0 +1,1 @@
+"""What people touch: the ``faultlens`` CLI, the dashboard, scheduled jobs and alert exporters."""

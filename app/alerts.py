@@ -1,0 +1,187 @@
+"""Alert exporters of the scheduled job: a Prometheus textfile and Alertmanager's v2 API.
+
+- ``write_textfile``: ``faultlens_risk_score`` per node and per GPU (plus run metadata) in the
+  text exposition format, for node_exporter's textfile collector. Written to a temporary file in
+  the same folder and renamed, so node_exporter never reads half a file.
+- ``reconcile``: which alerts to POST this run. Alertmanager identifies an alert by its labels;
+  we keep the alerts we sent in a small state file and send an alert when it is new, when its
+  ``endsAt`` is about to lapse (refresh), and once more with ``endsAt = now`` when the risk has
+  dropped (resolved). Running twice in a row sends each alert once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import requests
+
+from ingest.errors import FaultlensError
+
+log = logging.getLogger(__name__)
+
+ALERT_NAME = "FaultlensFailureRisk"
+SEVERITY = {"watch": "info", "drain_after_jobs": "warning", "drain_now": "critical"}
+
+
+class DeliveryError(FaultlensError):
+    """Alertmanager could not be reached or refused the alerts."""
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+
+
+def _labels(d: dict[str, str]) -> str:
+    return ",".join(f'{k}="{_escape(str(v))}"' for k, v in d.items())
+
+
+def textfile_lines(rows: pl.DataFrame, *, horizon_h: float, model_version: str, run_id: str,
+                   now: datetime) -> list[str]:
+    """The exposition text; ``rows``: node, gpu (null on node rows), score, action."""
+    h = f"{horizon_h:g}"
+    out = [
+        "# HELP faultlens_risk_score Calibrated probability of a hardware failure within the "
+        "horizon.",
+        "# TYPE faultlens_risk_score gauge",
+    ]
+    for node, gpu, score in rows.select("node", "gpu", "score").iter_rows():
+        labels = {"node": node, **({"gpu": gpu} if gpu is not None else {}), "horizon_h": h}
+        out.append(f"faultlens_risk_score{{{_labels(labels)}}} {score:.6g}")
+    out += ["# HELP faultlens_risk_action Suggested action for a node (1 = current).",
+            "# TYPE faultlens_risk_action gauge"]
+    for node, action in rows.filter(pl.col("gpu").is_null() & (pl.col("action") != "none")).select(
+            "node", "action").iter_rows():
+        out.append(f"faultlens_risk_action{{{_labels({'node': node, 'action': action})}}} 1")
+    epoch = (now - datetime(1970, 1, 1)).total_seconds()
+    out += [
+        "# HELP faultlens_last_run_timestamp_seconds When the last prediction run finished.",
+        "# TYPE faultlens_last_run_timestamp_seconds gauge",
+        f"faultlens_last_run_timestamp_seconds {epoch:.0f}",
+        "# HELP faultlens_model_info The model that produced the scores.",
+        "# TYPE faultlens_model_info gauge",
+        f"faultlens_model_info{{{_labels({'model_version': model_version, 'run_id': run_id})}}} 1",
+    ]
+    return out
+
+
+def write_textfile(path: Path, lines: list[str]) -> None:
+    """Atomically replace ``path`` (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- Alertmanager --
+
+def _iso(ts: datetime) -> str:
+    return ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def alert_labels(alert: dict[str, Any]) -> dict[str, str]:
+    labels = {"alertname": ALERT_NAME, "node": alert["node"],
+              "severity": SEVERITY.get(alert["action"], "info"), "source": "faultlens"}
+    if alert.get("gpu") is not None:
+        labels["gpu"] = str(alert["gpu"])
+    return labels
+
+
+def fingerprint(labels: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def annotations(alert: dict[str, Any], run_id: str, model_version: str,
+                horizon_h: float) -> dict[str, str]:
+    feats = ", ".join(f"{f['feature']}={f['value']:g}" for f in alert.get("top_features", []))
+    return {
+        "summary": f"{alert['node']}: {alert['score']:.0%} risk of a hardware failure within "
+                   f"{horizon_h:g} h; suggested action {alert['action']}",
+        "description": f"top features: {feats or '-'}",
+        "command": alert.get("command") or "",
+        "score": f"{alert['score']:.4f}",
+        "run_id": run_id,
+        "model_version": model_version,
+    }
+
+
+@dataclass
+class Plan:
+    new: list[dict] = field(default_factory=list)
+    refreshed: list[dict] = field(default_factory=list)
+    resolved: list[dict] = field(default_factory=list)
+    unchanged: int = 0
+    state: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def payload(self) -> list[dict]:
+        return [*self.new, *self.refreshed, *self.resolved]
+
+
+def reconcile(state: dict[str, dict], current: list[tuple[dict, dict]], *, now: datetime,
+              ttl: timedelta, refresh_before: timedelta) -> Plan:
+    """What to send, given the alerts sent before (``state``) and the current ones
+    (``(labels, annotations)`` pairs). Pure: ``now`` is wall-clock time passed in."""
+    plan = Plan()
+    seen = set()
+    for labels, notes in current:
+        fp = fingerprint(labels)
+        seen.add(fp)
+        prev = state.get(fp)
+        if prev is None:
+            entry = {"labels": labels, "startsAt": _iso(now), "endsAt": _iso(now + ttl)}
+            plan.new.append({**entry, "annotations": notes})
+        elif datetime.fromisoformat(prev["endsAt"].rstrip("Z")) - now < refresh_before:
+            entry = {**prev, "endsAt": _iso(now + ttl)}
+            plan.refreshed.append({**entry, "annotations": notes})
+        else:
+            entry = prev
+            plan.unchanged += 1
+        plan.state[fp] = {"labels": entry["labels"], "startsAt": entry["startsAt"],
+                          "endsAt": entry["endsAt"]}
+    for fp, prev in state.items():
+        if fp not in seen:
+            plan.resolved.append({"labels": prev["labels"], "startsAt": prev["startsAt"],
+                                  "endsAt": _iso(now), "annotations": {"resolved": "risk dropped"}})
+    return plan
+
+
+def load_state(path: Path) -> dict[str, dict]:
+    try:
+        return json.loads(Path(path).read_text()) if Path(path).is_file() else {}
+    except (OSError, ValueError) as e:
+        log.warning("alert state %s unreadable (%s): starting afresh", path, e)
+        return {}
+
+
+def save_state(path: Path, state: dict[str, dict]) -> None:
+    write_textfile(path, [json.dumps(state, indent=1, sort_keys=True)])
+
+
+def post_alerts(url: str, alerts: list[dict], timeout_s: float = 10.0) -> None:
+    """POST to ``<url>/api/v2/alerts``; raises ``DeliveryError`` on failure."""
+    if not alerts:
+        return
+    endpoint = url.rstrip("/") + "/api/v2/alerts"
+    try:
+        resp = requests.post(endpoint, json=alerts, timeout=timeout_s)
+    except requests.RequestException as e:
+        raise DeliveryError(f"cannot reach Alertmanager at {endpoint}: {e}") from e
+    if resp.status_code >= 300:
+        raise DeliveryError(f"Alertmanager {endpoint} answered {resp.status_code}: "
+                            f"{resp.text[:200]}")

@@ -1,0 +1,41 @@
+"""The ``faultlens`` command line: a thin layer over the library (Typer).
+
+stdout is data, stderr is diagnostics; exit codes are ``app.common.ExitCode``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from app import cmd_ingest, cmd_models, cmd_replay, cmd_run, cmd_stragglers, cmd_synth
+from app.common import setup_logging
+
+app = typer.Typer(
+    name="faultlens",
+    help="Reliability toolkit for GPU training clusters: ingest, predict, replay, report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logs on stderr.")] = False,
+) -> None:
+    setup_logging(verbose)
+
+
+# Each command module registers its commands here, explicitly.
+for _module in (cmd_ingest, cmd_synth, cmd_models, cmd_stragglers, cmd_replay, cmd_run):
+    _module.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

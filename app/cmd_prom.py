@@ -1,0 +1,29 @@
+"""``faultlens ingest --prometheus URL --since 7d``: the CLI side of ``ingest.prom.pull``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from app.common import db_path, emit_json, utc_now
+from ingest.prom import parse_duration, pull
+from ingest.store import Store
+from ingest.telemetry import resolve_gpu_indices
+
+
+def pull_prometheus(
+    url: str, *, since: str, db: Path | None, node: str | None, json: bool, quiet: bool
+) -> None:
+    """Pull the DCGM series of ``url`` for the last ``since`` into the database and report."""
+    with Store(db_path(db)) as store:
+        report = pull(store, url, since=parse_duration(since), now=utc_now(), node=node)
+        resolve_gpu_indices(store)
+    if json:
+        emit_json({"prometheus": report.to_json()})
+    elif not quiet:
+        Console(stderr=True).print(
+            f"prometheus {report.url}: {len(report.metrics)} metrics, {report.windows} windows, "
+            f"{report.samples:,} samples, rows {report.rows}",
+            highlight=False,
+        )

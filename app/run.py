@@ -1,0 +1,194 @@
+"""The scheduled job behind ``faultlens run``: ingest what is new, predict, export, alert.
+
+One run, under a file lock next to the database (a second concurrent run gets ``LockedError``):
+
+1. ingest the configured paths (exactly-once: only new lines of grown logs are read);
+2. score every node and GPU with the latest model and write them to ``predictions``;
+3. write the Prometheus textfile (atomically);
+4. reconcile alerts with Alertmanager (new / refreshed / resolved; see ``app.alerts``);
+5. report each alert and a run summary as JSON lines through ``emit``.
+
+The run is idempotent: a second run at the same time changes nothing and sends nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from app import alerts as am
+from ingest.catalog import load_catalog
+from ingest.errors import ConfigError, LockedError
+from ingest.pipeline import ingest_paths
+from ingest.store import Store, default_db_path
+from models.actions import ACTION_RANK, RiskAction
+from models.predictor import predict_failures, save_predictions
+from models.registry import default_models_dir, load_model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunConfig:
+    db: Path
+    ingest_paths: list[str] = field(default_factory=list)
+    models_dir: Path | None = None
+    model_version: str | None = None
+    scheduler: str = "slurm"
+    textfile: Path | None = None
+    alertmanager_url: str | None = None
+    min_action: str = RiskAction.DRAIN_AFTER_JOBS.value
+    ttl_h: float = 4.0
+    refresh_h: float = 2.0
+    timeout_s: float = 10.0
+    state_file: Path | None = None
+
+    @property
+    def lock_file(self) -> Path:
+        return self.db.with_name(self.db.name + ".lock")
+
+    @property
+    def alert_state(self) -> Path:
+        return self.state_file or self.db.with_name(self.db.name + ".alerts.json")
+
+
+def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
+    """Read ``faultlens.toml``; relative paths are relative to the file's folder."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read config {path}: {e}") from e
+    base = Path(path).resolve().parent
+
+    def rel(p: str | None) -> Path | None:
+        return None if p in (None, "") else (base / str(p)).resolve()
+
+    def rel_glob(p: str) -> str:
+        return p if os.path.isabs(p) else str(base / p)
+
+    top, ing = doc.get("faultlens", {}), doc.get("ingest", {})
+    prom, amc = doc.get("prometheus", {}), doc.get("alertmanager", {})
+    try:
+        cfg = RunConfig(
+            db=db or rel(top.get("db")) or default_db_path(),
+            ingest_paths=[rel_glob(p) for p in ing.get("paths", [])],
+            models_dir=rel(top.get("models_dir")),
+            model_version=top.get("model_version"),
+            scheduler=str(top.get("scheduler", "slurm")),
+            textfile=rel(prom.get("textfile")),
+            alertmanager_url=amc.get("url") or None,
+            min_action=str(amc.get("min_action", RiskAction.DRAIN_AFTER_JOBS.value)),
+            ttl_h=float(amc.get("ttl_h", 4.0)),
+            refresh_h=float(amc.get("refresh_h", 2.0)),
+            timeout_s=float(amc.get("timeout_s", 10.0)),
+            state_file=rel(amc.get("state_file")),
+        )
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"invalid value in {path}: {e}") from e
+    if cfg.min_action not in {a.value for a in RiskAction} - {"none"}:
+        raise ConfigError(f"{path}: alertmanager.min_action must be watch, drain_after_jobs or "
+                          "drain_now")
+    if cfg.scheduler not in ("slurm", "kubernetes"):
+        raise ConfigError(f"{path}: faultlens.scheduler must be slurm or kubernetes")
+    if cfg.refresh_h >= cfg.ttl_h:
+        raise ConfigError(f"{path}: alertmanager.refresh_h must be below ttl_h")
+    return cfg
+
+
+@contextmanager
+def run_lock(path: Path) -> Iterator[None]:
+    """An exclusive, non-blocking ``fcntl`` lock; the kernel releases it if the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            raise LockedError(f"another faultlens run holds {path}") from e
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class RunOutcome:
+    summary: dict[str, Any]
+    needs_human: list[str]
+    ingest_failed: bool = False
+    delivery_failed: bool = False
+
+
+def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
+             emit: Callable[[dict[str, Any]], None] = lambda _d: None) -> RunOutcome:
+    """One scheduled run (see the module doc). ``now`` is wall-clock time; ``as_of`` the time
+    the prediction is for (default ``now``)."""
+    as_of = as_of or now
+    with run_lock(cfg.lock_file):
+        model = load_model(cfg.models_dir or default_models_dir(cfg.db), cfg.model_version)
+        with Store(cfg.db) as store:
+            report = None
+            if cfg.ingest_paths:
+                if store.count("xid_catalog") == 0:
+                    store.load_xid_catalog(load_catalog())
+                report = ingest_paths(store, cfg.ingest_paths, now=now)
+            pred = predict_failures(store, model.estimator, model.card, as_of=as_of,
+                                    scheduler=cfg.scheduler)
+            save_predictions(store, pred, model.card["horizon_h"])
+        horizon_h = float(model.card["horizon_h"])
+        if cfg.textfile is not None:
+            am.write_textfile(cfg.textfile, am.textfile_lines(
+                pred.rows, horizon_h=horizon_h, model_version=pred.model_version,
+                run_id=pred.run_id, now=now))
+        floor = ACTION_RANK[RiskAction(cfg.min_action)]
+        paged = [a for a in pred.alerts if ACTION_RANK[RiskAction(a["action"])] >= floor]
+        for a in pred.alerts:
+            emit({"type": "alert", "run_id": pred.run_id, **a})
+        plan, delivery_error = _alertmanager(cfg, paged, pred.run_id, pred.model_version,
+                                             horizon_h, now)
+    ingest_failed = bool(report and any(f.status == "failed" for f in report.files))
+    new_actionable = [a["labels"]["node"] for a in plan.new
+                      if a["labels"]["severity"] in ("warning", "critical")]
+    needs = [f"new alert: {n}" for n in new_actionable]
+    if ingest_failed:
+        needs.append("some inputs failed to ingest")
+    if delivery_error:
+        needs.append(delivery_error)
+    summary = {
+        "type": "run", "run_id": pred.run_id, "as_of": as_of.isoformat(), "now": now.isoformat(),
+        "model_version": pred.model_version,
+        "ingest": report.totals if report else None,
+        "scored": pred.rows.height, "alerts": len(pred.alerts), "paged": len(paged),
+        "sent": {"new": len(plan.new), "refreshed": len(plan.refreshed),
+                 "resolved": len(plan.resolved), "unchanged": plan.unchanged},
+        "textfile": str(cfg.textfile) if cfg.textfile else None,
+        "needs_human": needs,
+    }
+    emit(summary)
+    return RunOutcome(summary, needs, ingest_failed, delivery_error is not None)
+
+
+def _alertmanager(cfg: RunConfig, paged: list[dict], run_id: str, version: str,
+                  horizon_h: float, now: datetime) -> tuple[am.Plan, str | None]:
+    if not cfg.alertmanager_url:
+        return am.Plan(), None
+    state = am.load_state(cfg.alert_state)
+    current = [(am.alert_labels(a), am.annotations(a, run_id, version, horizon_h)) for a in paged]
+    plan = am.reconcile(state, current, now=now, ttl=timedelta(hours=cfg.ttl_h),
+                        refresh_before=timedelta(hours=cfg.refresh_h))
+    try:
+        am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s)
+    except am.DeliveryError as e:
+        log.warning("%s", e)
+        return am.Plan(unchanged=len(current)), str(e)
+    am.save_state(cfg.alert_state, plan.state)
+    return plan, None

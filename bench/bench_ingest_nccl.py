@@ -1,0 +1,279 @@
+"""Benchmark: NCCL / PyTorch log ingest vs ``grep -c`` and a plain Python loop.
+
+``python -m bench.bench_ingest_nccl --size-gb 1`` generates a mixed training-job log (mostly NCCL
+INFO chatter and application output, some WARN / IB / socket errors, watchdog timeouts,
+DistBackendError blocks, nccl-tests rows, tqdm ``\\r`` lines and a few invalid UTF-8 bytes) in a
+temporary folder, then times, each in its own subprocess:
+
+- ``LC_ALL=C grep -c 'NCCL WARN'`` (the floor);
+- a plain Python loop: text mode, literal pre-filter, ``re`` per candidate, same fields;
+- faultlens: ``ingest.pipeline.ingest_paths`` into a fresh DuckDB file.
+
+Prints a markdown table (MB/s, rows/s, ratios, peak RSS) and writes it with the raw numbers to
+``bench/out/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "out"
+REPO = Path(__file__).resolve().parents[1]
+
+# A child that runs a command and reports its wall time and peak RSS (RUSAGE_CHILDREN).
+_RUNNER = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+wall = time.perf_counter() - t0
+rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(json.dumps({"wall_s": wall, "rss_mib": rss_kb / 1024, "rc": p.returncode,
+                  "stdout": p.stdout[-2000:], "stderr": p.stderr[-2000:]}))
+"""
+
+
+# -- the generated log ----------------------------------------------------------------------------
+
+
+def _block(rng: random.Random, block_no: int, n_lines: int) -> str:
+    hosts = [f"gpu-{i:03d}" for i in range(8)]
+    out: list[str] = []
+    for i in range(n_lines):
+        dev = i % 8
+        p = f"{hosts[dev]}:{4000 + dev}:{4090 + dev} [{dev}]"
+        r = rng.random()
+        if r < 0.58:
+            out.append(p + rng.choice((
+                f" NCCL INFO Channel {i % 32:02d}/0 : {dev}[{dev}] -> {(dev + 1) % 8}"
+                f"[{(dev + 1) % 8}] via P2P/CUMEM/read",
+                f" NCCL INFO Trees [0] {dev + 1}/-1/-1->{dev}->{dev - 1} [1] {dev + 1}/-1/-1->"
+                f"{dev}->{dev - 1}",
+                f" NCCL INFO transport/net.cc:{rng.randrange(2000)} -> 6",
+                " NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+                " NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+            )))
+        elif r < 0.93:
+            step = block_no * n_lines + i
+            if rng.random() < 0.3:
+                out.append(f"Epoch 0:  {step % 100:2d}%|#####     | {step}/500150 "
+                           f"[6:28:43<94:39:17,  1.37it/s, loss=2.{step % 97}]\r")
+            else:
+                out.append(f"[2024-11-29 13:{i % 60:02d}:{i % 60:02d},123] INFO train.py:311 "
+                           f"step {step} loss {rng.random():.4f} lr 3.0e-4 tokens/s "
+                           f"{rng.randrange(9999)}")
+        elif r < 0.975:
+            out.append("")
+        elif r < 0.985:
+            out.append(p + rng.choice((
+                f" transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+                f"10.0.0.{dev}<{40000 + i % 999}> with status=12 opcode=0 len=0 vendor err 129 "
+                "(Recv) localGid fe80::1 remoteGidsfe80::2",
+                f" misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.{dev}"
+                f"<{50000 + i % 999}> failed : Broken pipe",
+                " include/alloc.h:102 NCCL WARN Cuda failure 2 'out of memory'",
+                " misc/nvmlwrap.cc:181 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
+            )))
+        elif r < 0.989:
+            out.append(f"[rank{dev}]:[E1129 13:05:01.{i:09d} ProcessGroupNCCL.cpp:616] [Rank {dev}]"
+                       f" Watchdog caught collective operation timeout: WorkNCCL(SeqNum={i}, "
+                       f"OpType=ALLREDUCE, NumelIn={i * 8}, NumelOut={i * 8}, Timeout(ms)=600000) "
+                       f"ran for {600000 + i % 999} milliseconds before timing out.")
+        elif r < 0.990:
+            out.extend([
+                f"[rank{dev}]: torch.distributed.DistBackendError: NCCL error in: ../ProcessGroup"
+                "NCCL.cpp:2027, unhandled system error, NCCL version 2.20.5",
+                f"[rank{dev}]: ncclSystemError: System call or external library call failed.",
+                f"[rank{dev}]: Last error:",
+                f"[rank{dev}]: socketStartConnect: Connect to 10.1.2.{dev}<45123> failed : "
+                "Software caused connection abort",
+            ])
+        elif r < 0.991:
+            size = 1 << (i % 30)
+            t, a, b = rng.uniform(9, 900), rng.uniform(0, 90), rng.uniform(0, 170)
+            out.append(f"  {size:>10}  {size // 4:>10}     float     sum      -1   {t:7.2f}  "
+                       f"{a:6.2f}  {b:6.2f}      0   {t:7.2f}  {a:6.2f}  {b:6.2f}      0")
+        else:
+            out.append(f"some application chatter {i} " + "x" * rng.randrange(10, 200))
+    return "\n".join(out) + "\n"
+
+
+def generate(path: Path, size_bytes: int, seed: int = 7) -> int:
+    """Write about ``size_bytes`` of mixed log to ``path``; returns its line count."""
+    rng = random.Random(seed)
+    head = [
+        "NCCL version 2.21.5+cuda12.4",
+        *[f"gpu-{h:03d}:{4000 + h}:{4000 + h} [{h}] NCCL INFO Bootstrap : Using ib0:10.0.0.{h}<0>"
+          for h in range(8)],
+        *[f"gpu-{h:03d}:{4000 + h}:{4090 + h} [{h}] NCCL INFO ncclCommInitRank comm 0x{h:x}0 rank "
+          f"{h} nranks 8 cudaDev {h} nvmlDev {h} busId {h + 1}8000 commId 0xfeed - Init START"
+          for h in range(8)],
+    ]
+    blocks = [_block(rng, b, 20000).encode() for b in range(8)]
+    blocks[3] = blocks[3].replace(b"chatter 1", b"chatter \xff\xfe 1", 3)  # invalid UTF-8
+    written = 0
+    lines = 0
+    with path.open("wb") as f:
+        data = ("\n".join(head) + "\n").encode()
+        f.write(data)
+        written += len(data)
+        lines += data.count(b"\n")
+        k = 0
+        while written < size_bytes:
+            block = blocks[k % len(blocks)]
+            f.write(block)
+            written += len(block)
+            lines += block.count(b"\n")
+            k += 1
+    return lines
+
+
+# -- the contenders (each runs in a child process) ------------------------------------------------
+
+
+def plain_python(path: str) -> dict[str, int]:
+    """The obvious loop: text mode, literal tests, ``re`` on candidate lines only."""
+    import re
+
+    nccl_rx = re.compile(r"(\S+):([0-9]+):([0-9]+) \[(-?[0-9]+)\] (?:(\S+):([0-9]+) )?NCCL "
+                         r"(INFO|WARN) (.*)$")
+    ib_rx = re.compile(r"Got completion from peer (\S+?)<([0-9]+)> with (?:status=|error )"
+                       r"([0-9]+).*?vendor err ([0-9]+)")
+    wd_rx = re.compile(r"WorkNCCL\((?:SeqNum=([0-9]+), )?OpType=(\w+)(?:, NumelIn=([0-9]+), "
+                       r"NumelOut=([0-9]+))?, Timeout\(ms\)=([0-9]+)\) ran for ([0-9]+) milli")
+    row_rx = re.compile(r"^ *([0-9]+) +([0-9]+) +(\w+) +(\w+) +(-?[0-9]+) +([0-9.]+) +([0-9.]+) +"
+                        r"([0-9.]+) +(\S+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +(\S+) *$")
+    init_rx = re.compile(r"comm (0x[0-9a-f]+) rank ([0-9]+) nranks ([0-9]+) cudaDev ([0-9]+)"
+                         r".*?busId ([0-9a-f]+)")
+    rows: list[tuple] = []
+    with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
+        for line in f:
+            if "NCCL WARN" in line:
+                m = nccl_rx.search(line)
+                if m:
+                    ib = ib_rx.search(m[8])
+                    rows.append((m[1], m[2], m[4], m[8], ib.groups() if ib else None))
+            elif "Watchdog caught" in line:
+                m = wd_rx.search(line)
+                if m:
+                    rows.append(m.groups())
+            elif "NCCL error" in line or "ncclSystemError" in line or "Last error:" in line:
+                rows.append((line,))
+            elif " float " in line:
+                m = row_rx.match(line)
+                if m:
+                    rows.append(m.groups())
+            elif " nranks " in line or "NCCL version" in line:
+                m = init_rx.search(line)
+                rows.append(m.groups() if m else (line,))
+    return {"rows": len(rows)}
+
+
+def faultlens(path: str, db: str) -> dict[str, int]:
+    from datetime import datetime
+
+    from ingest.base import ParseContext
+    from ingest.pipeline import ingest_paths
+    from ingest.store import Store
+
+    with Store(db) as store:
+        report = ingest_paths(store, [path], now=datetime(2025, 1, 1), fmt="nccl",
+                              base_ctx=ParseContext(file="", year=2024))
+        (f,) = report.files
+        if f.status not in ("ok", "partial"):
+            raise SystemExit(f"ingest failed: {f.error}")
+        return {"rows": sum(f.rows.values()), "lines": f.lines, "parsed": f.parsed,
+                "quarantined": f.quarantined, **{f"rows_{k}": v for k, v in f.rows.items()}}
+
+
+# -- driver ---------------------------------------------------------------------------------------
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, *cmd], capture_output=True, text=True,
+                          env=env, cwd=REPO, check=True)
+    res = json.loads(proc.stdout)
+    if res["rc"] != 0:
+        raise RuntimeError(f"{cmd[:3]} failed: {res['stderr']}")
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument("--child", choices=["python", "faultlens"], help=argparse.SUPPRESS)
+    ap.add_argument("--file", help=argparse.SUPPRESS)
+    ap.add_argument("--db", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child == "python":
+        print(json.dumps(plain_python(args.file)))
+        return 0
+    if args.child == "faultlens":
+        print(json.dumps(faultlens(args.file, args.db)))
+        return 0
+
+    with tempfile.TemporaryDirectory(prefix="bench-nccl-") as tmp:
+        log = Path(tmp) / "train-job.log"
+        n_lines = generate(log, int(args.size_gb * 1e9))
+        size = log.stat().st_size
+        subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm cache
+        env = {**os.environ, "LC_ALL": "C"}
+        me = [sys.executable, "-m", "bench.bench_ingest_nccl"]
+        runs = {
+            "grep -c 'NCCL WARN'": measure(["grep", "-c", "NCCL WARN", str(log)], env),
+            "plain Python loop": measure([*me, "--child", "python", "--file", str(log)]),
+            "faultlens ingest": measure([*me, "--child", "faultlens", "--file", str(log),
+                                         "--db", str(Path(tmp) / "bench.duckdb")]),
+        }
+    report = _report(runs, size, n_lines)
+    print(report["markdown"])
+    OUT.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    (OUT / f"ingest_nccl_{stamp}.md").write_text(report["markdown"] + "\n")
+    (OUT / f"ingest_nccl_{stamp}.json").write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+def _report(runs: dict[str, dict], size: int, n_lines: int) -> dict:
+    mb = size / 1e6
+    grep_s = runs["grep -c 'NCCL WARN'"]["wall_s"]
+    py_s = runs["plain Python loop"]["wall_s"]
+    lines = [
+        f"NCCL/PyTorch log: {mb:,.0f} MB, {n_lines:,} lines",
+        "",
+        "| approach | wall s | MB/s | rows | rows/s | x grep time | speed vs Python loop "
+        "| peak RSS MiB |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    table = {}
+    for name, r in runs.items():
+        out = r["stdout"].strip().splitlines()
+        rows = int(out[-1]) if name.startswith("grep") else json.loads(out[-1])["rows"]
+        extra = {} if name.startswith("grep") else json.loads(out[-1])
+        wall = r["wall_s"]
+        table[name] = {"wall_s": wall, "mb_s": mb / wall, "rows": rows, "rows_s": rows / wall,
+                       "x_grep": wall / grep_s, "vs_python": py_s / wall,
+                       "rss_mib": r["rss_mib"], **extra}
+        t = table[name]
+        lines.append(f"| {name} | {wall:.2f} | {t['mb_s']:,.0f} | {rows:,} | {t['rows_s']:,.0f} | "
+                     f"{t['x_grep']:.2f} | {t['vs_python']:.2f} | {r['rss_mib']:,.0f} |")
+    fl = table["faultlens ingest"]
+    lines += [
+        "",
+        f"Targets: faultlens >= 1/4 of grep's speed: {1 / fl['x_grep']:.2f} "
+        f"({'met' if fl['x_grep'] <= 4 else 'NOT met'}); >= 2x the Python loop: "
+        f"{fl['vs_python']:.2f}x ({'met' if fl['vs_python'] >= 2 else 'NOT met'}); peak <= 1 GiB: "
+        f"{fl['rss_mib']:,.0f} MiB ({'met' if fl['rss_mib'] <= 1024 else 'NOT met'}).",
+    ]
+    return {"size_bytes": size, "lines": n_lines, "runs": table, "markdown": "\n".join(lines)}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

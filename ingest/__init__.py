@@ -1,0 +1,1 @@
+"""Ingest: one module per log source, format sniffing, the normalized schema and the DuckDB store."""

@@ -1,0 +1,228 @@
+"""Joining events to jobs, attributing job failures to causes, and the failure taxonomy.
+
+- ``link_events_to_jobs``: every timed event without a job gets the job running on its node then.
+- ``attribute_failures``: for every job that ended FAILED / NODE_FAIL / TIMEOUT, the events on its
+  nodes from 10 minutes before to 5 minutes after its end (Meta's window) decide the cause
+  category. Hardware evidence outranks its symptoms: an Xid 79 explains the NCCL timeouts that
+  follow it, so categories are ranked and the highest-ranked, earliest evidence wins.
+- ``taxonomy`` and ``mtbf``: the whole history in the shape of the Llama 3 interruption table.
+
+The cause of an event is declared once, in ``EVENT_CAUSE`` / ``XID_CAUSE`` / ``XID_CATEGORY_CAUSE``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import polars as pl
+
+from ingest.schema import CauseCategory as C
+from ingest.schema import Kind as K
+from ingest.store import Store
+
+log = logging.getLogger(__name__)
+
+WINDOW_BEFORE = timedelta(minutes=10)
+WINDOW_AFTER = timedelta(minutes=5)
+FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
+
+# Xids whose root cause is clear whatever the catalog's coarse category says.
+XID_CAUSE: dict[int, C] = {
+    48: C.GPU_MEMORY,
+    63: C.GPU_MEMORY,
+    64: C.GPU_MEMORY,
+    92: C.GPU_MEMORY,
+    94: C.GPU_MEMORY,
+    95: C.GPU_MEMORY,
+    140: C.GPU_MEMORY,
+    79: C.GPU_HARDWARE,
+    119: C.GPU_HARDWARE,
+    120: C.GPU_HARDWARE,
+    62: C.GPU_HARDWARE,
+    74: C.NETWORK,
+}
+# Otherwise the Xid catalog's category decides.
+XID_CATEGORY_CAUSE: dict[str, C] = {
+    "hardware": C.GPU_HARDWARE,
+    "memory": C.GPU_MEMORY,
+    "interconnect": C.NETWORK,
+    "thermal": C.GPU_HARDWARE,
+    "driver": C.SOFTWARE,
+    "application": C.USER_UNKNOWN,
+    "other": C.USER_UNKNOWN,
+}
+# Non-Xid event kinds.
+EVENT_CAUSE: dict[K, C] = {
+    K.FALLEN_OFF_BUS: C.GPU_HARDWARE,
+    K.GPU_INIT_FAIL: C.GPU_HARDWARE,
+    K.GSP_TIMEOUT: C.GPU_HARDWARE,
+    K.RESET_REQUIRED: C.GPU_HARDWARE,
+    K.THERMAL: C.GPU_HARDWARE,
+    K.DEVICE_UNHEALTHY: C.GPU_HARDWARE,
+    K.ECC: C.GPU_MEMORY,
+    K.ROW_REMAP: C.GPU_MEMORY,
+    K.NVLINK: C.NETWORK,
+    K.SXID: C.NETWORK,
+    K.IB_PORT: C.NETWORK,
+    K.NCCL_ERROR: C.NETWORK,
+    K.PCIE: C.HOST,
+    K.MEMORY: C.HOST,
+    K.MCE: C.HOST,
+    K.HUNG_TASK: C.HOST,
+    K.NODE_DOWN: C.HOST,
+    K.NODE_NOT_RESPONDING: C.HOST,
+    K.JOB_NODE_FAIL: C.HOST,
+    K.NCCL_TIMEOUT: C.SOFTWARE,
+    K.NCCL_WARN: C.SOFTWARE,
+    K.PROCESS_FAILED: C.SOFTWARE,
+}
+# Rank of a cause as a root cause (lower wins): hardware explains the software symptoms.
+CAUSE_RANK: dict[C, int] = {
+    C.GPU_MEMORY: 0,
+    C.GPU_HARDWARE: 1,
+    C.NETWORK: 2,
+    C.HOST: 3,
+    C.SOFTWARE: 4,
+    C.USER_UNKNOWN: 9,
+}
+# Kinds that are only symptoms of whatever else happened: used only when nothing else is there.
+SYMPTOM_KINDS = (
+    K.JOB_NODE_FAIL,
+    K.NODE_NOT_RESPONDING,
+    K.NODE_DOWN,
+    K.NCCL_TIMEOUT,
+    K.PROCESS_FAILED,
+)
+
+
+def _cause_case() -> str:
+    """A SQL CASE mapping (kind, code, catalog category) to a cause; built from the dicts above."""
+    parts = ["CASE"]
+    for code, cause in XID_CAUSE.items():
+        parts.append(f"WHEN e.kind = 'xid' AND e.code = {int(code)} THEN '{cause.value}'")
+    for cat, cause in XID_CATEGORY_CAUSE.items():
+        parts.append(f"WHEN e.kind = 'xid' AND x.category = '{cat}' THEN '{cause.value}'")
+    parts.append(f"WHEN e.kind = 'xid' THEN '{C.USER_UNKNOWN.value}'")
+    for kind, cause in EVENT_CAUSE.items():
+        parts.append(f"WHEN e.kind = '{kind.value}' THEN '{cause.value}'")
+    parts.append("END")
+    return " ".join(parts)
+
+
+def _rank_case(col: str) -> str:
+    whens = " ".join(f"WHEN '{c.value}' THEN {r}" for c, r in CAUSE_RANK.items())
+    symptoms = ", ".join(f"'{k.value}'" for k in SYMPTOM_KINDS)
+    # Symptoms rank after every real cause of any category.
+    return (
+        f"(CASE {col} {whens} ELSE 9 END) + (CASE WHEN e.kind IN ({symptoms}) THEN 10 ELSE 0 END)"
+    )
+
+
+def link_events_to_jobs(store: Store) -> int:
+    """Fill ``events.job_id`` from the job running on the event's node at its time."""
+    before = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
+    store.execute(
+        """
+        UPDATE events SET job_id = m.job_id FROM (
+            SELECT e.rowid AS rid, arg_max(j.job_id, j.n_gpus) AS job_id
+            FROM events e
+            JOIN (SELECT job_id, unnest(nodes) AS node, start, "end", coalesce(n_gpus, 0) AS n_gpus
+                  FROM jobs WHERE start IS NOT NULL) j
+              ON e.node = j.node AND e.ts >= j.start
+             AND e.ts <= coalesce(j."end", TIMESTAMP '9999-12-31') + INTERVAL 5 MINUTE
+            WHERE e.job_id IS NULL AND e.ts IS NOT NULL
+            GROUP BY e.rowid
+        ) m WHERE events.rowid = m.rid
+        """
+    )
+    after = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
+    return int(after - before)
+
+
+def attribute_failures(store: Store) -> pl.DataFrame:
+    """Rebuild ``attributions``: one row per failed job with its cause and deciding evidence."""
+    states = ", ".join(f"'{s}'" for s in FAILED_STATES)
+    sql = f"""
+        WITH failed AS (
+            SELECT job_id, state, "end", nodes, coalesce(n_gpus, 0) AS n_gpus,
+                   coalesce(elapsed_s, epoch("end") - epoch(start), 0) AS elapsed_s
+            FROM jobs WHERE state IN ({states}) AND "end" IS NOT NULL
+        ),
+        fn AS (SELECT job_id, "end", unnest(nodes) AS node FROM failed),
+        ev AS (
+            SELECT fn.job_id, e.node, e.kind, e.code, e.ts, {_cause_case()} AS cause
+            FROM fn JOIN events e ON e.node = fn.node
+             AND e.ts BETWEEN fn."end" - INTERVAL {int(WINDOW_BEFORE.total_seconds())} SECOND
+                          AND fn."end" + INTERVAL {int(WINDOW_AFTER.total_seconds())} SECOND
+            LEFT JOIN xid_catalog x ON e.kind = 'xid' AND x.xid = e.code
+        ),
+        ranked AS (
+            SELECT *, row_number() OVER (
+                PARTITION BY job_id ORDER BY {_rank_case("cause")}, ts, node) AS rn
+            FROM ev e WHERE cause IS NOT NULL
+        )
+        SELECT f.job_id, f.state, f."end", r.node,
+               coalesce(r.cause, '{C.USER_UNKNOWN.value}') AS cause,
+               r.kind AS evidence_kind, r.code AS evidence_code, r.ts AS evidence_ts,
+               f.n_gpus * f.elapsed_s / 3600.0 AS gpu_hours_lost
+        FROM failed f LEFT JOIN ranked r ON r.job_id = f.job_id AND r.rn = 1
+        ORDER BY f."end", f.job_id
+    """
+    frame = store.query(sql)
+    with store.transaction():
+        store.execute("DELETE FROM attributions")
+        store.insert("attributions", frame)
+    return frame
+
+
+def taxonomy(store: Store) -> pl.DataFrame:
+    """Interruptions by cause category: count, share, GPU-hours lost (the Llama 3 table shape)."""
+    return store.query(
+        """
+        SELECT cause, count(*) AS interruptions,
+               round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS share_pct,
+               round(sum(gpu_hours_lost), 1) AS gpu_hours_lost
+        FROM attributions GROUP BY cause ORDER BY interruptions DESC, cause
+        """
+    )
+
+
+def observed_node_days(store: Store) -> float:
+    """Node-days covered by the history: distinct nodes x the span of timed events and jobs."""
+    row = store.query(
+        """
+        WITH spans AS (
+            SELECT min(ts) AS lo, max(ts) AS hi FROM events WHERE ts IS NOT NULL
+            UNION ALL SELECT min(start), max("end") FROM jobs
+        ), nodes AS (
+            SELECT node FROM events WHERE node IS NOT NULL
+            UNION SELECT unnest(nodes) FROM jobs
+        )
+        SELECT (SELECT count(DISTINCT node) FROM nodes) AS n_nodes,
+               epoch(max(hi)) - epoch(min(lo)) AS span_s FROM spans
+        """
+    ).row(0, named=True)
+    if not row["n_nodes"] or not row["span_s"]:
+        return 0.0
+    return float(row["n_nodes"]) * float(row["span_s"]) / 86400.0
+
+
+def mtbf(store: Store) -> pl.DataFrame:
+    """Per cause category: failures, failures per 1000 node-days, and MTBF per node in hours."""
+    node_days = observed_node_days(store)
+    frame = store.query("SELECT cause, count(*) AS failures FROM attributions GROUP BY cause")
+    total = pl.DataFrame({"cause": ["all"], "failures": [int(frame["failures"].sum() or 0)]})
+    frame = pl.concat([frame.cast({"failures": pl.Int64}), total.cast({"failures": pl.Int64})])
+    if node_days <= 0:
+        return frame.with_columns(
+            pl.lit(None, pl.Float64).alias("per_1000_node_days"),
+            pl.lit(None, pl.Float64).alias("mtbf_node_h"),
+        )
+    return frame.with_columns(
+        (pl.col("failures") * 1000.0 / node_days).round(2).alias("per_1000_node_days"),
+        pl.when(pl.col("failures") > 0)
+        .then(node_days * 24.0 / pl.col("failures"))
+        .round(0)
+        .alias("mtbf_node_h"),
+    ).sort("failures", descending=True)

@@ -1,0 +1,197 @@
+"""What every parser shares: the context it runs in, what it returns, and small normalizers.
+
+A parser module (one per log source) exposes a ``Parser`` object with
+
+- ``sniff(head_lines, path) -> float``: how sure it is (0..1) that a file is in its format;
+- ``parse_line(line, ctx) -> LineResult``: the pure one-line path that documents the format
+  (``None`` for noise, a ``Parsed`` with the rows, or a ``Quarantined`` with a reason);
+- ``parse_chunk(lines, first_line, ctx, state) -> ChunkResult``: the vectorized path that does the
+  real work over a whole chunk of lines (polars expressions);
+- ``finish(ctx, state) -> ChunkResult``: flush what is pending at end of file (multi-line records).
+
+Accounting: a parser reports how many input lines it turned into rows (``parsed``, continuation
+lines of a multi-line record included) and which lines it quarantined; every other line of the
+chunk is noise. Null entries in ``lines`` (empty lines, and over-long lines already quarantined by
+the driver) must be neither parsed nor quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import polars as pl
+
+from ingest.schema import Source, conform
+
+QUARANTINE_SCHEMA = {"line": pl.Int64, "raw": pl.String, "reason": pl.String}
+RAW_KEEP_CHARS = 4000  # quarantined raw text is kept up to this length
+
+
+@dataclass
+class ParseContext:
+    """Everything a parser may know about a file besides its lines. Passed in, never global."""
+
+    file: str
+    node: str | None = None  # node for lines that name none (dmesg, per-node files)
+    year: int | None = None  # for year-less stamps (syslog RFC 3164, glog)
+    mtime: datetime | None = None  # file's modification time (UTC), to infer the year
+    boot_time: datetime | None = None  # for boot-relative dmesg stamps
+    job_id: str | None = None
+    columns: list[str] | None = None  # for headerless tabular input (sacct --noheader)
+    delimiter: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Parsed:
+    """One line's rows: table name -> list of row dicts."""
+
+    rows: dict[str, list[dict[str, Any]]]
+
+
+@dataclass
+class Quarantined:
+    reason: str
+
+
+LineResult = Parsed | Quarantined | None
+
+
+@dataclass
+class ChunkResult:
+    tables: dict[str, pl.DataFrame] = field(default_factory=dict)
+    parsed: int = 0  # input lines that became (part of) rows
+    quarantine: pl.DataFrame | None = None  # columns line, raw, reason
+    boot_time: datetime | None = None  # wall-clock boot time learned from the file, if any
+
+    @property
+    def quarantined(self) -> int:
+        return 0 if self.quarantine is None else self.quarantine.height
+
+    def merge(self, other: ChunkResult) -> ChunkResult:
+        tables = dict(self.tables)
+        for name, frame in other.tables.items():
+            tables[name] = (
+                pl.concat([tables[name], frame], how="diagonal_relaxed")
+                if (name in tables)
+                else frame
+            )
+        quarantine = [q for q in (self.quarantine, other.quarantine) if q is not None]
+        return ChunkResult(
+            tables=tables,
+            parsed=self.parsed + other.parsed,
+            quarantine=pl.concat(quarantine) if quarantine else None,
+            boot_time=other.boot_time or self.boot_time,
+        )
+
+
+class Parser(Protocol):
+    name: str
+    source: Source
+    whole_file: bool  # True: parse_chunk receives every line of the file at once
+
+    def sniff(self, head_lines: list[str], path: str) -> float: ...
+
+    def parse_line(self, line: str, ctx: ParseContext) -> LineResult: ...
+
+    def new_state(self, ctx: ParseContext) -> Any: ...
+
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult: ...
+
+    def finish(self, ctx: ParseContext, state: Any) -> ChunkResult: ...
+
+
+# -- helpers shared by parsers ---------------------------------------------------------------------
+
+
+def numbered(lines: pl.Series, first_line: int) -> pl.DataFrame:
+    """A frame of (line number, text) for a chunk."""
+    return pl.DataFrame(
+        {
+            "line": pl.int_range(first_line, first_line + lines.len(), eager=True, dtype=pl.Int64),
+            "raw": lines.rename("raw"),
+        }
+    )
+
+
+def quarantine_frame(line_nos: list[int], raws: list[str], reasons: list[str]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {"line": line_nos, "raw": [r[:RAW_KEEP_CHARS] for r in raws], "reason": reasons},
+        schema=QUARANTINE_SCHEMA,
+    )
+
+
+def rows_to_frames(rows: dict[str, list[dict[str, Any]]]) -> dict[str, pl.DataFrame]:
+    """Row dicts (from the per-line path) into conformed frames, one per table."""
+    return {
+        table: conform(table, pl.DataFrame(items, infer_schema_length=None))
+        for table, items in rows.items()
+        if items
+    }
+
+
+_DOMAIN = re.compile(r"\..*$")
+
+
+def normalize_node(name: str | None) -> str | None:
+    """Lower-case, domain stripped: ``GPU-01.cluster.local`` -> ``gpu-01``. IPs stay as they are."""
+    if name is None:
+        return None
+    name = name.strip().lower()
+    if not name:
+        return None
+    if re.fullmatch(r"[0-9.]+", name) or ":" in name:
+        return name
+    return _DOMAIN.sub("", name)
+
+
+def node_expr(expr: pl.Expr) -> pl.Expr:
+    """Vectorized ``normalize_node``."""
+    lowered = expr.str.strip_chars().str.to_lowercase()
+    is_ip = lowered.str.contains(r"^[0-9.]+$") | lowered.str.contains(":", literal=True)
+    return pl.when(is_ip).then(lowered).otherwise(lowered.str.replace(r"\..*$", ""))
+
+
+_PCI = re.compile(
+    r"^(?:(?P<dom>[0-9a-fA-F]{1,8}):)?(?P<bus>[0-9a-fA-F]{1,2}):(?P<dev>[0-9a-fA-F]{1,2})"
+    r"(?:\.(?P<fn>[0-7]))?$"
+)
+
+
+def normalize_pci(text: str | None) -> str | None:
+    """``0000:3B:00`` / ``3b:00.0`` / ``00000000:3B:00.0`` -> ``0000:3b:00.0``; else None."""
+    if not text:
+        return None
+    m = _PCI.match(text.strip().removeprefix("PCI:"))
+    if not m:
+        return None
+    dom = int(m["dom"] or "0", 16)
+    return f"{dom:04x}:{int(m['bus'], 16):02x}:{int(m['dev'], 16):02x}.{int(m['fn'] or '0')}"
+
+
+def pci_expr(expr: pl.Expr) -> pl.Expr:
+    """Vectorized ``normalize_pci`` over strings like ``0000:3b:00`` or ``00000000:3B:00.0``."""
+    parts = (
+        expr.str.strip_chars()
+        .str.strip_prefix("PCI:")
+        .str.to_lowercase()
+        .str.extract_groups(r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})(?:\.([0-7]))?$")
+    )
+    dom = parts.struct.field("1").fill_null("0").str.strip_chars_start("0").str.zfill(4)
+    bus = parts.struct.field("2").str.zfill(2)
+    dev = parts.struct.field("3").str.zfill(2)
+    fn = parts.struct.field("4").fill_null("0")
+    # concat_str, not pl.format: polars 2.1 pl.format panics on some unnested struct columns
+    return pl.when(bus.is_not_null()).then(
+        pl.concat_str([dom, pl.lit(":"), bus, pl.lit(":"), dev, pl.lit("."), fn])
+    )
+
+
+def to_json(attrs: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in attrs.items() if v is not None}, sort_keys=True)

@@ -1,0 +1,181 @@
+"""The regular expressions and literals of the kernel-log parser, shared by both of its paths.
+
+Every pattern stays in the subset that Python ``re`` and Rust ``regex`` (polars) read the same way:
+no look-around, no back-references, ``[0-9]`` instead of ``\\d``, explicit ``[ \\t]`` instead of
+``\\s`` (the two engines disagree on what Unicode whitespace is).
+"""
+
+from __future__ import annotations
+
+MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTH_NO = {m: i + 1 for i, m in enumerate(MONTHS)}
+_MON = "|".join(MONTHS)
+_WDAY = "Mon|Tue|Wed|Thu|Fri|Sat|Sun"
+_HMS = "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+
+# The stamp in front of a kernel line, in every form we read. At most one alternative matches:
+#   [  123.456789]                         dmesg, boot-relative seconds
+#   [Sat Oct 12 18:35:32 2024]             dmesg -T / --ctime
+#   kern  :err   : 2025-01-25T10:34:54,859532+00:00     dmesg --decode --time-format iso
+#   2025-02-14T05:03:41.123+00:00 host tag:            RFC 5424 / rsyslog ISO, journalctl short-iso
+#   <13>1 2025-02-14T05:03:41Z host app pid msgid - msg RFC 5424 with priority and version
+#   Feb 14 05:03:41 host tag[pid]:                      RFC 3164 syslog, journalctl short
+#   2020/08/10 19:09:42                                 Go log (k8s-device-plugin)
+#   6,3964,206764307,-;                                 /dev/kmsg record: prio,seq,usec since boot
+PREFIX_RE = (
+    r"^[ \t]*(?:<(?P<pri>[0-9]{1,3})>(?P<v5424>1 )?)?"
+    r"(?:(?P<fac>[a-z]{2,8}) *:(?P<lvl>[a-z]{3,6}) *: )?"
+    r"(?:"
+    r"\[ *(?P<up>[0-9]{1,10}\.[0-9]{1,9})\]"
+    rf"|\[(?:{_WDAY}) (?P<ct_mon>{_MON}) +(?P<ct_day>[0-9]{{1,2}}) (?P<ct_hms>{_HMS})"
+    r" (?P<ct_year>[0-9]{4})\]"
+    rf"|(?P<iso_date>[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}})[T ](?P<iso_hms>{_HMS})"
+    r"(?:(?P<iso_sep>[.,])(?P<iso_frac>[0-9]{1,9}))?(?P<iso_tz>Z|[+-][0-9]{2}:?[0-9]{2})?"
+    rf"|(?P<bsd_mon>{_MON}) +(?P<bsd_day>[0-9]{{1,2}}) (?P<bsd_hms>{_HMS})"
+    r"(?:\.(?P<bsd_frac>[0-9]{1,9}))?"
+    rf"|(?P<go_date>[0-9]{{4}}/[0-9]{{2}}/[0-9]{{2}}) (?P<go_hms>{_HMS})"
+    r"(?:\.(?P<go_frac>[0-9]{1,9}))?"
+    r"|(?P<km_pri>[0-9]{1,4}),(?P<km_seq>[0-9]{1,20}),(?P<km_us>[0-9]{1,15}),[^;]*;"
+    r")?"
+    r"[ \t]?(?P<rest>.*)$"
+)
+PREFIX_GROUPS = (
+    "pri", "v5424", "fac", "lvl", "up", "ct_mon", "ct_day", "ct_hms", "ct_year", "iso_date",
+    "iso_hms", "iso_sep", "iso_frac", "iso_tz", "bsd_mon", "bsd_day", "bsd_hms", "bsd_frac",
+    "go_date", "go_hms", "go_frac", "km_pri", "km_seq", "km_us", "rest",
+)
+
+# After a syslog stamp: "host tag[pid]: message" (RFC 3164) ...
+HOST_TAG_RE = (
+    r"^(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?"
+    r"[ \t]?(?P<body>.*)$"
+)
+# ... or "host app procid msgid [sd]|- message" (RFC 5424).
+HOST_5424_RE = (
+    r"^(?P<host>[^ \t]+) (?P<tag>[^ \t]+) (?P<tpid>[^ \t]+) [^ \t]+ (?:-|(?:\[[^\]]*\])+)"
+    r"[ \t]?(?P<body>.*)$"
+)
+# A kernel line relayed by syslog still carries its boot-relative stamp: "kernel: [ 12.3] msg".
+INNER_UPTIME_RE = r"^\[ *(?P<up2>[0-9]{1,10}\.[0-9]{1,9})\][ \t]?(?P<body2>.*)$"
+
+# -- the pre-filter ------------------------------------------------------------------------------
+# A line is looked at only if it contains one of these (Aho-Corasick over the whole chunk).
+STRONG_LITERALS = ("NVRM", "Xid", "PCIe Bus Error", "[Hardware Error]", "NV_ERR_")
+WEAK_LITERALS = (
+    "EDAC", "AER:", "mlx5", "carrier", "blocked for more than", "setting system clock to",
+    "device marked unhealthy", "Machine check", "Machine Check",
+)
+LITERALS = STRONG_LITERALS + WEAK_LITERALS
+
+# -- message shapes --------------------------------------------------------------------------------
+_PCI = r"[0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{1,2}:[0-9A-Fa-f]{1,2}(?:\.[0-7])?"
+_PCI_FULL = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
+
+# NVRM: Xid (PCI:0000:3b:00): 79, pid=123, name=python, message   (PCI: and pid/name optional)
+XID_RE = (
+    rf"NVRM: Xid \((?:PCI:)?(?P<pci>{_PCI})\): (?P<code>[0-9]{{1,6}}),"
+    r"(?: pid=(?P<pid>[^,]{0,40}), name=(?P<proc>[^,]{0,80}),)?[ \t]?(?P<msg>.*)$"
+)
+# NVLink Xids 144-150: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 ...)"
+NVLINK_RE = (
+    r"^(?P<unit>[A-Z0-9_]+) (?P<sev>Fatal|Nonfatal) (?P<intr>XC[0-9]+) (?P<inst>i[0-9]+)"
+    r" Link (?P<link>-?[0-9]{1,4}) \((?P<words>0x[0-9a-fA-F]+(?: 0x[0-9a-fA-F]+)*)\)"
+)
+# Xid 119: "Timeout after 6s of waiting for RPC response from GPU4 GSP! Expected function 103 (X)"
+GSP_RE = (
+    r"Timeout after (?P<after_s>[0-9]{1,6})s of waiting for RPC response from "
+    r"GPU(?P<rm_gpu>[0-9]{1,3})"
+    r" GSP! Expected function (?P<fn>[0-9]{1,6}) \((?P<fn_name>[A-Za-z0-9_]+)\)"
+)
+XID_CH_RE = r"(?:^|[ ,])Ch (?P<ch>[0-9a-fA-F]{8})"
+XID_SM_RE = r"\(GPC (?P<gpc>[0-9]{1,3}), TPC (?P<tpc>[0-9]{1,3}), SM (?P<sm>[0-9]{1,3})\)"
+NVLINK_CODES = range(144, 151)
+GSP_TIMEOUT_CODE = 119
+FALLEN_OFF_CODE = 79
+
+# nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0, ...}
+SXID_RE = (
+    rf"(?:nvidia-nvswitch(?P<switch>[0-9]{{1,3}}): )?SXid \((?:PCI:)?(?P<pci>{_PCI})\): "
+    r"(?P<code>[0-9]{1,6}),[ \t]?(?P<msg>.*)$"
+)
+SXID_DATA_RE = r"Data \{(?P<data>0x[0-9a-fA-F]+(?:, 0x[0-9a-fA-F]+)*)\}"
+SXID_SEV_RE = r"(?P<sev>Non-fatal|Nonfatal|Fatal)"
+
+# k8s-device-plugin: "XidCriticalError: Xid=69 on Device=GPU-..., the device will go unhealthy."
+DP_XID_RE = (
+    r"XidCriticalError: Xid=(?P<code>[0-9]{1,6}) on Device=(?P<dev>[A-Za-z0-9-]{1,80})"
+    r"(?:, |$)"
+)
+DP_UNHEALTHY_RE = r"device marked unhealthy: (?P<dev>[A-Za-z0-9-]{1,80})"
+
+# NVRM chatter that means nothing by itself (counted as noise, documented in kernel.py).
+BENIGN_NVRM_RE = (
+    r"NVRM: (?:"
+    r"loading NVIDIA UNIX"
+    r"|GPU at PCI:[0-9A-Fa-f:.]+: GPU-"
+    r"|GPU Board Serial Number"
+    r"|GPU[0-9]+ RPC (?:event )?history"
+    r"|GPU[0-9]+ GSP RPC buffer contains"
+    r"|[ \t]+entry function"
+    r"|[ \t]+-?[0-9]+[ \t]+[0-9]+[ \t]+[A-Z_0-9]+"
+    r"|_kgspLogXid119"
+    r"|nvidia-bug-report\.sh"
+    r"|persistence mode"
+    r")"
+)
+
+# Multi-line "fallen off the bus": first line "NVRM: The NVIDIA GPU 0000:b3:00.0", then lines
+# "NVRM: (PCI ID: 10de:26b5) installed in this system has" / "NVRM: fallen off the bus and ...".
+GPU_HEAD_RE = rf"NVRM: The NVIDIA GPU (?P<pci>{_PCI})(?P<tail>.*)$"
+GPU_CONT_RE = (
+    r"^NVRM: (?P<text>(?:\(PCI ID: |installed in this system|fallen off the bus|not supported by"
+    r"|is not responding).*)$"
+)
+PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
+FALLEN_SINGLE_RE = (
+    rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
+)
+INIT_FAIL_RE = (
+    rf"NVRM: (?:GPU (?P<pci>{_PCI}): )?(?P<what>RmInitAdapter failed!|rm_init_adapter failed"
+    r"|RmInitAdapter: [^ ].*|The NVIDIA probe routine (?:failed|was not called)|No NVIDIA GPU found"
+    r"|No NVIDIA devices probed)(?P<detail>.*)$"
+)
+INIT_CODE_RE = r"\((?P<init_code>0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:[0-9]+)\)"
+GSP_LINE_RE = (
+    rf"NVRM: (?:Rate limiting GSP RPC error prints for GPU at PCI:(?P<pci>{_PCI})"
+    r"|(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?(?:GSP RPC timeout|Timeout after))"
+)
+RESET_REQUIRED_RE = r"NV_ERR_RESET_REQUIRED|GspRmAlloc failed: .*status=0x00000062"
+
+# APEI / GHES record: "{1}[Hardware Error]: Hardware error from APEI Generic Hardware Error ..."
+APEI_RE = r"^\{(?P<rec>[0-9]{1,6})\}\[Hardware Error\]: (?P<text>.*)$"
+APEI_HEAD = "Hardware error from APEI Generic Hardware Error Source"
+APEI_KV_RE = r"^[ \t]*(?P<key>[a-z_ ]{2,30}): (?P<value>.*)$"
+MCE_RE = (
+    r"mce: \[Hardware Error\]: (?:CPU (?P<cpu>[0-9]{1,5}): Machine Check(?P<exc> Exception)?: "
+    r"(?P<mcg>[0-9a-fA-F]+) Bank (?P<bank>[0-9]{1,3}): (?P<status>[0-9a-fA-F]+)"
+    r"|(?P<logged>Machine check events logged))"
+)
+EDAC_RE = (
+    r"EDAC (?P<mc>(?:[a-z0-9_]+ )?MC[0-9]{1,3}): (?P<count>[0-9]{1,9}) (?P<type>CE|UE) "
+    r"(?P<what>[^()]*?) on (?P<loc>[^ ]+)(?: \((?P<detail>.*)\))?"
+)
+EDAC_BENIGN_RE = r"EDAC [^:]*: (?:HANDLING MCE MEMORY ERROR|Ver:|Giving out device|Seeking for)"
+AER_RE = (
+    rf"(?P<pci>{_PCI_FULL}): (?:AER: )?(?:PCIe Bus Error: severity=(?P<sev>[^,]+), "
+    rf"type=(?P<type>[^,]+), \((?P<agent>[^)]*)\)"
+    r"|(?P<sev2>.*?) error (?:message )?received(?: from)?:? "
+    rf"(?P<src>{_PCI_FULL}))"
+)
+IB_PORT_RE = (
+    rf"mlx5_core (?P<pci>{_PCI_FULL})(?: (?P<dev>[a-z0-9_]+))?: Port: (?P<port>[0-9]{{1,3}}) "
+    r"Link (?P<state>[A-Z_]+)"
+)
+CARRIER_RE = r"^(?P<ifname>ib[a-z0-9_.]*): (?P<state>lost carrier|Gained carrier)$"
+HUNG_RE = (
+    r"INFO: task (?P<proc>.{1,64}):(?P<pid>[0-9]{1,10}) blocked for more than "
+    r"(?P<secs>[0-9]{1,9}) seconds"
+)
+RTC_RE = (
+    r"setting system clock to (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9:]{8}) UTC"
+)

@@ -1,0 +1,434 @@
+"""Ingesting files: planning (exactly-once), parsing (anywhere), loading (one transaction per file).
+
+The three steps are separate so that parsing can run in a process pool or on a Dask worker:
+
+1. ``plan`` looks the file up in ``ingested_files``: unchanged (skip), grown (read from the byte
+   where the last run stopped), rotated or new (read from the start).
+2. ``parse_file`` streams the file in chunks through its parser and spills each table's rows to
+   Parquet parts in a scratch folder; it touches no database, so it can run in any process.
+3. ``load`` inserts the parts, the quarantined lines and the registry row in one transaction:
+   after a crash or Ctrl-C the database holds all of a file or none of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import tempfile
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from glob import glob
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ingest import registry
+from ingest.base import ChunkResult, ParseContext
+from ingest.errors import InputError, StoreError
+from ingest.reader import (
+    MAX_LINE_BYTES,
+    Chunk,
+    file_head,
+    iter_chunks,
+    prefix_fingerprint,
+    read_head_text,
+)
+from ingest.schema import conform
+from ingest.store import Store
+
+log = logging.getLogger(__name__)
+
+# File names that say nothing about the node: their node is the folder they sit in.
+_GENERIC_NAMES = re.compile(
+    r"^(kern|syslog|messages|dmesg|kmsg|journal|journalctl|slurmd|nccl|pytorch|train|"
+    r"nvidia-smi|dcgm|metrics|console|daemon)([._-].*)?$"
+)
+
+
+@dataclass
+class FileReport:
+    path: str
+    status: str  # ok | partial | failed | unchanged
+    format: str | None = None
+    lines: int = 0
+    parsed: int = 0
+    noise: int = 0
+    quarantined: int = 0
+    error: str | None = None
+    bytes_read: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("bytes_read")
+        return d
+
+
+@dataclass
+class FileTask:
+    """What to parse: a file, where to start, and its context."""
+
+    path: str
+    fmt: str | None
+    ctx: ParseContext
+    fingerprint: str
+    head_len: int
+    size: int
+    gzipped: bool
+    start_byte: int = 0
+    start_line: int = 1
+    prior: dict[str, int] = field(default_factory=dict)  # counts of the part already ingested
+    boot_time: datetime | None = None
+
+
+@dataclass
+class ParsedFile:
+    task: FileTask
+    fmt: str
+    lines: int
+    parsed: int
+    quarantined: int
+    end_byte: int
+    parts: dict[str, list[str]]  # table -> parquet files
+    quarantine_parts: list[str]
+    boot_time: datetime | None
+    scratch: str
+
+
+def expand_paths(paths: Iterable[str]) -> list[str]:
+    """Files, folders (recursively) and glob patterns -> sorted unique file paths."""
+    out: list[str] = []
+    for p in paths:
+        matches = glob(p, recursive=True) if any(c in p for c in "*?[") else [p]
+        if not matches:
+            out.append(p)  # reported later as unreadable
+        for m in matches:
+            mp = Path(m)
+            if mp.is_dir():
+                out.extend(str(f) for f in sorted(mp.rglob("*")) if f.is_file())
+            else:
+                out.append(str(mp))
+    seen: set[str] = set()
+    unique = []
+    for p in out:
+        key = str(Path(p).resolve()) if Path(p).exists() else p
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def infer_node(path: str) -> str | None:
+    """The node a per-node log belongs to, from its folder, when its name is a generic one."""
+    p = Path(path)
+    if _GENERIC_NAMES.match(p.name.lower()):
+        parent = p.parent.name
+        return parent.lower() if parent and parent not in (".", "/") else None
+    return None
+
+
+def plan(
+    store: Store,
+    path: str,
+    *,
+    fmt: str | None = None,
+    base_ctx: ParseContext | None = None,
+) -> FileTask | FileReport:
+    """How to ingest ``path``: a ``FileTask``, or a ``FileReport`` if there is nothing to do."""
+    abspath = str(Path(path).resolve()) if Path(path).exists() else path
+    try:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such file")
+        head = file_head(path)
+    except InputError as e:
+        return FileReport(path=abspath, status="failed", error=str(e))
+    mtime = datetime.fromtimestamp(Path(path).stat().st_mtime, UTC).replace(tzinfo=None)
+    ctx = ParseContext(file=abspath, mtime=mtime)
+    if base_ctx is not None:
+        ctx = ParseContext(
+            **{**asdict(base_ctx), "file": abspath, "mtime": base_ctx.mtime or mtime}
+        )
+    if ctx.node is None:
+        ctx.node = infer_node(abspath)
+    task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)
+    for rec in store.files_matching(abspath, head.fingerprint).iter_rows(named=True):
+        if rec["status"] == "failed":
+            continue
+        same_start = rec["fingerprint"] == head.fingerprint or (
+            rec["head_len"] <= head.size
+            and prefix_fingerprint(path, rec["head_len"]) == rec["fingerprint"]
+        )
+        if not same_start or head.size < rec["bytes"]:
+            continue  # rotated or truncated: a new incarnation, read from the start
+        if head.size == rec["bytes"] or head.gzipped:
+            return FileReport(
+                path=abspath,
+                status="unchanged",
+                format=rec["format"],
+                lines=rec["lines"],
+                parsed=rec["parsed"],
+                noise=rec["noise"],
+                quarantined=rec["quarantined"],
+            )
+        task.fmt = task.fmt or rec["format"]
+        task.start_byte = rec["bytes"]
+        task.start_line = rec["lines"] + 1
+        task.prior = {k: rec[k] for k in ("lines", "parsed", "noise", "quarantined")}
+        task.fingerprint, task.head_len = rec["fingerprint"], rec["head_len"]
+        task.boot_time = rec.get("boot_time")
+        break
+    return task
+
+
+def sniff_format(task: FileTask) -> str:
+    head = read_head_text(task.path, task.gzipped)
+    name, score = registry.sniff(head.splitlines()[:400], task.path)
+    if name is None or score <= 0:
+        raise InputError(
+            f"{task.path}: no parser recognizes this format "
+            f"(force one with --format; known: {', '.join(registry.names())})"
+        )
+    return name
+
+
+def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
+    """Parse one file into Parquet parts in a scratch folder. Touches no database."""
+    fmt = task.fmt or sniff_format(task)
+    if task.fmt is None and not task.gzipped:
+        read_head_text(task.path, task.gzipped, 8192)  # binary check also for forced formats
+    parser = registry.get(fmt)
+    scratch = tempfile.mkdtemp(prefix="faultlens-", dir=scratch_root)
+    parts: dict[str, list[str]] = {}
+    qparts: list[str] = []
+    n_lines = n_parsed = n_quar = 0
+    end_byte = task.start_byte
+    boot_time = task.ctx.boot_time or task.boot_time
+    state = parser.new_state(task.ctx)
+    k = 0
+
+    def spill(result: ChunkResult) -> None:
+        nonlocal n_parsed, n_quar, k, boot_time
+        n_parsed += result.parsed
+        boot_time = boot_time or result.boot_time
+        for table, frame in result.tables.items():
+            if frame.height:
+                out = f"{scratch}/{table}-{k:05d}.parquet"
+                conform(table, frame).write_parquet(out, compression="lz4")
+                parts.setdefault(table, []).append(out)
+        if result.quarantine is not None and result.quarantine.height:
+            out = f"{scratch}/quarantine-{k:05d}.parquet"
+            result.quarantine.write_parquet(out)
+            qparts.append(out)
+            n_quar += result.quarantine.height
+        k += 1
+
+    try:
+        chunks = iter_chunks(
+            task.path,
+            gzipped=task.gzipped,
+            start_byte=task.start_byte,
+            start_line=task.start_line,
+        )
+        if parser.whole_file:
+            chunks = _one_chunk(chunks)
+        for chunk in chunks:
+            lines = chunk.lines
+            too_long = lines.str.len_bytes() > MAX_LINE_BYTES
+            if too_long.any():
+                idx = too_long.arg_true()
+                spill(
+                    ChunkResult(
+                        quarantine=pl.DataFrame(
+                            {
+                                "line": (idx.cast(pl.Int64) + chunk.first_line),
+                                "raw": lines.gather(idx).str.slice(0, 4000),
+                                "reason": lines.gather(idx)
+                                .str.len_bytes()
+                                .map_elements(
+                                    lambda n: f"line too long ({n} bytes > {MAX_LINE_BYTES})",
+                                    return_dtype=pl.String,
+                                ),
+                            }
+                        )
+                    )
+                )
+                lines = pl.select(pl.when(too_long).then(None).otherwise(lines)).to_series()
+            n_lines += chunk.lines.len()
+            spill(parser.parse_chunk(lines, chunk.first_line, task.ctx, state))
+            end_byte = chunk.end_byte
+        spill(parser.finish(task.ctx, state))
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if n_parsed + n_quar > n_lines:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise AssertionError(
+            f"{task.path}: parser {fmt} accounted {n_parsed}+{n_quar} of {n_lines} lines"
+        )
+    return ParsedFile(
+        task, fmt, n_lines, n_parsed, n_quar, end_byte, parts, qparts, boot_time, scratch
+    )
+
+
+def _one_chunk(chunks: Iterable[Any]) -> Iterable[Any]:
+    """Concatenate all chunks of a file (for whole-file formats such as JSON documents)."""
+    items = list(chunks)
+    if not items:
+        return []
+    lines = pl.concat([c.lines for c in items]) if len(items) > 1 else items[0].lines
+    return [Chunk(lines, items[0].first_line, items[-1].end_byte)]
+
+
+def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
+    """Write a parsed file into the database in one transaction."""
+    task = pf.task
+    rows: dict[str, int] = {}
+    try:
+        with store.transaction():
+            for table, files in pf.parts.items():
+                rows[table] = store.insert_parquet(table, files)
+            if pf.quarantine_parts:
+                store.insert_quarantine_parquet(task.path, pf.quarantine_parts)
+            if pf.boot_time is not None:
+                store.resolve_boot_relative(task.path, pf.boot_time)
+            prior = task.prior
+            lines = prior.get("lines", 0) + pf.lines
+            parsed = prior.get("parsed", 0) + pf.parsed
+            quarantined = prior.get("quarantined", 0) + pf.quarantined
+            noise = lines - parsed - quarantined
+            status = "partial" if quarantined else "ok"
+            store.record_file(
+                {
+                    "path": task.path,
+                    "fingerprint": task.fingerprint,
+                    "head_len": task.head_len,
+                    "bytes": pf.end_byte if not task.gzipped else task.size,
+                    "lines": lines,
+                    "parsed": parsed,
+                    "noise": noise,
+                    "quarantined": quarantined,
+                    "format": pf.fmt,
+                    "status": status,
+                    "error": None,
+                    "ingested_at": now,
+                    "boot_time": pf.boot_time,
+                }
+            )
+    finally:
+        shutil.rmtree(pf.scratch, ignore_errors=True)
+    return FileReport(
+        path=task.path,
+        status=status,
+        format=pf.fmt,
+        lines=pf.lines,
+        parsed=pf.parsed,
+        noise=pf.lines - pf.parsed - pf.quarantined,
+        quarantined=pf.quarantined,
+        bytes_read=pf.end_byte - task.start_byte,
+        rows=rows,
+    )
+
+
+def _parse_task(task: FileTask, scratch_root: str | None) -> ParsedFile | FileReport:
+    """Worker entry point: a ParsedFile, or a failed FileReport with a one-line reason."""
+    try:
+        return parse_file(task, scratch_root)
+    except InputError as e:
+        return FileReport(path=task.path, status="failed", error=str(e))
+    except MemoryError:
+        return FileReport(path=task.path, status="failed", error=f"{task.path}: out of memory")
+    except Exception as e:  # a parser bug must not stop the other files
+        log.debug("parser crashed on %s:\n%s", task.path, traceback.format_exc())
+        return FileReport(
+            path=task.path, status="failed", error=f"{task.path}: internal error: {e!r}"
+        )
+
+
+@dataclass
+class IngestReport:
+    files: list[FileReport]
+
+    @property
+    def totals(self) -> dict[str, int]:
+        keys = ("lines", "parsed", "noise", "quarantined")
+        t: dict[str, int] = {
+            k: sum(getattr(f, k) for f in self.files if f.status != "unchanged") for k in keys
+        }
+        for status in ("ok", "partial", "failed", "unchanged"):
+            t[status] = sum(1 for f in self.files if f.status == status)
+        t["files"] = len(self.files)
+        return t
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": [f.to_json() for f in self.files], "totals": self.totals}
+
+
+def ingest_paths(
+    store: Store,
+    paths: Sequence[str],
+    *,
+    now: datetime,
+    fmt: str | None = None,
+    base_ctx: ParseContext | None = None,
+    workers: int = 1,
+    on_file: Callable[[FileReport], None] | None = None,
+    executor: Any = None,
+    scratch: str | None = None,
+) -> IngestReport:
+    """Ingest files, folders and globs. ``executor``: any ``concurrent.futures``-style executor
+    (a process pool or a Dask client) to parse in parallel; loading stays in this process."""
+    reports: list[FileReport] = []
+    tasks: list[FileTask] = []
+    for path in expand_paths(paths):
+        planned = plan(store, path, fmt=fmt, base_ctx=base_ctx)
+        if isinstance(planned, FileReport):
+            reports.append(planned)
+            if on_file:
+                on_file(planned)
+        else:
+            tasks.append(planned)
+
+    def finish(result: ParsedFile | FileReport) -> None:
+        if isinstance(result, ParsedFile):
+            try:
+                report = load(store, result, now=now)
+            except StoreError as e:
+                report = FileReport(path=result.task.path, status="failed", error=str(e))
+        else:
+            report = result
+        reports.append(report)
+        if on_file:
+            on_file(report)
+
+    if executor is None and workers > 1 and len(tasks) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            _run_all(pool, tasks, finish, scratch)
+    elif executor is not None:
+        _run_all(executor, tasks, finish, scratch)
+    else:
+        for task in tasks:
+            finish(_parse_task(task, scratch))
+    return IngestReport(reports)
+
+
+def _run_all(
+    executor: Any, tasks: list[FileTask], finish: Callable[[Any], None], scratch: str | None
+) -> None:
+    """Parse on ``executor`` (process pool or Dask client); load results in submission order.
+
+    A Dask client retries a task whose worker died; each attempt parses into a fresh scratch
+    folder, so a killed attempt can leave stray parts but never doubles rows.
+    """
+    if type(executor).__module__.startswith("distributed"):
+        futures = [executor.submit(_parse_task, t, scratch, retries=2, pure=False) for t in tasks]
+    else:
+        futures = [executor.submit(_parse_task, t, scratch) for t in tasks]
+    for fut in futures:
+        finish(fut.result())

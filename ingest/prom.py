@@ -1,0 +1,262 @@
+"""Prometheus: ``query_range`` JSON exports (files) and the live pull from a server's HTTP API.
+
+An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Two ways in:
+
+- ``prometheus_json`` parses a saved API answer (``curl .../api/v1/query_range?... > x.json``):
+  ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {...},
+  "values": [[1721000000, "41"], ...]}]}}`` (``vector`` answers too). A whole document: a
+  half-written or invalid export quarantines all its lines with the JSON error, never a crash.
+- ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
+  then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
+  transaction together with the metric's high-water mark, kept in ``ingested_files`` under the
+  synthetic path ``prometheus:<url>#<metric>`` (``bytes`` holds the end of the last pulled window
+  in Unix milliseconds), so an interrupted pull resumes where it stopped and a second pull only
+  fetches what is new.
+
+Series labels are dcgm-exporter's (gpu, UUID, pci_bus_id, device, Hostname, modelName) plus
+Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
+from ingest.errors import InputError
+from ingest.schema import TS, Source
+from ingest.store import Store
+from ingest.telemetry import conform_samples, label_dicts_to_frame, samples_to_tables
+
+log = logging.getLogger(__name__)
+
+MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series per query
+
+
+def result_to_frames(result: list[dict[str, Any]], line: int) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A ``data.result`` list -> samples and labels frames (key = series position)."""
+    label_sets, ts, values, keys = [], [], [], []
+    for key, series in enumerate(result):
+        labels = dict(series.get("metric") or {})
+        label_sets.append(labels)
+        points = series.get("values")
+        if points is None:
+            points = [series["value"]] if "value" in series else []
+        ts.extend(float(p[0]) for p in points)
+        values.extend(float(p[1]) for p in points)
+        keys.extend([key] * len(points))
+    names = [ls.get("__name__") for ls in label_sets]
+    samples = pl.DataFrame(
+        {"ts_s": ts, "value": values, "key": keys},
+        schema={"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64},
+    ).with_columns(
+        ts=pl.from_epoch((pl.col("ts_s") * 1000).round().cast(pl.Int64), time_unit="ms").cast(TS),
+        metric=pl.col("key").replace_strict(list(range(len(names))), names,
+                                            return_dtype=pl.String, default=None),
+        line=pl.lit(line, pl.Int64),
+    )
+    return conform_samples(samples), label_dicts_to_frame(label_sets)
+
+
+def parse_export(text: str) -> list[dict[str, Any]]:
+    """The ``result`` list of a saved API answer; raises ValueError with a clear reason."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON (half-written export?): {e}") from e
+    if not isinstance(doc, dict):
+        raise ValueError("not a Prometheus API answer (top level is not an object)")
+    if doc.get("status") not in (None, "success"):
+        raise ValueError(f"Prometheus answered {doc.get('status')}: {doc.get('error')}")
+    data = doc.get("data", doc)
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        raise ValueError("no data.result list in this JSON document")
+    for series in result:
+        if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+            raise ValueError("a data.result entry is not a {metric, values} object")
+        points = series.get("values", [series.get("value")] if "value" in series else [])
+        for p in points:
+            if not (isinstance(p, list) and len(p) == 2):
+                raise ValueError(f"a sample is not a [timestamp, value] pair: {p!r:.80}")
+            float(p[0])
+            float(p[1])
+    return result
+
+
+class PrometheusJsonParser:
+    name = "prometheus_json"
+    source = Source.DCGM
+    whole_file = True
+
+    def sniff(self, head_lines: list[str], path: str) -> float:
+        text = "\n".join(head_lines[:50])[:20000]
+        if text.lstrip().startswith("{") and '"resultType"' in text:
+            return 0.95
+        if text.lstrip().startswith("{") and '"result"' in text and '"metric"' in text:
+            return 0.8
+        return 0.0
+
+    def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
+        if line is None or not line.strip():
+            return None
+        r = self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, None)
+        if r.quarantined:
+            return Quarantined(r.quarantine["reason"][0])
+        return Parsed({k: v.to_dicts() for k, v in r.tables.items() if v.height})
+
+    def new_state(self, ctx: ParseContext) -> Any:
+        return None
+
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult:
+        content = [(i, t) for i, t in enumerate(lines.to_list(), start=first_line) if t]
+        if not content:
+            return ChunkResult()
+        try:
+            result = parse_export("\n".join(t for _, t in content))
+        except (ValueError, TypeError, KeyError, OverflowError) as e:
+            reason = f"Prometheus JSON export rejected: {e}"[:500]
+            nos, raws = zip(*content, strict=True)
+            return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws),
+                                                           [reason] * len(nos)))
+        samples, labels = result_to_frames(result, content[0][0])
+        tables = samples_to_tables(samples, labels, ctx, source=self.source)
+        return ChunkResult(tables=tables, parsed=len(content))
+
+    def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
+        return ChunkResult()
+
+
+PARSERS = [PrometheusJsonParser()]
+
+
+# -- the live pull --------------------------------------------------------------------------------
+
+
+@dataclass
+class PullReport:
+    url: str
+    metrics: list[str] = field(default_factory=list)
+    windows: int = 0
+    samples: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"url": self.url, "metrics": self.metrics, "windows": self.windows,
+                "samples": self.samples, "rows": self.rows}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30s`` / ``30m`` / ``12h`` / ``7d`` / ``2w`` -> timedelta (InputError otherwise)."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    t = text.strip().lower()
+    try:
+        if t and t[-1] in units:
+            return timedelta(seconds=float(t[:-1]) * units[t[-1]])
+        return timedelta(seconds=float(t))
+    except ValueError:
+        raise InputError(f"bad duration {text!r} (use e.g. 30m, 12h, 7d)") from None
+
+
+def _get(session: Any, url: str, params: dict[str, Any], timeout_s: float) -> Any:
+    import requests
+
+    try:
+        resp = session.get(url, params=params, timeout=timeout_s)
+    except requests.RequestException as e:
+        raise InputError(f"cannot reach Prometheus at {url}: {e}") from e
+    try:
+        doc = resp.json()
+    except ValueError:
+        raise InputError(f"{url}: HTTP {resp.status_code}, not a Prometheus answer") from None
+    if resp.status_code != 200 or doc.get("status") != "success":
+        raise InputError(f"{url}: HTTP {resp.status_code}: {doc.get('error', doc)}")
+    return doc["data"]
+
+
+def _epoch_s(ts: datetime) -> float:
+    return ts.replace(tzinfo=UTC).timestamp()
+
+
+def _mark_path(base: str, metric: str) -> str:
+    return f"prometheus:{base}#{metric}"
+
+
+def _high_water(store: Store, path: str) -> tuple[int | None, dict[str, Any]]:
+    fp = hashlib.sha256(path.encode()).hexdigest()
+    rec = store.files_matching(path, fp)
+    if rec.height == 0:
+        return None, {"fingerprint": fp, "lines": 0}
+    row = rec.row(0, named=True)
+    return int(row["bytes"]), row
+
+
+def pull(
+    store: Store,
+    url: str,
+    *,
+    since: timedelta,
+    now: datetime,
+    metrics: list[str] | None = None,
+    step_s: float = 15.0,
+    chunk: timedelta = timedelta(hours=6),
+    node: str | None = None,
+    session: Any = None,
+    timeout_s: float = 30.0,
+) -> PullReport:
+    """Pull DCGM series from a Prometheus server into ``store`` (see the module docstring)."""
+    import requests
+
+    session = session or requests.Session()
+    base = url.rstrip("/")
+    if metrics is None:
+        names = _get(session, f"{base}/api/v1/label/__name__/values", {}, timeout_s)
+        metrics = sorted(n for n in names if n.startswith(("DCGM_FI_", "DCGM_EXP_")))
+    report = PullReport(url=base, metrics=list(metrics))
+    window = min(chunk.total_seconds(), step_s * MAX_POINTS)
+    end_s = _epoch_s(now)
+    for metric in metrics:
+        path = _mark_path(base, metric)
+        mark_ms, rec = _high_water(store, path)
+        start_s = _epoch_s(now - since) if mark_ms is None else mark_ms / 1000 + step_s
+        start_s = math.ceil(start_s / step_s) * step_s  # aligned, so windows never overlap
+        while start_s <= end_s:
+            stop_s = min(start_s + window, end_s)
+            stop_s = start_s + math.floor((stop_s - start_s) / step_s) * step_s
+            data = _get(session, f"{base}/api/v1/query_range",
+                        {"query": metric, "start": start_s, "end": stop_s, "step": step_s},
+                        timeout_s)
+            n = _load_window(store, data.get("result", []), path, rec, stop_s, now, node,
+                             report)
+            rec = {**rec, "lines": int(rec.get("lines") or 0) + n}
+            report.windows += 1
+            report.samples += n
+            start_s = stop_s + step_s
+    return report
+
+
+def _load_window(store: Store, result: list[dict[str, Any]], path: str, rec: dict[str, Any],
+                 stop_s: float, now: datetime, node: str | None, report: PullReport) -> int:
+    ctx = ParseContext(file=path, node=node, mtime=now)
+    samples, labels = result_to_frames(result, 0)
+    tables = samples_to_tables(samples, labels, ctx, source=Source.DCGM) if samples.height else {}
+    total = int(rec.get("lines") or 0) + samples.height
+    with store.transaction():
+        for table, frame in tables.items():
+            report.rows[table] = report.rows.get(table, 0) + store.insert(table, frame)
+        store.record_file({
+            "path": path, "fingerprint": rec["fingerprint"], "head_len": 0,
+            "bytes": int(round(stop_s * 1000)), "lines": total, "parsed": total, "noise": 0,
+            "quarantined": 0, "format": "prometheus_pull", "status": "ok", "error": None,
+            "ingested_at": now, "boot_time": None,
+        })
+    return samples.height

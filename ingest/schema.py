@@ -1,0 +1,404 @@
+"""The normalized schema, declared once: DuckDB DDL and polars schemas both come from here.
+
+Every table of the database is a ``Table`` in ``TABLES``. Parsers build polars frames with
+``empty_frame(name)`` / ``conform(name, frame)`` so their output always has the declared columns and
+types; the store creates the tables from the same declaration.
+
+Closed vocabularies (sources, event kinds, severities, actions, cause categories) are enums.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+
+
+class Source(StrEnum):
+    KERNEL = "kernel"
+    NCCL = "nccl"
+    PYTORCH = "pytorch"
+    SLURM = "slurm"
+    DCGM = "dcgm"
+    NVIDIA_SMI = "nvidia_smi"
+    TRAINING = "training"
+    K8S = "k8s"
+    FABRICMANAGER = "fabricmanager"
+
+
+class Kind(StrEnum):
+    """What an event is. ``code`` carries the number (Xid, SXid, errno) where there is one."""
+
+    XID = "xid"
+    SXID = "sxid"  # NVSwitch error
+    NVLINK = "nvlink"  # NVLink Xid 144-150 and NVLink counters
+    FALLEN_OFF_BUS = "fallen_off_bus"
+    GPU_INIT_FAIL = "gpu_init_fail"  # RmInitAdapter, probe routine failed
+    GSP_TIMEOUT = "gsp_timeout"
+    RESET_REQUIRED = "reset_required"
+    ECC = "ecc"
+    ROW_REMAP = "row_remap"
+    PCIE = "pcie"  # PCIe AER
+    MEMORY = "memory"  # host EDAC / MCE / APEI memory errors
+    MCE = "mce"
+    IB_PORT = "ib_port"  # mlx5 / InfiniBand port state change
+    HUNG_TASK = "hung_task"
+    THERMAL = "thermal"
+    DEVICE_UNHEALTHY = "device_unhealthy"  # k8s device plugin XidCriticalError
+    NCCL_ERROR = "nccl_error"
+    NCCL_TIMEOUT = "nccl_timeout"  # ProcessGroupNCCL watchdog
+    NCCL_WARN = "nccl_warn"
+    PROCESS_FAILED = "process_failed"  # torchrun ChildFailedError
+    NODE_DOWN = "node_down"
+    NODE_DRAIN = "node_drain"
+    NODE_NOT_RESPONDING = "node_not_responding"
+    NODE_RESUME = "node_resume"
+    JOB_REQUEUE = "job_requeue"
+    JOB_NODE_FAIL = "job_node_fail"
+    SLURM_ERROR = "slurm_error"
+    DIAG = "diag"  # dcgmi diag result
+    TELEMETRY_ERROR = "telemetry_error"
+    RESTART = "restart"  # a training job resumed from a checkpoint
+    STRAGGLER = "straggler"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+    CRITICAL = "critical"
+
+
+class Action(StrEnum):
+    """Recommended first action (the Xid catalog's ``typical_action`` vocabulary)."""
+
+    NONE = "none"
+    RESTART_APP = "restart_app"
+    RESET_GPU = "reset_gpu"
+    REBOOT_NODE = "reboot_node"
+    DRAIN_NODE = "drain_node"
+
+
+class CauseCategory(StrEnum):
+    """Root-cause categories of a job interruption, in the shape of the Llama 3 table."""
+
+    GPU_HARDWARE = "gpu_hardware"
+    GPU_MEMORY = "gpu_memory"
+    NETWORK = "network"  # IB / NVLink / switch / cable
+    SOFTWARE = "software"  # NCCL / driver / framework
+    HOST = "host"  # CPU, host memory, PCIe, OS
+    USER_UNKNOWN = "user_unknown"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    sql: str  # DuckDB type
+    pl: pl.DataType | type[pl.DataType]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+
+    @property
+    def polars_schema(self) -> dict[str, pl.DataType | type[pl.DataType]]:
+        return {c.name: c.pl for c in self.columns}
+
+    def ddl(self) -> str:
+        cols = ", ".join(f'"{c.name}" {c.sql}' for c in self.columns)
+        return f"CREATE TABLE IF NOT EXISTS {self.name} ({cols})"
+
+
+def _c(name: str, sql: str) -> Column:
+    return Column(name, sql, _SQL_TO_PL[sql])
+
+
+TS = pl.Datetime("us")
+_SQL_TO_PL: dict[str, pl.DataType | type[pl.DataType]] = {
+    "TIMESTAMP": TS,
+    "VARCHAR": pl.String,
+    "INTEGER": pl.Int32,
+    "BIGINT": pl.Int64,
+    "DOUBLE": pl.Float64,
+    "BOOLEAN": pl.Boolean,
+    "VARCHAR[]": pl.List(pl.String),
+}
+
+# Source-location columns shared by every table of parsed rows: which file and 1-based line.
+_LOC = (_c("file", "VARCHAR"), _c("line", "BIGINT"))
+
+EVENTS = Table(
+    "events",
+    (
+        _c("ts", "TIMESTAMP"),  # UTC; NULL when only a boot-relative stamp is known
+        _c("uptime_s", "DOUBLE"),  # boot-relative stamp, when the line had one
+        _c("ts_flag", "VARCHAR"),  # NULL, or why ts is approximate/missing: boot_relative, no_ts
+        _c("node", "VARCHAR"),
+        _c("gpu", "VARCHAR"),  # PCI bus id 0000:3b:00.0, or the GPU index as text
+        _c("gpu_index", "INTEGER"),
+        _c("source", "VARCHAR"),
+        _c("kind", "VARCHAR"),
+        _c("subkind", "VARCHAR"),  # e.g. ncclSystemError, AER Corrected, Nonfatal
+        _c("code", "INTEGER"),  # Xid / SXid number
+        _c("severity", "VARCHAR"),
+        _c("action", "VARCHAR"),
+        _c("job_id", "VARCHAR"),
+        _c("pid", "BIGINT"),
+        _c("process", "VARCHAR"),
+        _c("message", "VARCHAR"),
+        _c("attrs", "VARCHAR"),  # JSON object of source-specific fields
+        *_LOC,
+    ),
+)
+
+JOBS = Table(
+    "jobs",
+    (
+        _c("job_id", "VARCHAR"),
+        _c("array_job_id", "VARCHAR"),
+        _c("name", "VARCHAR"),
+        _c("user", "VARCHAR"),
+        _c("account", "VARCHAR"),
+        _c("partition", "VARCHAR"),
+        _c("nodes", "VARCHAR[]"),
+        _c("n_nodes", "INTEGER"),
+        _c("n_gpus", "INTEGER"),
+        _c("submit", "TIMESTAMP"),
+        _c("start", "TIMESTAMP"),
+        _c("end", "TIMESTAMP"),
+        _c("elapsed_s", "DOUBLE"),
+        _c("state", "VARCHAR"),  # COMPLETED, FAILED, NODE_FAIL, CANCELLED, TIMEOUT, ...
+        _c("state_detail", "VARCHAR"),  # e.g. "by 1003" of "CANCELLED by 1003"
+        _c("exit_code", "INTEGER"),
+        _c("exit_signal", "INTEGER"),
+        _c("restarts", "INTEGER"),
+        _c("source", "VARCHAR"),  # slurm, alibaba2020, alibaba2023, acme, synth
+        *_LOC,
+    ),
+)
+
+JOB_STEPS = Table(
+    "job_steps",
+    (
+        _c("job_id", "VARCHAR"),
+        _c("step", "VARCHAR"),  # batch, extern, 0, 1, ...
+        _c("name", "VARCHAR"),
+        _c("nodes", "VARCHAR[]"),
+        _c("n_gpus", "INTEGER"),
+        _c("start", "TIMESTAMP"),
+        _c("end", "TIMESTAMP"),
+        _c("elapsed_s", "DOUBLE"),
+        _c("state", "VARCHAR"),
+        _c("state_detail", "VARCHAR"),
+        _c("exit_code", "INTEGER"),
+        _c("exit_signal", "INTEGER"),
+        *_LOC,
+    ),
+)
+
+TELEMETRY = Table(
+    "telemetry",
+    (
+        _c("ts", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("gpu", "INTEGER"),  # GPU index on the node
+        _c("metric", "VARCHAR"),  # DCGM field name, e.g. DCGM_FI_DEV_GPU_TEMP
+        _c("value", "DOUBLE"),
+    ),
+)
+
+GPUS = Table(
+    "gpus",
+    (
+        _c("node", "VARCHAR"),
+        _c("gpu_index", "INTEGER"),
+        _c("pci_bus_id", "VARCHAR"),  # 0000:3b:00.0
+        _c("uuid", "VARCHAR"),
+        _c("model", "VARCHAR"),
+        _c("serial", "VARCHAR"),
+        _c("driver_version", "VARCHAR"),
+        _c("vbios_version", "VARCHAR"),
+        _c("first_seen", "TIMESTAMP"),
+        _c("last_seen", "TIMESTAMP"),
+        _c("source", "VARCHAR"),
+        _c("file", "VARCHAR"),
+    ),
+)
+
+NCCL_RANKS = Table(
+    "nccl_ranks",
+    (
+        _c("ts", "TIMESTAMP"),
+        _c("job_id", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("pid", "BIGINT"),
+        _c("comm_id", "VARCHAR"),
+        _c("rank", "INTEGER"),
+        _c("nranks", "INTEGER"),
+        _c("cuda_dev", "INTEGER"),
+        _c("bus_id", "VARCHAR"),  # normalized 0000:3b:00.0
+        _c("nccl_version", "VARCHAR"),
+        _c("nic", "VARCHAR"),
+        _c("transport", "VARCHAR"),
+        *_LOC,
+    ),
+)
+
+LINK_HEALTH = Table(
+    "link_health",
+    (
+        _c("ts", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("test", "VARCHAR"),  # all_reduce_perf, sendrecv_perf, ...
+        _c("size_bytes", "BIGINT"),
+        _c("count", "BIGINT"),
+        _c("dtype", "VARCHAR"),
+        _c("redop", "VARCHAR"),
+        _c("in_place", "BOOLEAN"),
+        _c("time_us", "DOUBLE"),
+        _c("algbw_gbs", "DOUBLE"),
+        _c("busbw_gbs", "DOUBLE"),
+        _c("wrong", "BIGINT"),
+        *_LOC,
+    ),
+)
+
+TRAIN_STEPS = Table(
+    "train_steps",
+    (
+        _c("ts", "TIMESTAMP"),
+        _c("job_id", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("rank", "INTEGER"),
+        _c("framework", "VARCHAR"),  # megatron, hf_trainer, lightning, torchtitan
+        _c("step", "BIGINT"),
+        _c("total_steps", "BIGINT"),
+        _c("step_time_s", "DOUBLE"),
+        _c("tokens_per_s", "DOUBLE"),
+        _c("samples_per_s", "DOUBLE"),
+        _c("loss", "DOUBLE"),
+        _c("lr", "DOUBLE"),
+        *_LOC,
+    ),
+)
+
+QUARANTINE = Table(
+    "quarantine",
+    (_c("file", "VARCHAR"), _c("line", "BIGINT"), _c("raw", "VARCHAR"), _c("reason", "VARCHAR")),
+)
+
+INGESTED_FILES = Table(
+    "ingested_files",
+    (
+        _c("path", "VARCHAR"),
+        _c("fingerprint", "VARCHAR"),  # sha256 of the first head_len bytes
+        _c("head_len", "BIGINT"),
+        _c("bytes", "BIGINT"),  # bytes consumed so far (a grown log is read from here)
+        _c("lines", "BIGINT"),
+        _c("parsed", "BIGINT"),
+        _c("noise", "BIGINT"),
+        _c("quarantined", "BIGINT"),
+        _c("format", "VARCHAR"),
+        _c("status", "VARCHAR"),
+        _c("error", "VARCHAR"),
+        _c("ingested_at", "TIMESTAMP"),
+        _c("boot_time", "TIMESTAMP"),  # learned or given boot time, for a grown dmesg file
+    ),
+)
+
+XID_CATALOG = Table(
+    "xid_catalog",
+    (
+        _c("xid", "INTEGER"),
+        _c("name", "VARCHAR"),
+        _c("category", "VARCHAR"),
+        _c("typical_action", "VARCHAR"),
+        _c("notes", "VARCHAR"),
+    ),
+)
+
+PREDICTIONS = Table(
+    "predictions",
+    (
+        _c("run_id", "VARCHAR"),
+        _c("made_at", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("gpu", "VARCHAR"),
+        _c("target", "VARCHAR"),  # failure, straggler
+        _c("horizon", "DOUBLE"),  # hours
+        _c("score", "DOUBLE"),
+        _c("action", "VARCHAR"),
+        _c("top_features", "VARCHAR"),  # JSON list of {feature, value, contribution}
+        _c("model_version", "VARCHAR"),
+    ),
+)
+
+ATTRIBUTIONS = Table(
+    "attributions",
+    (
+        _c("job_id", "VARCHAR"),
+        _c("state", "VARCHAR"),
+        _c("end", "TIMESTAMP"),
+        _c("node", "VARCHAR"),  # the node whose evidence decided the cause
+        _c("cause", "VARCHAR"),  # CauseCategory
+        _c("evidence_kind", "VARCHAR"),
+        _c("evidence_code", "INTEGER"),
+        _c("evidence_ts", "TIMESTAMP"),
+        _c("gpu_hours_lost", "DOUBLE"),
+    ),
+)
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        EVENTS,
+        JOBS,
+        JOB_STEPS,
+        TELEMETRY,
+        GPUS,
+        NCCL_RANKS,
+        LINK_HEALTH,
+        TRAIN_STEPS,
+        QUARANTINE,
+        INGESTED_FILES,
+        XID_CATALOG,
+        PREDICTIONS,
+        ATTRIBUTIONS,
+    )
+}
+
+# Tables whose rows come from parsing a file and carry a ``file`` column (rolled back per file).
+PARSED_TABLES = (
+    "events",
+    "jobs",
+    "job_steps",
+    "telemetry",
+    "gpus",
+    "nccl_ranks",
+    "link_health",
+    "train_steps",
+)
+
+
+def empty_frame(table: str) -> pl.DataFrame:
+    return pl.DataFrame(schema=TABLES[table].polars_schema)
+
+
+def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
+    """Give ``frame`` exactly the declared columns of ``table`` (missing ones null), typed."""
+    schema = TABLES[table].polars_schema
+    unknown = set(frame.columns) - set(schema)
+    if unknown:
+        raise ValueError(f"columns not in table {table}: {sorted(unknown)}")
+    exprs = [
+        (
+            pl.col(name).cast(dtype, strict=False) if name in frame.columns else pl.lit(None, dtype)
+        ).alias(name)
+        for name, dtype in schema.items()
+    ]
+    return frame.select(exprs)

@@ -1,0 +1,222 @@
+"""All database access of faultlens goes through this module.
+
+``Store`` wraps one DuckDB connection. Opening it read-write creates the schema declared in
+``ingest.schema`` and migrates older databases (``schema_version`` table); opening it
+read-only never
+writes. Values always travel as ``?`` parameters; driver errors become ``StoreError`` with the cause
+chained. Table and column names in SQL come only from ``ingest.schema``, never from user input.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ingest.errors import StoreError
+from ingest.schema import SCHEMA_VERSION, TABLES, conform
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DB = Path("data/faultlens.duckdb")
+
+# Migrations from version N-1 to N: each a list of SQL statements. Version 1 is the initial schema,
+# created from TABLES; later versions append ALTER statements here.
+MIGRATIONS: dict[int, list[str]] = {}
+
+
+def default_db_path() -> Path:
+    """``$FAULTLENS_DB`` if set, else ``data/faultlens.duckdb``."""
+    env = os.environ.get("FAULTLENS_DB")
+    return Path(env) if env else DEFAULT_DB
+
+
+class Store:
+    """One connection to a faultlens database file (or ``:memory:``)."""
+
+    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
+        self.path = str(path)
+        self.read_only = read_only
+        try:
+            if not read_only and self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if read_only and self.path != ":memory:" and not Path(self.path).exists():
+                raise StoreError(
+                    f"no database at {self.path}: run `faultlens ingest` or `faultlens demo`"
+                )
+            self.con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as e:
+            raise StoreError(f"cannot open database {self.path}: {e}") from e
+        if not read_only:
+            self._migrate()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        self.con.close()
+
+    def _run(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        """Execute a statement to its end (DuckDB 2 keeps an execute() result open otherwise)."""
+        self.con.execute(sql, list(params) if params else [])
+        self.con.complete()
+
+    def _fetchall(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        return self.con.execute(sql, list(params) if params else []).fetchall()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _migrate(self) -> None:
+        try:
+            self._run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
+            rows = self._fetchall("SELECT max(version) FROM schema_version")
+            current = rows[0][0] if rows and rows[0][0] is not None else 0
+            for table in TABLES.values():
+                self._run(table.ddl())
+            for version in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
+                for stmt in MIGRATIONS.get(version, []):
+                    self._run(stmt)
+            if current < SCHEMA_VERSION:
+                self._run("DELETE FROM schema_version")
+                self._run("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
+        except duckdb.Error as e:
+            raise StoreError(f"cannot create or migrate the schema in {self.path}: {e}") from e
+
+    # -- transactions ----------------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[Store]:
+        """All writes inside happen, or none do (also on KeyboardInterrupt)."""
+        try:
+            self._run("BEGIN TRANSACTION")
+        except duckdb.Error as e:
+            raise StoreError(f"cannot begin a transaction: {e}") from e
+        try:
+            yield self
+        except BaseException:
+            try:
+                self._run("ROLLBACK")
+            except duckdb.Error:
+                log.exception("rollback failed")
+            raise
+        try:
+            self._run("COMMIT")
+        except duckdb.Error as e:
+            raise StoreError(f"commit failed: {e}") from e
+
+    # -- generic access --------------------------------------------------------------------------
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:
+        try:
+            self._run(sql, params)
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pl.DataFrame:
+        """Run a SELECT and return a polars frame."""
+        try:
+            rel = self.con.sql(sql, params=list(params) if params else None)
+            if rel is None:
+                raise StoreError("query() is for statements that return rows; use execute()")
+            return rel.pl()
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+
+    def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        try:
+            rows = self._fetchall(sql, params)
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+        return rows[0][0] if rows else None
+
+    def insert(self, table: str, frame: pl.DataFrame) -> int:
+        """Append ``frame`` (conformed to the declared schema) to ``table``; rows written."""
+        if table not in TABLES:
+            raise StoreError(f"unknown table {table!r}")
+        if frame.height == 0:
+            return 0
+        frame = conform(table, frame)
+        try:
+            self.con.register("_faultlens_insert", frame.to_arrow())
+            self._run(f"INSERT INTO {table} BY NAME SELECT * FROM _faultlens_insert")
+        except duckdb.Error as e:
+            raise StoreError(f"insert into {table} failed: {e}") from e
+        finally:
+            try:
+                self.con.unregister("_faultlens_insert")
+            except duckdb.Error:
+                pass
+        return frame.height
+
+    def insert_parquet(self, table: str, files: Sequence[str]) -> int:
+        """Append Parquet parts (written from conformed frames) to ``table``."""
+        if table not in TABLES:
+            raise StoreError(f"unknown table {table!r}")
+        if not files:
+            return 0
+        try:
+            rows = self._fetchall(
+                f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [list(files)]
+            )
+            return int(rows[0][0]) if rows else 0
+        except duckdb.Error as e:
+            raise StoreError(f"loading {table} failed: {e}") from e
+
+    def insert_quarantine_parquet(self, file: str, files: Sequence[str]) -> None:
+        try:
+            self._run(
+                "INSERT INTO quarantine BY NAME SELECT ? AS file, line, raw, reason "
+                "FROM read_parquet(?)",
+                [file, list(files)],
+            )
+        except duckdb.Error as e:
+            raise StoreError(f"loading quarantine failed: {e}") from e
+
+    def count(self, table: str) -> int:
+        if table not in TABLES:
+            raise StoreError(f"unknown table {table!r}")
+        return int(self.scalar(f"SELECT count(*) FROM {table}"))
+
+    # -- the ingested-files registry --------------------------------------------------------------
+    def files_matching(self, path: str, fingerprint: str) -> pl.DataFrame:
+        """Registry rows for this path or this content fingerprint, newest first."""
+        return self.query(
+            "SELECT * FROM ingested_files WHERE path = ? OR fingerprint = ? "
+            "ORDER BY ingested_at DESC NULLS LAST, bytes DESC",
+            [path, fingerprint],
+        )
+
+    def record_file(self, row: dict[str, Any]) -> None:
+        """Upsert the registry row of one file incarnation (keyed by fingerprint)."""
+        self.execute(
+            "DELETE FROM ingested_files WHERE fingerprint = ? AND head_len = ?",
+            [row["fingerprint"], row["head_len"]],
+        )
+        self.insert("ingested_files", pl.DataFrame([row]))
+
+    def resolve_boot_relative(self, file: str, boot_time: datetime) -> int:
+        """Turn the boot-relative stamps of ``file``'s events into wall-clock time."""
+        n = self.scalar(
+            "SELECT count(*) FROM events WHERE file = ? AND ts IS NULL AND uptime_s IS NOT NULL",
+            [file],
+        )
+        self.execute(
+            "UPDATE events SET "
+            "ts = ?::TIMESTAMP + to_microseconds(CAST(uptime_s * 1e6 AS BIGINT)), "
+            "ts_flag = 'boot_relative_resolved' "
+            "WHERE file = ? AND ts IS NULL AND uptime_s IS NOT NULL",
+            [boot_time, file],
+        )
+        return int(n or 0)
+
+    def load_xid_catalog(self, frame: pl.DataFrame) -> None:
+        with self.transaction():
+            self.execute("DELETE FROM xid_catalog")
+            self.insert("xid_catalog", frame)

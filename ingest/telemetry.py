@@ -1,0 +1,288 @@
+"""GPU telemetry shared pieces: samples -> telemetry / gpus / events rows, and the GPU inventory.
+
+Every telemetry source (dcgm-exporter scrapes, Prometheus ``query_range`` exports and live pulls,
+nvidia-smi, dcgmi) ends up in three tables:
+
+- ``telemetry(ts, node, gpu, metric, value)``: long form, DCGM field names;
+- ``gpus(node, gpu_index, pci_bus_id, uuid, model, serial, ...)``: one row per GPU seen per file,
+  deduplicated by the ``gpu_inventory`` view;
+- ``events``: telemetry-borne faults (an Xid reported by dcgm-exporter, a failed diag, ...).
+
+``samples_to_tables`` turns a frame of Prometheus-style samples (metric, value, ts and the DCGM
+labels already split into columns) into those rows, vectorized. ``resolve_gpu_indices`` joins
+events that name a GPU by PCI id (kernel Xid lines) to the GPU index telemetry uses.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import polars as pl
+
+from ingest.base import ParseContext, node_expr, pci_expr
+from ingest.catalog import severity_action_expr
+from ingest.schema import TS, Kind, Source, conform, empty_frame
+from ingest.store import Store
+
+# Prometheus label -> our column in the samples frame.
+LABELS = {
+    "gpu": "gpu",
+    "UUID": "uuid",
+    "pci_bus_id": "pci",
+    "device": "device",
+    "Hostname": "hostname",
+    "modelName": "model",
+    "err_code": "err_code",
+    "err_msg": "err_msg",
+    "xid": "xid",
+    "DCGM_FI_DRIVER_VERSION": "driver",
+    "instance": "instance",
+}
+# A chunk's samples: one row per sample; ``key`` points at its label set in the labels frame.
+SAMPLE_SCHEMA: dict[str, Any] = {
+    "line": pl.Int64,
+    "metric": pl.String,
+    "value": pl.Float64,
+    "ts": TS,
+    "key": pl.Int64,
+}
+# The distinct label sets of a chunk (few: one per GPU per exporter), one column per known label.
+LABEL_SCHEMA: dict[str, Any] = {"key": pl.Int64, **{col: pl.String for col in LABELS.values()}}
+
+# Metrics that carry Xid errors: the last Xid code as the value (DCGM_FI_DEV_XID_ERRORS, with
+# err_code / err_msg labels in newer exporters), or a count per ``xid`` label.
+XID_VALUE_METRICS = ("DCGM_FI_DEV_XID_ERRORS",)
+XID_COUNT_METRICS = ("DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_DEV_XID_ERRORS_ACTIVE")
+
+
+def default_ts(ctx: ParseContext) -> tuple[datetime | None, str | None]:
+    """The time of samples without their own stamp: the given scrape time, else the file mtime."""
+    scrape = ctx.options.get("scrape_ts")
+    if scrape is not None:
+        if isinstance(scrape, str):
+            scrape = datetime.fromisoformat(scrape)
+        return scrape.replace(tzinfo=None), "scrape_ts"
+    return ctx.mtime, "file_mtime"
+
+
+def _conform(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
+    return frame.select(
+        [
+            (pl.col(c).cast(t, strict=False) if c in frame.columns else pl.lit(None, t)).alias(c)
+            for c, t in schema.items()
+        ]
+    )
+
+
+def empty_samples() -> pl.DataFrame:
+    return pl.DataFrame(schema=SAMPLE_SCHEMA)
+
+
+def conform_samples(frame: pl.DataFrame) -> pl.DataFrame:
+    return _conform(frame, SAMPLE_SCHEMA)
+
+
+def conform_labels(frame: pl.DataFrame) -> pl.DataFrame:
+    return _conform(frame, LABEL_SCHEMA)
+
+
+def label_dicts_to_frame(label_sets: list[dict[str, str]], first_key: int = 0) -> pl.DataFrame:
+    """Prometheus label dicts -> a labels frame with keys ``first_key``, ``first_key + 1``, ..."""
+    rows = [
+        {"key": first_key + i, **{col: labels.get(name) for name, col in LABELS.items()}}
+        for i, labels in enumerate(label_sets)
+    ]
+    return conform_labels(pl.DataFrame(rows, schema=LABEL_SCHEMA)) if rows else conform_labels(
+        pl.DataFrame(schema=LABEL_SCHEMA)
+    )
+
+
+def _derive_labels(labels: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Per label set: normalized node, GPU index and PCI id (computed once per distinct set)."""
+    inst_host = pl.col("instance").str.replace(r":[0-9]+$", "")
+    from_device = pl.col("device").str.extract(r"^nvidia([0-9]+)$")
+    return labels.with_columns(
+        node=node_expr(pl.coalesce(pl.col("hostname"), inst_host, pl.lit(ctx.node, pl.String))),
+        gpu_index=pl.coalesce(pl.col("gpu"), from_device).cast(pl.Int32, strict=False),
+        pci_bus_id=pci_expr(pl.col("pci")),
+    )
+
+
+def samples_to_tables(
+    samples: pl.DataFrame,
+    labels: pl.DataFrame,
+    ctx: ParseContext,
+    *,
+    source: Source,
+    xid_state: dict | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Samples (``SAMPLE_SCHEMA``) and their label sets (``LABEL_SCHEMA``) -> telemetry, gpus
+    and events frames.
+
+    ``xid_state`` (kept by the caller across chunks) remembers the last Xid state per GPU so that
+    an Xid repeated by every scrape becomes one event, not one per scrape.
+    """
+    if samples.height == 0:
+        return {}
+    ts0, flag = default_ts(ctx)
+    lab = _derive_labels(labels, ctx)
+    missing_ts = samples.get_column("ts").null_count() > 0
+    if missing_ts:
+        samples = samples.with_columns(
+            ts_flag=pl.when(pl.col("ts").is_null()).then(pl.lit(flag)),
+            ts=pl.coalesce(pl.col("ts"), pl.lit(ts0, TS)),
+        )
+    else:
+        samples = samples.with_columns(ts_flag=pl.lit(None, pl.String))
+    telemetry = samples.join(lab.select("key", "node", "gpu_index"), on="key", how="left").select(
+        "ts", "node", pl.col("gpu_index").alias("gpu"), "metric", "value"
+    )
+    out = {"telemetry": telemetry, "gpus": _gpus(samples, lab, ctx, source)}
+    events = _xid_events(samples, lab, ctx, source, xid_state if xid_state is not None else {})
+    if events.height:
+        out["events"] = events
+    return out
+
+
+def _gpus(
+    samples: pl.DataFrame, lab: pl.DataFrame, ctx: ParseContext, source: Source
+) -> pl.DataFrame:
+    seen_keys = samples.group_by("key").agg(
+        first_seen=pl.col("ts").min(), last_seen=pl.col("ts").max()
+    )
+    seen = seen_keys.join(lab, on="key").filter(
+        pl.col("gpu_index").is_not_null() | pl.col("uuid").is_not_null()
+    )
+    if seen.height == 0:
+        return empty_frame("gpus")
+    gpus = seen.group_by(
+        "node", "gpu_index", "pci_bus_id", "uuid", "model", pl.col("driver").alias("driver_version")
+    ).agg(first_seen=pl.col("first_seen").min(), last_seen=pl.col("last_seen").max())
+    return conform(
+        "gpus",
+        gpus.with_columns(source=pl.lit(source.value), file=pl.lit(ctx.file)).sort(
+            "node", "gpu_index", nulls_last=True
+        ),
+    )
+
+
+def _xid_events(
+    samples: pl.DataFrame, lab: pl.DataFrame, ctx: ParseContext, source: Source, state: dict
+) -> pl.DataFrame:
+    cand = samples.filter(pl.col("metric").is_in(XID_VALUE_METRICS + XID_COUNT_METRICS))
+    if cand.height == 0:
+        return empty_frame("events")
+    cand = cand.join(lab, on="key", how="left")
+    is_count = pl.col("metric").is_in(XID_COUNT_METRICS)
+    code = pl.coalesce(
+        pl.col("xid").cast(pl.Int32, strict=False),
+        pl.col("err_code").cast(pl.Int32, strict=False),
+        pl.when(~is_count & pl.col("value").is_finite())
+        .then(pl.col("value"))
+        .cast(pl.Int32, strict=False),
+    )
+    active = (
+        pl.when(pl.col("value").is_finite() & (pl.col("value") != 0)).then(code).otherwise(0)
+    ).cast(pl.Int64)
+    cand = cand.with_columns(code=code, active=active.fill_null(0)).sort("ts", "line")
+    # Only changes matter: a GPU whose Xid gauge reads 79 on every scrape had one Xid 79.
+    group = ["node", "gpu_index", "uuid", "metric", "xid"]
+    cand = cand.with_columns(prev=pl.col("active").shift(1).over(group))
+    firsts = cand.filter(pl.col("prev").is_null()).select(group).unique()
+    carried = pl.DataFrame(
+        [(*k, state.get(k, 0)) for k in firsts.rows()],
+        schema={**{c: cand.schema[c] for c in group}, "carried": pl.Int64},
+        orient="row",
+    )
+    cand = cand.join(carried, on=group, how="left", nulls_equal=True).with_columns(
+        prev=pl.coalesce("prev", "carried")
+    )
+    for row in cand.group_by(group).agg(pl.col("active").last()).rows():
+        state[tuple(row[:-1])] = row[-1]
+    ev = cand.filter((pl.col("active") != pl.col("prev")) & (pl.col("active") != 0))
+    if ev.height == 0:
+        return empty_frame("events")
+    severity, action = severity_action_expr(pl.col("code"))
+    msg = pl.coalesce(
+        pl.col("err_msg"),
+        pl.format("{} = {}", pl.col("metric"), pl.col("value").cast(pl.String)),
+    )
+    attrs = pl.struct(
+        pl.col("uuid"), pl.col("metric"), pl.col("value"), pl.col("model")
+    ).struct.json_encode()
+    events = ev.select(
+        "ts",
+        "ts_flag",
+        "node",
+        pl.coalesce(pl.col("pci_bus_id"), pl.col("gpu_index").cast(pl.String)).alias("gpu"),
+        "gpu_index",
+        pl.lit(source.value).alias("source"),
+        pl.lit(Kind.XID.value).alias("kind"),
+        pl.col("code").cast(pl.Int32),
+        severity.alias("severity"),
+        action.alias("action"),
+        msg.alias("message"),
+        attrs.alias("attrs"),
+        pl.lit(ctx.file).alias("file"),
+        "line",
+    )
+    return conform("events", events)
+
+
+# -- the GPU inventory -----------------------------------------------------------------------------
+
+INVENTORY_VIEW = """
+CREATE OR REPLACE VIEW gpu_inventory AS
+SELECT node, gpu_index,
+       arg_max(pci_bus_id, last_seen) FILTER (WHERE pci_bus_id IS NOT NULL) AS pci_bus_id,
+       arg_max(uuid, last_seen) FILTER (WHERE uuid IS NOT NULL) AS uuid,
+       arg_max(model, last_seen) FILTER (WHERE model IS NOT NULL) AS model,
+       arg_max(serial, last_seen) FILTER (WHERE serial IS NOT NULL) AS serial,
+       arg_max(driver_version, last_seen) FILTER (WHERE driver_version IS NOT NULL)
+           AS driver_version,
+       arg_max(vbios_version, last_seen) FILTER (WHERE vbios_version IS NOT NULL)
+           AS vbios_version,
+       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
+       list_sort(list_distinct(list(source))) AS sources, count(*) AS sightings
+FROM gpus
+WHERE node IS NOT NULL AND gpu_index IS NOT NULL
+GROUP BY node, gpu_index
+"""
+
+
+def ensure_inventory_view(store: Store) -> None:
+    """Create (or refresh) the ``gpu_inventory`` view: one row per (node, gpu_index)."""
+    store.execute(INVENTORY_VIEW)
+
+
+def gpu_inventory(store: Store) -> pl.DataFrame:
+    """The deduplicated GPU inventory, ordered by node and index."""
+    ensure_inventory_view(store)
+    return store.query("SELECT * FROM gpu_inventory ORDER BY node, gpu_index")
+
+
+def resolve_gpu_indices(store: Store) -> int:
+    """Set ``events.gpu_index`` from the inventory where an event names its GPU by PCI id.
+
+    Only events whose index is still unknown are touched, and a (node, PCI id) that maps to more
+    than one index is left alone, so calling this again (after more ingest) is safe.
+    Returns the number of events updated.
+    """
+    ensure_inventory_view(store)
+    pending = (
+        "FROM events e, (SELECT node, pci_bus_id, min(gpu_index) AS gpu_index FROM gpu_inventory "
+        "WHERE pci_bus_id IS NOT NULL GROUP BY ALL HAVING count(DISTINCT gpu_index) = 1) m "
+        "WHERE e.gpu_index IS NULL AND e.node = m.node AND lower(e.gpu) = m.pci_bus_id"
+    )
+    n = int(store.scalar(f"SELECT count(*) {pending}") or 0)
+    if n:
+        with store.transaction():
+            store.execute(
+                "UPDATE events SET gpu_index = m.gpu_index FROM (SELECT node, pci_bus_id, "
+                "min(gpu_index) AS gpu_index FROM gpu_inventory WHERE pci_bus_id IS NOT NULL "
+                "GROUP BY ALL HAVING count(DISTINCT gpu_index) = 1) m "
+                "WHERE events.gpu_index IS NULL AND events.node = m.node "
+                "AND lower(events.gpu) = m.pci_bus_id"
+            )
+    return n

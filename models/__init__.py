@@ -1,0 +1,1 @@
+"""Models: features, the failure predictor, straggler detection and prediction, evaluation."""

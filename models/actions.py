@@ -1,0 +1,71 @@
+"""What to do about a risk score: watch, drain after jobs, or drain now, and the command for it.
+
+The model's score sets the level; the Xid catalog can raise it: when the node logged an Xid whose
+catalog action is ``reboot_node`` or ``drain_node`` (fallen off the bus, power, memory interface)
+in the last 24 h and the score is at the operating threshold, the node is drained now rather than
+after its jobs (Meta's health checks make the same split: high-severity -> immediate removal,
+low-severity -> drain after the jobs finish). Commands are printed for a human, never executed.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+import polars as pl
+
+
+class RiskAction(StrEnum):
+    NONE = "none"
+    WATCH = "watch"
+    DRAIN_AFTER_JOBS = "drain_after_jobs"
+    DRAIN_NOW = "drain_now"
+
+
+ACTION_RANK = {a: i for i, a in enumerate(RiskAction)}
+# Feature columns that carry the catalog's "take the node out" signal.
+CATALOG_DRAIN_COLUMNS = ("xid_drain_24h", "off_bus_24h")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    watch: float
+    drain_after_jobs: float  # the operating threshold
+    drain_now: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"watch": self.watch, "drain_after_jobs": self.drain_after_jobs,
+                "drain_now": self.drain_now}
+
+    @classmethod
+    def from_json(cls, d: dict[str, float]) -> Thresholds:
+        return cls(float(d["watch"]), float(d["drain_after_jobs"]), float(d["drain_now"]))
+
+
+def decide(scores: np.ndarray, features: pl.DataFrame, thresholds: Thresholds) -> list[str]:
+    """One action per row, from its score and the catalog columns of its features."""
+    catalog = np.zeros(len(scores), dtype=bool)
+    for col in CATALOG_DRAIN_COLUMNS:
+        if col in features.columns:
+            catalog |= features[col].to_numpy() > 0
+    out = np.full(len(scores), RiskAction.NONE.value, dtype=object)
+    out[scores >= thresholds.watch] = RiskAction.WATCH.value
+    out[scores >= thresholds.drain_after_jobs] = RiskAction.DRAIN_AFTER_JOBS.value
+    now = (scores >= thresholds.drain_now) | ((scores >= thresholds.drain_after_jobs) & catalog)
+    out[now] = RiskAction.DRAIN_NOW.value
+    return out.tolist()
+
+
+def command(node: str, action: str, reason: str, scheduler: str = "slurm") -> str | None:
+    """The command an SRE would run (printed, never executed); None for watch / none."""
+    if action not in (RiskAction.DRAIN_AFTER_JOBS, RiskAction.DRAIN_NOW):
+        return None
+    if scheduler == "kubernetes":
+        if action == RiskAction.DRAIN_NOW:
+            return f"kubectl drain {shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"
+        return f"kubectl cordon {shlex.quote(node)}"
+    state = "down" if action == RiskAction.DRAIN_NOW else "drain"
+    return (f"scontrol update nodename={shlex.quote(node)} state={state} "
+            f"reason={shlex.quote(reason)}")

@@ -1,0 +1,502 @@
+"""Failure-prediction features, computed from the database as of a time, never looking past it.
+
+Everything starts from **hourly buckets**: DuckDB aggregates events, telemetry, jobs, attributions
+and failure episodes into sparse per-(node, GPU, hour) counts (``BASES``). Bucket ``b`` covers
+``[anchor + b h, anchor + (b + 1) h)``. A feature row at time ``t`` sees only buckets that end at or
+before ``t``; its window features are sums (or maxima) over the last ``w`` buckets.
+
+Two evaluators share the buckets and the feature list:
+
+- ``FeatureGrid`` (training): a dense node x hour grid; each base column becomes an
+  N x T matrix and every window feature is one vectorized prefix-sum difference (or a running
+  maximum) along the time axis. One pass builds the whole training table; rows are gathered only
+  where the caller asks (e.g. a negative subsample), so memory stays at one matrix per column.
+- ``point_features`` (prediction): one row per node and per GPU as of ``as_of``, from the same
+  buckets anchored at ``as_of``, by filtered group-by aggregates.
+
+A test checks that both give the same numbers for the same time. GPU rows hold the GPU's own
+evidence plus the node-wide evidence (NCCL, Slurm, events that name no GPU).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import polars as pl
+from scipy.ndimage import maximum_filter1d
+
+from ingest.catalog import packaged_catalog
+from ingest.store import Store
+from models.target import HARDWARE_CAUSES, episodes_from_events, target_events
+
+log = logging.getLogger(__name__)
+
+HOUR = timedelta(hours=1)
+HOUR_US = 3_600_000_000
+W1, W24, W7D, W28D = 1, 24, 168, 672
+MAX_WINDOW_H = W28D
+HOURS_SINCE_CAP = float(W28D)
+# Clock-event reasons that mean the hardware slowed itself down: HW slowdown, SW / HW thermal,
+# HW power brake (DCGM_FI_DEV_CLOCK_THROTTLE_REASONS bits 0x8, 0x20, 0x40, 0x80).
+THROTTLE_HW_MASK = 0x8 | 0x20 | 0x40 | 0x80
+
+
+@dataclass(frozen=True)
+class Base:
+    """One hourly base column and the windows (hours) it is summed (or maxed) over."""
+
+    name: str
+    source: str  # events | telemetry | jobs | attributions | failures
+    windows: tuple[int, ...]
+    agg: str = "sum"  # sum | max
+    cond: str = ""  # SQL filter for events / telemetry metric list key
+    params: tuple[object, ...] = ()
+
+
+def _catalog_sets() -> tuple[dict[str, list[int]], list[int], list[int]]:
+    cat = packaged_catalog()
+    by_cat: dict[str, list[int]] = {}
+    for xid, category in zip(cat["xid"].to_list(), cat["category"].to_list(), strict=True):
+        by_cat.setdefault(category, []).append(int(xid))
+    severe = ["reset_gpu", "reboot_node", "drain_node"]
+    critical = cat.filter(pl.col("typical_action").is_in(severe))
+    drain = cat.filter(pl.col("typical_action").is_in(["reboot_node", "drain_node"]))
+    return (by_cat, sorted(int(x) for x in critical["xid"].to_list()),
+            sorted(int(x) for x in drain["xid"].to_list()))
+
+
+XID_CATEGORIES = ("memory", "hardware", "interconnect", "driver", "application", "other")
+KEY_XIDS = (13, 31, 48, 63, 64, 74, 79, 92, 94, 95, 119)
+_BY_CAT, CRITICAL_XIDS, DRAIN_XIDS = _catalog_sets()
+
+
+def _ev(name: str, windows: tuple[int, ...], cond: str, *params: object) -> Base:
+    return Base(name, "events", windows, "sum", cond, params)
+
+
+def _kinds(name: str, windows: tuple[int, ...], *kinds: str) -> Base:
+    return _ev(name, windows, "list_contains(?::VARCHAR[], kind)", list(kinds))
+
+
+EVENT_BASES: tuple[Base, ...] = (
+    _ev("xid_all", (W1, W24, W7D, W28D), "kind = 'xid'"),
+    _ev("xid_critical", (W1, W24, W7D), "kind = 'xid' AND list_contains(?::INTEGER[], code)",
+        CRITICAL_XIDS),
+    _ev("xid_drain", (W1, W24), "kind = 'xid' AND list_contains(?::INTEGER[], code)", DRAIN_XIDS),
+    *(
+        _ev(f"xid_{c}", (W1, W24, W7D), "kind = 'xid' AND list_contains(?::INTEGER[], code)",
+            _BY_CAT.get(c, []))
+        for c in XID_CATEGORIES
+    ),
+    *(_ev(f"xid{x}", (W24, W7D), "kind = 'xid' AND code = ?", x) for x in KEY_XIDS),
+    _kinds("ecc", (W1, W24, W7D), "ecc"),
+    _kinds("row_remap", (W24, W7D), "row_remap"),
+    _kinds("nvlink", (W1, W24, W7D), "nvlink", "sxid"),
+    _kinds("pcie", (W24, W7D), "pcie"),
+    _kinds("off_bus", (W24, W7D), "fallen_off_bus", "gpu_init_fail", "reset_required"),
+    _kinds("gsp", (W24, W7D), "gsp_timeout"),
+    _kinds("thermal", (W24, W7D), "thermal"),
+    _kinds("host_mem", (W24, W7D), "memory", "mce"),
+    _kinds("ib_port", (W24, W7D), "ib_port"),
+    _kinds("hung_task", (W24, W7D), "hung_task"),
+    _kinds("unhealthy", (W24, W7D), "device_unhealthy", "diag"),
+    _kinds("nccl_error", (W1, W24, W7D), "nccl_error"),
+    _kinds("nccl_timeout", (W1, W24, W7D), "nccl_timeout"),
+    _kinds("process_failed", (W24, W7D), "process_failed"),
+    _kinds("node_down", (W24, W7D, W28D), "node_down", "node_not_responding"),
+    _kinds("node_drain", (W24, W7D, W28D), "node_drain"),
+    _kinds("job_requeue", (W7D, W28D), "job_requeue"),
+    _ev("severe", (W1, W24), "severity IN ('error', 'critical')"),
+)
+
+# Telemetry: counters become hourly increments; gauges become hourly max / sum / sample count.
+COUNTER_METRICS: dict[str, tuple[str, ...]] = {
+    "ecc_sbe_inc": ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
+    "ecc_dbe_inc": ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
+    "retired_inc": ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE",
+                    "DCGM_FI_DEV_RETIRED_PENDING"),
+    "remap_corr_inc": ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",),
+    "remap_uncorr_inc": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",),
+    "remap_fail_inc": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_PENDING"),
+    "pcie_replay_inc": ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",),
+    "nvlink_err_inc": ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+                       "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+                       "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+                       "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"),
+    "violation_inc": ("DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_POWER_VIOLATION",
+                      "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
+}
+COUNTER_WINDOWS: dict[str, tuple[int, ...]] = {
+    "ecc_sbe_inc": (W1, W24, W7D), "pcie_replay_inc": (W1, W24, W7D),
+    "nvlink_err_inc": (W1, W24, W7D),
+}
+GAUGE_METRICS: dict[str, tuple[str, ...]] = {
+    "temp": ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"),
+    "power": ("DCGM_FI_DEV_POWER_USAGE",),
+}
+THROTTLE_METRICS = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
+
+TELEMETRY_BASES: tuple[Base, ...] = (
+    *(Base(n, "telemetry", COUNTER_WINDOWS.get(n, (W24, W7D))) for n in COUNTER_METRICS),
+    Base("throttle_hw", "telemetry", (W24, W7D)),
+    Base("temp_max", "telemetry", (W1, W24, W7D), "max"),
+    Base("temp_sum", "telemetry", (W24,)),
+    Base("temp_n", "telemetry", (W24,)),
+    Base("power_max", "telemetry", (W24,), "max"),
+    Base("power_sum", "telemetry", (W24,)),
+    Base("power_n", "telemetry", (W24,)),
+)
+OTHER_BASES: tuple[Base, ...] = (
+    Base("node_fail_single", "jobs", (W7D, W28D)),
+    Base("node_fail_multi", "jobs", (W7D, W28D)),
+    Base("jobs_failed", "jobs", (W24, W7D)),
+    Base("attr_any", "attributions", (W24, W7D, W28D)),
+    Base("attr_hw", "attributions", (W7D, W28D)),
+    Base("fail", "failures", (W24, W7D, W28D)),
+)
+BASES: tuple[Base, ...] = EVENT_BASES + TELEMETRY_BASES + OTHER_BASES
+# Helper columns that only feed derived features (means) and are not features themselves.
+_HELPERS = {"temp_sum_24h", "temp_n_24h", "power_sum_24h", "power_n_24h"}
+
+
+def window_name(base: str, w: int) -> str:
+    if w % 24 == 0 and w >= W7D:
+        return f"{base}_{w // 24}d"
+    return f"{base}_{w}h"
+
+
+def feature_names() -> list[str]:
+    """The model's feature columns, in order."""
+    names = [window_name(b.name, w) for b in BASES for w in b.windows]
+    names = [n for n in names if n not in _HELPERS]
+    return [*names, "temp_mean_24h", "power_mean_24h", "hours_since_fail"]
+
+
+FEATURES: tuple[str, ...] = tuple(feature_names())
+
+
+# -- hourly buckets (DuckDB) -----------------------------------------------------------------------
+
+def _bucket_sql(col: str) -> str:
+    return f"CAST(floor((epoch_us({col}) - ?) / {HOUR_US}.0) AS BIGINT)"
+
+
+def _anchor_us(anchor: datetime) -> int:
+    return int((anchor - datetime(1970, 1, 1)) / timedelta(microseconds=1))
+
+
+def _gkey_events(per_gpu: bool) -> str:
+    if not per_gpu:
+        return "''"
+    return "coalesce(CAST(e.gpu_index AS VARCHAR), CAST(g.gi AS VARCHAR), e.gpu, '')"
+
+
+def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
+                  per_gpu: bool) -> pl.DataFrame:
+    cols, params = [], []
+    for b in EVENT_BASES:
+        cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
+        params.extend(b.params)
+    join = (
+        "LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
+        "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu"
+        if per_gpu else ""
+    )
+    sql = (
+        f"WITH x AS (SELECT e.node, {_gkey_events(per_gpu)} AS gkey, {_bucket_sql('e.ts')} AS b, "
+        f"e.kind, e.code, e.severity FROM events e {join} "
+        "WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL) "
+        f"SELECT node, gkey, b, {', '.join(cols)} FROM x GROUP BY node, gkey, b"
+    )
+    return store.query(sql, [_anchor_us(anchor), lo, hi, *params])
+
+
+def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
+                      per_gpu: bool) -> pl.DataFrame:
+    """Counter increments and gauge aggregates per (node, GPU, hour); ``lo`` should start a day
+    before the first bucket wanted, so the first increment has a previous value."""
+    groups = {**COUNTER_METRICS, **GAUGE_METRICS, "throttle": THROTTLE_METRICS}
+    names = [m for ms in groups.values() for m in ms]
+    grps = [g for g, ms in groups.items() for _ in ms]
+    inc = "CASE WHEN d IS NULL THEN 0 WHEN d >= 0 THEN d ELSE vmax END"
+    cols = [f"coalesce(sum({inc}) FILTER (WHERE grp = '{name}'), 0) AS {name}"
+            for name in COUNTER_METRICS]
+    cols.append("coalesce(sum(nthr) FILTER (WHERE grp = 'throttle'), 0) AS throttle_hw")
+    for g in GAUGE_METRICS:
+        cols += [f"coalesce(max(vmax) FILTER (WHERE grp = '{g}'), 0) AS {g}_max",
+                 f"coalesce(sum(vsum) FILTER (WHERE grp = '{g}'), 0) AS {g}_sum",
+                 f"coalesce(sum(n) FILTER (WHERE grp = '{g}'), 0) AS {g}_n"]
+    gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
+    sql = f"""
+        WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp),
+        h AS (
+            SELECT t.node, t.gpu, t.metric, any_value(m.grp) AS grp, {_bucket_sql('t.ts')} AS b,
+                   max(t.value) AS vmax, sum(t.value) AS vsum, count(*) AS n,
+                   count(*) FILTER (WHERE (CAST(t.value AS BIGINT) & ?) != 0) AS nthr
+            FROM telemetry t JOIN m ON t.metric = m.metric
+            WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL
+            GROUP BY t.node, t.gpu, t.metric, b
+        ), c AS (
+            SELECT *, CASE WHEN grp IN ('temp', 'power', 'throttle') THEN NULL ELSE
+                   vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) END AS d
+            FROM h
+        )
+        SELECT node, {gkey} AS gkey, b, {', '.join(cols)} FROM c GROUP BY ALL
+    """
+    return store.query(sql, [names, grps, THROTTLE_HW_MASK, _anchor_us(anchor), lo, hi])
+
+
+def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
+    sql = f"""
+        WITH j AS (
+            SELECT unnest(nodes) AS node, "end" AS ts, state,
+                   coalesce(n_nodes, len(nodes)) AS n_nodes
+            FROM jobs WHERE "end" >= ? AND "end" < ? AND nodes IS NOT NULL
+        )
+        SELECT node, '' AS gkey, {_bucket_sql('ts')} AS b,
+               count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes <= 1) AS node_fail_single,
+               count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes > 1) AS node_fail_multi,
+               count(*) FILTER (WHERE state LIKE 'FAILED%') AS jobs_failed
+        FROM j GROUP BY ALL
+    """
+    return store.query(sql, [lo, hi, _anchor_us(anchor)])
+
+
+def attribution_buckets(store: Store, lo: datetime, hi: datetime,
+                        anchor: datetime) -> pl.DataFrame:
+    sql = f"""
+        SELECT node, '' AS gkey, {_bucket_sql('"end"')} AS b, count(*) AS attr_any,
+               count(*) FILTER (WHERE list_contains(?::VARCHAR[], cause)) AS attr_hw
+        FROM attributions WHERE "end" >= ? AND "end" < ? AND node IS NOT NULL GROUP BY ALL
+    """
+    return store.query(sql, [_anchor_us(anchor), list(HARDWARE_CAUSES), lo, hi])
+
+
+def failure_buckets(episodes: pl.DataFrame, anchor: datetime, per_gpu: bool) -> pl.DataFrame:
+    gkey = pl.col("gpu").fill_null("") if per_gpu else pl.lit("")
+    return (
+        episodes.select(
+            "node", gkey.alias("gkey"),
+            ((pl.col("ts") - pl.lit(anchor)).dt.total_microseconds() // HOUR_US).alias("b"),
+        )
+        .group_by("node", "gkey", "b")
+        .agg(pl.len().cast(pl.Int64).alias("fail"))
+    )
+
+
+TELEMETRY_WINDOW_H = max(w for b in TELEMETRY_BASES for w in b.windows)
+
+
+def load_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime, *,
+                 per_gpu: bool, telemetry_lo: datetime | None = None,
+                 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
+    """All sparse hourly frames for buckets in ``[lo, hi)`` and the failure episodes behind them.
+
+    ``telemetry_lo`` lets a point evaluation read telemetry only as far back as its longest
+    window needs; a day more is read so the first counter increment has a previous value."""
+    tel_lo = max(lo, telemetry_lo) if telemetry_lo is not None else lo
+    episodes = episodes_from_events(target_events(store, lo - HOUR, hi))
+    episodes = episodes.filter(pl.col("ts") >= lo)
+    frames = {
+        "events": event_buckets(store, lo, hi, anchor, per_gpu),
+        "telemetry": telemetry_buckets(store, tel_lo - timedelta(days=1), hi, anchor, per_gpu),
+        "jobs": job_buckets(store, lo, hi, anchor),
+        "attributions": attribution_buckets(store, lo, hi, anchor),
+        "failures": failure_buckets(episodes, anchor, per_gpu),
+    }
+    lo_b = int((lo - anchor) / HOUR)
+    frames = {k: f.filter(pl.col("b") >= lo_b) for k, f in frames.items()}
+    return frames, episodes
+
+
+def node_universe(store: Store, lo: datetime, hi: datetime) -> list[str]:
+    """Every node seen in the period (events, telemetry, inventory, jobs), sorted."""
+    sql = """
+        SELECT DISTINCT node FROM (
+            SELECT node FROM events WHERE ts >= ? AND ts < ?
+            UNION ALL SELECT node FROM telemetry WHERE ts >= ? AND ts < ?
+            UNION ALL SELECT node FROM gpus
+            UNION ALL SELECT unnest(nodes) AS node FROM jobs WHERE "end" >= ? AND start < ?
+        ) WHERE node IS NOT NULL ORDER BY node
+    """
+    return store.query(sql, [lo, hi, lo, hi, lo, hi])["node"].to_list()
+
+
+def _derive(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(
+        (pl.col("temp_sum_24h") / pl.col("temp_n_24h")).cast(pl.Float32).alias("temp_mean_24h"),
+        (pl.col("power_sum_24h") / pl.col("power_n_24h")).cast(pl.Float32).alias("power_mean_24h"),
+    )
+
+
+# -- training: the dense node x hour grid ---------------------------------------------------------
+
+def floor_hour(ts: datetime) -> datetime:
+    return ts.replace(minute=0, second=0, microsecond=0)
+
+
+class FeatureGrid:
+    """Node x hour feature grid over ``[start, end)``; rows at ``start + t h`` for ``t = 0..T``.
+
+    Row ``t`` sees buckets ``< t``; its label says whether a failure episode starts in
+    ``[t, t + horizon)``. Rows whose label window runs past ``end`` are *censored*
+    (``labelable`` is False): their future is not in the data yet.
+    """
+
+    def __init__(self, store: Store, start: datetime, end: datetime, *,
+                 horizon_h: float) -> None:
+        self.start = floor_hour(start)
+        self.T = max(1, int(np.ceil((end - self.start) / HOUR)))
+        self.end = self.start + self.T * HOUR
+        self.horizon = max(1, int(np.ceil(horizon_h)))
+        self.nodes = node_universe(store, self.start, self.end)
+        self.frames, self.episodes = load_buckets(store, self.start, self.end, self.start,
+                                                  per_gpu=False)
+        self._index = pl.DataFrame({"node": self.nodes,
+                                    "ni": np.arange(len(self.nodes), dtype=np.int64)})
+        self._coords: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        fail = self._dense(Base("fail", "failures", ()))
+        csum = np.zeros((len(self.nodes), self.T + 1))
+        np.cumsum(fail, axis=1, out=csum[:, 1:])
+        ahead = np.minimum(np.arange(self.T + 1) + self.horizon, self.T)
+        self.labels = (csum[:, ahead] - csum) > 0
+        self.labelable = np.arange(self.T + 1) + self.horizon <= self.T
+        self._fail = fail
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.nodes), self.T + 1
+
+    def row_times(self) -> np.ndarray:
+        return np.datetime64(self.start, "us") + np.arange(self.T + 1) * np.timedelta64(1, "h")
+
+    def _dense(self, base: Base) -> np.ndarray:
+        frame = self.frames[base.source]
+        if base.source not in self._coords:
+            idx = frame.select("node", "b").join(self._index, on="node", how="left")
+            ni = idx["ni"].fill_null(-1).to_numpy()
+            b = idx["b"].to_numpy()
+            self._coords[base.source] = (ni, b)
+        ni, b = self._coords[base.source]
+        ok = (ni >= 0) & (b >= 0) & (b < self.T)
+        dense = np.zeros((len(self.nodes), self.T), dtype=np.float64)
+        values = frame[base.name].cast(pl.Float64).to_numpy()
+        if base.agg == "max":
+            np.maximum.at(dense, (ni[ok], b[ok]), values[ok])
+        else:
+            np.add.at(dense, (ni[ok], b[ok]), values[ok])
+        return dense
+
+    def _window(self, dense: np.ndarray, w: int, agg: str) -> np.ndarray:
+        n = dense.shape[0]
+        out = np.zeros((n, self.T + 1), dtype=np.float32)
+        if agg == "max":
+            run = maximum_filter1d(dense, size=w, axis=1, origin=(w - 1) // 2, mode="constant",
+                                   cval=0.0)
+            out[:, 1:] = run
+            return out
+        csum = np.zeros((n, self.T + 1))
+        np.cumsum(dense, axis=1, out=csum[:, 1:])
+        back = np.maximum(np.arange(self.T + 1) - w, 0)
+        out[:] = csum - csum[:, back]
+        return out
+
+    def _hours_since_fail(self) -> np.ndarray:
+        pos = np.where(self._fail > 0, np.arange(self.T)[None, :], -1)
+        last = np.maximum.accumulate(pos, axis=1)
+        out = np.full((len(self.nodes), self.T + 1), HOURS_SINCE_CAP, dtype=np.float32)
+        t = np.arange(1, self.T + 1)[None, :]
+        prev = last[:, :]
+        hs = np.where(prev >= 0, t - prev, HOURS_SINCE_CAP)
+        out[:, 1:] = np.minimum(hs, HOURS_SINCE_CAP)
+        return out
+
+    def table(self, masks: dict[str, np.ndarray]) -> dict[str, pl.DataFrame]:
+        """The feature rows selected by each boolean ``(nodes, T + 1)`` mask, in one pass."""
+        sel = {k: np.flatnonzero(m.ravel()) for k, m in masks.items()}
+        cols: dict[str, dict[str, np.ndarray]] = {k: {} for k in masks}
+        for base in BASES:
+            dense = self._dense(base)
+            for w in base.windows:
+                flat = self._window(dense, w, base.agg).ravel()
+                for k, idx in sel.items():
+                    cols[k][window_name(base.name, w)] = flat[idx]
+        hs = self._hours_since_fail().ravel()
+        labels = self.labels.ravel()
+        times = self.row_times()
+        node_arr = pl.Series("node", self.nodes, dtype=pl.String)
+        out = {}
+        for k, idx in sel.items():
+            ni, ti = np.divmod(idx, self.T + 1)
+            frame = pl.DataFrame({
+                "node": node_arr.gather(ni), "ts": times[ti],
+                "label": labels[idx].astype(np.int8), **cols[k], "hours_since_fail": hs[idx],
+            })
+            out[k] = _derive(frame).select("node", "ts", "label", *FEATURES)
+        return out
+
+
+# -- prediction: one row per node and per GPU as of a time ----------------------------------------
+
+def _window_aggs(frame: pl.DataFrame, bases: Sequence[Base]) -> list[pl.Expr]:
+    exprs = []
+    for base in bases:
+        for w in base.windows:
+            col = pl.col(base.name).filter(pl.col("b") >= -w)
+            agg = col.max() if base.agg == "max" else col.sum()
+            exprs.append(agg.fill_null(0).cast(pl.Float32).alias(window_name(base.name, w)))
+    return exprs
+
+
+def point_features(store: Store, as_of: datetime) -> pl.DataFrame:
+    """Feature rows as of ``as_of``: one per node (``gpu`` null) and one per GPU."""
+    lo = as_of - MAX_WINDOW_H * HOUR
+    frames, _ = load_buckets(store, lo, as_of, as_of, per_gpu=True,
+                             telemetry_lo=as_of - TELEMETRY_WINDOW_H * HOUR)
+    keyed = []
+    for source, frame in frames.items():
+        bases = [b for b in BASES if b.source == source]
+        aggs = _window_aggs(frame, bases)
+        if source == "failures":
+            aggs.append((-pl.col("b").max()).cast(pl.Float32).alias("hours_since_fail"))
+        keyed.append(frame.group_by("node", "gkey").agg(aggs))
+    per_key = keyed[0]
+    for f in keyed[1:]:
+        per_key = per_key.join(f, on=["node", "gkey"], how="full", coalesce=True)
+    sums = [window_name(b.name, w) for b in BASES for w in b.windows if b.agg == "sum"]
+    maxes = [window_name(b.name, w) for b in BASES for w in b.windows if b.agg == "max"]
+    per_key = per_key.with_columns(pl.col(sums + maxes).fill_null(0))
+    nodes = pl.DataFrame({"node": node_universe(store, lo, as_of)}).vstack(
+        per_key.select("node")).unique()
+    node_rows = nodes.join(
+        per_key.group_by("node").agg(pl.col(sums).sum(), pl.col(maxes).max(),
+                                     pl.col("hours_since_fail").min()),
+        on="node", how="left",
+    ).with_columns(pl.lit(None, pl.String).alias("gpu"))
+    inventory = store.query(
+        "SELECT DISTINCT node, CAST(gpu_index AS VARCHAR) AS gpu FROM gpus "
+        "WHERE gpu_index IS NOT NULL AND node IS NOT NULL"
+    )
+    gpus = pl.concat([
+        inventory, per_key.filter(pl.col("gkey") != "").select("node", pl.col("gkey").alias("gpu")),
+    ]).unique()
+    own = per_key.filter(pl.col("gkey") != "").rename({"gkey": "gpu"})
+    wide = per_key.filter(pl.col("gkey") == "").drop("gkey")
+    gpu_rows = gpus.join(own, on=["node", "gpu"], how="left").join(
+        wide, on="node", how="left", suffix="__n")
+    gpu_rows = gpu_rows.with_columns(
+        *[(pl.col(c).fill_null(0) + pl.col(f"{c}__n").fill_null(0)).alias(c) for c in sums],
+        *[pl.max_horizontal(pl.col(c).fill_null(0), pl.col(f"{c}__n").fill_null(0)).alias(c)
+          for c in maxes],
+        pl.min_horizontal("hours_since_fail", "hours_since_fail__n").alias("hours_since_fail"),
+    ).select(node_rows.columns)
+    rows = pl.concat([node_rows, gpu_rows], how="vertical_relaxed").with_columns(
+        pl.col(sums + maxes).fill_null(0).cast(pl.Float32),
+        pl.col("hours_since_fail").fill_null(HOURS_SINCE_CAP).clip(upper_bound=HOURS_SINCE_CAP)
+        .cast(pl.Float32),
+    )
+    return _derive(rows).select("node", "gpu", *FEATURES).sort("node", "gpu", nulls_last=False)

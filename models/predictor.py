@@ -1,0 +1,360 @@
+"""The failure predictor: a calibrated LightGBM classifier, its training and its predictions.
+
+``FailurePredictor`` is a scikit-learn estimator (LightGBM inside, Platt-calibrated on held-out
+rows). ``train_failure_model`` builds the node x hour table in one pass (``FeatureGrid``), splits
+it in time with horizon-wide gaps, fits, picks the operating threshold on the calibration window
+and evaluates model and baselines on the test window. ``predict_failures`` scores every node and
+GPU as of a time and explains each alert with LightGBM's per-prediction contributions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import lightgbm as lgb
+import numpy as np
+import polars as pl
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ingest.errors import ModelError
+from ingest.store import Store
+from models.actions import RiskAction, Thresholds, command, decide
+from models.evaluate import (
+    Split,
+    baseline_thresholds,
+    choose_threshold,
+    evaluate_all,
+    time_split,
+)
+from models.features import FEATURES, FeatureGrid, floor_hour, point_features
+from models.target import DEFAULT_HORIZON_H
+
+log = logging.getLogger(__name__)
+
+
+class FailurePredictor(ClassifierMixin, BaseEstimator):
+    """LightGBM gradient-boosted trees with Platt calibration on held-out rows.
+
+    ``fit(X, y, X_calib=..., y_calib=...)`` calibrates on the given rows (the training pipeline
+    passes a later time window); without them the last ``calibration_fraction`` of the rows
+    (time-ordered input) is held out for calibration.
+    """
+
+    def __init__(self, n_estimators: int = 200, learning_rate: float = 0.07, num_leaves: int = 31,
+                 min_child_samples: int = 20, colsample_bytree: float = 0.8,
+                 reg_lambda: float = 1.0, calibration_fraction: float = 0.2,
+                 max_bin: int = 63, random_state: int = 0, n_jobs: int = 1) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.colsample_bytree = colsample_bytree
+        self.reg_lambda = reg_lambda
+        self.calibration_fraction = calibration_fraction
+        self.max_bin = max_bin
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _lgbm(self) -> lgb.LGBMClassifier:
+        return lgb.LGBMClassifier(
+            n_estimators=self.n_estimators, learning_rate=self.learning_rate,
+            num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
+            colsample_bytree=self.colsample_bytree, reg_lambda=self.reg_lambda,
+            max_bin=self.max_bin, force_col_wise=True, random_state=self.random_state,
+            n_jobs=self.n_jobs, verbose=-1,
+        )
+
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, X_calib: Any = None,
+            y_calib: Any = None) -> FailurePredictor:
+        X, y = validate_data(self, X, y, dtype=np.float32, ensure_all_finite="allow-nan")
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise ValueError("FailurePredictor needs at least two classes in y (got 1 class)")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (X.shape[0],):
+                raise ValueError(f"sample_weight.shape == {sample_weight.shape}, expected "
+                                 f"{(X.shape[0],)}")
+            if np.any(sample_weight < 0) or not np.any(sample_weight > 0):
+                raise ValueError("sample weights must be non-negative and not all zero")
+        fit_idx = np.arange(len(y))
+        cal_X = cal_y = None
+        if X_calib is not None and y_calib is not None:
+            cal_X = validate_data(self, X_calib, reset=False, dtype=np.float32,
+                                  ensure_all_finite="allow-nan")
+            cal_y = np.asarray(y_calib)
+        elif self.classes_.size == 2 and self.calibration_fraction > 0:
+            n_cal = int(len(y) * self.calibration_fraction)
+            head, tail = y[: len(y) - n_cal], y[len(y) - n_cal:]
+            if n_cal >= 10 and np.unique(head).size == 2 and np.unique(tail).size == 2:
+                fit_idx = np.arange(len(y) - n_cal)
+                cal_X, cal_y = X[len(y) - n_cal:], tail
+        weights = None if sample_weight is None else sample_weight[fit_idx]
+        self.model_ = self._lgbm().fit(X[fit_idx], y[fit_idx], sample_weight=weights)
+        self.calibrator_ = None
+        if self.classes_.size == 2 and cal_X is not None and np.unique(cal_y).size == 2:
+            margin = self.model_.predict(cal_X, raw_score=True).reshape(-1, 1)
+            self.calibrator_ = LogisticRegression(C=1e4).fit(margin, cal_y == self.classes_[1])
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float32, ensure_all_finite="allow-nan")
+        return self.model_.predict(X, raw_score=True)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float32, ensure_all_finite="allow-nan")
+        if self.classes_.size != 2:
+            return self.model_.predict_proba(X)
+        if self.calibrator_ is None:
+            return self.model_.predict_proba(X)
+        margin = self.model_.predict(X, raw_score=True).reshape(-1, 1)
+        return self.calibrator_.predict_proba(margin)
+
+    def predict(self, X: Any) -> np.ndarray:
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def contributions(self, X: Any) -> np.ndarray:
+        """Per-row, per-feature contributions to the raw score (LightGBM ``pred_contrib``);
+        the last column is the bias."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float32, ensure_all_finite="allow-nan")
+        return np.asarray(self.model_.predict(X, pred_contrib=True))
+
+    def __sklearn_tags__(self):  # noqa: ANN204
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+
+# -- training --
+
+@dataclass
+class TrainConfig:
+    horizon_h: float = DEFAULT_HORIZON_H
+    test_fraction: float = 0.25
+    calib_fraction: float = 0.15
+    warmup_h: float = 168.0
+    target_precision: float = 0.9
+    drain_now_precision: float = 0.97
+    k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
+    max_train_rows: int = 600_000
+    seed: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainResult:
+    estimator: FailurePredictor
+    thresholds: Thresholds
+    split: Split
+    metrics: dict[str, dict]
+    card: dict[str, Any]
+
+
+def data_range(store: Store, as_of: datetime) -> tuple[datetime, datetime]:
+    row = store.query(
+        "SELECT min(ts) AS lo, max(ts) AS hi FROM events WHERE ts <= ? AND ts IS NOT NULL",
+        [as_of],
+    ).row(0)
+    if row[0] is None:
+        raise ModelError("no events in the database before --as-of: run `faultlens ingest` first")
+    return row[0], row[1]
+
+
+def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig) -> dict[str, np.ndarray]:
+    times = grid.row_times()
+    masks = {}
+    for name in ("train", "calib", "test"):
+        lo, hi = getattr(split, name)
+        in_window = (times >= np.datetime64(lo, "us")) & (times <= np.datetime64(hi, "us"))
+        masks[name] = np.broadcast_to(in_window & grid.labelable, grid.shape).copy()
+    train = masks["train"]
+    n_pos = int((train & grid.labels).sum())
+    n_neg = int((train & ~grid.labels).sum())
+    keep = min(1.0, max(cfg.max_train_rows - n_pos, 1) / max(n_neg, 1))
+    if keep < 1.0:
+        rng = np.random.default_rng(cfg.seed)
+        sampled = rng.random(grid.shape, dtype=np.float32) < keep
+        masks["train"] = train & (grid.labels | sampled)
+    return masks
+
+
+def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | None = None,
+                        now: datetime | None = None) -> TrainResult:
+    """Train and evaluate on the data before ``as_of`` (see the module doc)."""
+    cfg = cfg or TrainConfig()
+    lo, hi = data_range(store, as_of)
+    grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
+    split = time_split(grid.start, grid.end, cfg.horizon_h, test_fraction=cfg.test_fraction,
+                       calib_fraction=cfg.calib_fraction, warmup_h=cfg.warmup_h)
+    tables = grid.table(_masks(grid, split, cfg))
+    train, calib, test = tables["train"], tables["calib"], tables["test"]
+    for name, t in (("training", train), ("calibration", calib)):
+        if t["label"].sum() == 0:
+            raise ModelError(f"no failure in the {name} window ({grid.episodes.height} failure "
+                             "episodes in all): more history is needed to train")
+    est = FailurePredictor(random_state=cfg.seed, **cfg.params)
+    est.fit(train.select(FEATURES).to_numpy(), train["label"].to_numpy(),
+            X_calib=calib.select(FEATURES).to_numpy(), y_calib=calib["label"].to_numpy())
+    cal_scores = est.predict_proba(calib.select(FEATURES).to_numpy())[:, 1]
+    cal_labels = calib["label"].to_numpy()
+    op = choose_threshold(cal_scores, cal_labels, cfg.target_precision)
+    now_thr = max(op, choose_threshold(cal_scores, cal_labels, cfg.drain_now_precision))
+    thresholds = Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr)
+    k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
+    test_scores = est.predict_proba(test.select(FEATURES).to_numpy())[:, 1]
+    t_lo, t_hi = split.test
+    episodes = grid.episodes.filter(pl.col("ts").is_between(t_lo, t_hi))
+    metrics = evaluate_all(
+        test, test_scores, episodes, horizon_h=cfg.horizon_h, k=k,
+        thresholds={"model": op, **baseline_thresholds(calib, cfg.target_precision)},
+    )
+    card = _card(grid, split, cfg, est, thresholds, metrics, tables, k, now or as_of)
+    return TrainResult(est, thresholds, split, metrics, card)
+
+
+def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredictor,
+          thresholds: Thresholds, metrics: dict, tables: dict[str, pl.DataFrame], k: int,
+          created: datetime) -> dict[str, Any]:
+    gain = est.model_.booster_.feature_importance(importance_type="gain")
+    top = sorted(zip(FEATURES, gain.tolist(), strict=True), key=lambda x: -x[1])[:15]
+    body = {
+        "kind": "failure",
+        "created_at": created.isoformat(),
+        "horizon_h": cfg.horizon_h,
+        "data_window": [grid.start.isoformat(), grid.end.isoformat()],
+        "windows": split.to_json(),
+        "rows": {k_: t.height for k_, t in tables.items()},
+        "positives": {k_: int(t["label"].sum()) for k_, t in tables.items()},
+        "nodes": len(grid.nodes),
+        "failure_episodes": grid.episodes.height,
+        "features": list(FEATURES),
+        "top_features_by_gain": [{"feature": f, "gain": round(g, 2)} for f, g in top],
+        "params": {**est.get_params(), "lightgbm": lgb.__version__},
+        "thresholds": thresholds.to_json(),
+        "k": k,
+        "target_precision": cfg.target_precision,
+        "metrics": metrics,
+    }
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    body["model_version"] = f"failure-{grid.end:%Y%m%dT%H%M}-{digest[:8]}"
+    return body
+
+
+# -- prediction --
+
+@dataclass
+class Prediction:
+    run_id: str
+    as_of: datetime
+    model_version: str
+    rows: pl.DataFrame  # node, gpu, score, action (every node and GPU)
+    alerts: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "as_of": self.as_of.isoformat(),
+                "model_version": self.model_version, "alerts": self.alerts}
+
+
+def run_id_for(as_of: datetime, model_version: str) -> str:
+    """Deterministic: predicting again as of the same time with the same model is the same run."""
+    digest = hashlib.sha256(f"{as_of.isoformat()}|{model_version}".encode()).hexdigest()
+    return f"run-{as_of:%Y%m%dT%H%M%S}-{digest[:8]}"
+
+
+def top_features(contrib: np.ndarray, values: np.ndarray, n: int = 5) -> list[list[dict]]:
+    out = []
+    for c_row, v_row in zip(contrib, values, strict=True):
+        order = np.argsort(-c_row[:-1])[:n]
+        out.append([
+            {"feature": FEATURES[j], "value": round(float(v_row[j]), 3),
+             "contribution": round(float(c_row[j]), 4)}
+            for j in order if c_row[j] > 0
+        ])
+    return out
+
+
+def predict_failures(store: Store, estimator: FailurePredictor, card: dict[str, Any], *,
+                     as_of: datetime, scheduler: str = "slurm",
+                     min_action: str = RiskAction.WATCH) -> Prediction:
+    """Score every node and GPU as of ``as_of``; alerts for nodes at ``min_action`` or above."""
+    rows = point_features(store, as_of)
+    if rows.height == 0:
+        raise ModelError(f"no nodes with data in the 28 days before {as_of:%Y-%m-%d %H:%M}")
+    X = rows.select(FEATURES).to_numpy()
+    scores = estimator.predict_proba(X)[:, 1]
+    thresholds = Thresholds.from_json(card["thresholds"])
+    actions = decide(scores, rows, thresholds)
+    scored = rows.select("node", "gpu").with_columns(
+        pl.Series("score", scores), pl.Series("action", actions, dtype=pl.String),
+        pl.Series("_i", np.arange(rows.height)),
+    )
+    alerts = _alerts(scored, X, estimator, scheduler, min_action)
+    version = card["model_version"]
+    return Prediction(run_id_for(as_of, version), as_of, version, scored.drop("_i"), alerts)
+
+
+def _alerts(scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, scheduler: str,
+            min_action: str) -> list[dict[str, Any]]:
+    from models.actions import ACTION_RANK
+
+    floor = ACTION_RANK[RiskAction(min_action)]
+    ranks = pl.Series([ACTION_RANK[RiskAction(a)] for a in scored["action"]])
+    nodes = scored.filter(pl.col("gpu").is_null() & (ranks >= floor)).sort("score",
+                                                                          descending=True)
+    if nodes.height == 0:
+        return []
+    best_gpu = (
+        scored.filter(pl.col("gpu").is_not_null())
+        .sort("score", descending=True).group_by("node", maintain_order=True).first()
+        .select("node", pl.col("gpu").alias("top_gpu"), pl.col("score").alias("gpu_score"),
+                pl.col("action").alias("gpu_action"))
+    )
+    nodes = nodes.join(best_gpu, on="node", how="left", maintain_order="left")
+    idx = nodes["_i"].to_numpy()
+    tops = top_features(est.contributions(X[idx]), X[idx])
+    out = []
+    for row, feats in zip(nodes.iter_rows(named=True), tops, strict=True):
+        gpu = row["top_gpu"] if row["gpu_action"] not in (None, RiskAction.NONE) else None
+        why = ",".join(f["feature"] for f in feats[:2]) or "model"
+        reason = f"faultlens p={row['score']:.2f} {why}"
+        out.append({
+            "node": row["node"], "gpu": gpu, "score": round(float(row["score"]), 4),
+            "action": row["action"], "top_features": feats,
+            "command": command(row["node"], row["action"], reason, scheduler),
+        })
+    return out
+
+
+def save_predictions(store: Store, pred: Prediction, horizon_h: float) -> int:
+    """Write every score of the run to ``predictions`` (replacing an earlier copy of the run)."""
+    tops = {(a["node"]): json.dumps(a["top_features"]) for a in pred.alerts}
+    frame = pred.rows.with_columns(
+        pl.lit(pred.run_id).alias("run_id"), pl.lit(pred.as_of).alias("made_at"),
+        pl.lit("failure").alias("target"), pl.lit(float(horizon_h)).alias("horizon"),
+        pl.lit(pred.model_version).alias("model_version"),
+        pl.when(pl.col("gpu").is_null())
+        .then(pl.col("node").replace_strict(tops, default=None, return_dtype=pl.String))
+        .alias("top_features"),
+    )
+    with store.transaction():
+        store.execute("DELETE FROM predictions WHERE run_id = ?", [pred.run_id])
+        return store.insert("predictions", frame)
+
+
+def training_as_of(store: Store, as_of: datetime) -> datetime:
+    """The hour boundary training data ends at (the last event, or ``as_of`` if earlier)."""
+    _, hi = data_range(store, as_of)
+    return floor_hour(min(hi, as_of))

@@ -1,0 +1,119 @@
+"""What the failure predictor predicts, defined once.
+
+A **hardware failure** of a node (and, where the evidence names one, of a GPU) is any of:
+
+- an uncorrectable GPU event: Xid 48 (double-bit ECC), 64 (row-remap / retirement failure),
+  79 (fallen off the bus), 94 / 95 (contained / uncontained ECC), 140 (ECC escaped containment);
+- an event of kind ``fallen_off_bus`` or ``gpu_init_fail`` (the GPU is gone or will not start);
+- a ``row_remap`` event that is a failure (severity critical, or a sub-kind naming a failure);
+- an ``ecc`` event that is uncorrectable (severity critical, or a sub-kind naming DBE /
+  uncorrectable / uncontained);
+- a job failure the attribution step (``attributions``) blamed on this node's hardware
+  (cause ``gpu_hardware``, ``gpu_memory`` or ``host``; a switch or cable is not the node's);
+- a Slurm ``node_down`` event whose reason names hardware (GPU, Xid, ECC, PCIe, NVLink, memory,
+  power supply, fan, thermal, ...).
+
+Target events of one node less than ``EPISODE_GAP`` apart are one **failure episode**, stamped with
+the time of its first event: a GPU that falls off the bus logs Xid 79, the job dies with NODE_FAIL,
+and Slurm marks the node down, and that is one failure, not three.
+
+A row (node or GPU, time ``t``) is **positive** when a failure episode of that node starts in
+``[t, t + horizon)``; the default horizon is 24 hours.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from ingest.schema import CauseCategory, Kind
+from ingest.store import Store
+
+DEFAULT_HORIZON_H = 24.0
+EPISODE_GAP = timedelta(hours=1)
+
+TARGET_XIDS: tuple[int, ...] = (48, 64, 79, 94, 95, 140)
+TARGET_KINDS: tuple[str, ...] = (Kind.FALLEN_OFF_BUS.value, Kind.GPU_INIT_FAIL.value)
+HARDWARE_CAUSES: tuple[str, ...] = (
+    CauseCategory.GPU_HARDWARE.value,
+    CauseCategory.GPU_MEMORY.value,
+    CauseCategory.HOST.value,
+)
+# A Slurm down reason that names hardware (matched case-insensitively).
+HARDWARE_REASON_RE = (
+    r"(gpu|xid|ecc|pcie|nvlink|hbm|memory|dimm|fallen|bus|power supply|psu|fan|thermal|"
+    r"hardware|\bhw\b|row.?remap|nic|mlx|disk|ssd|cpu|mce)"
+)
+_UNCORRECTABLE_RE = r"(dbe|double|uncorrect|uncontained|fatal|fail)"
+
+# One SQL predicate over ``events`` (alias e) and its parameters, used everywhere.
+TARGET_EVENT_SQL = (
+    "((e.kind = 'xid' AND list_contains(?::INTEGER[], e.code))"
+    " OR list_contains(?::VARCHAR[], e.kind)"
+    " OR (e.kind = 'row_remap' AND (e.severity = 'critical'"
+    "     OR regexp_matches(lower(coalesce(e.subkind, '')), 'fail')))"
+    " OR (e.kind = 'ecc' AND (e.severity = 'critical'"
+    "     OR regexp_matches(lower(coalesce(e.subkind, '')), ?)))"
+    " OR (e.kind = 'node_down'"
+    "     AND regexp_matches(lower(coalesce(e.message, '') || ' ' || coalesce(e.attrs, '')), ?)))"
+)
+
+
+def target_event_params() -> list[object]:
+    return [list(TARGET_XIDS), list(TARGET_KINDS), _UNCORRECTABLE_RE, HARDWARE_REASON_RE]
+
+
+def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
+    """Every target event with ``start <= ts < end``: node, gpu (index as text when known), ts,
+    cause (``xid79``, ``fallen_off_bus``, ``attributed:gpu_hardware``, ...)."""
+    sql = f"""
+        WITH g AS (
+            SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus
+            WHERE pci_bus_id IS NOT NULL GROUP BY ALL
+        )
+        SELECT e.node,
+               coalesce(CAST(e.gpu_index AS VARCHAR), CAST(g.gi AS VARCHAR), e.gpu) AS gpu,
+               e.ts,
+               CASE WHEN e.kind = 'xid' THEN 'xid' || e.code ELSE e.kind END AS cause
+        FROM events e LEFT JOIN g ON g.node = e.node AND g.pci_bus_id = e.gpu
+        WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL AND {TARGET_EVENT_SQL}
+        UNION ALL
+        SELECT a.node, NULL AS gpu, a."end" AS ts, 'attributed:' || a.cause AS cause
+        FROM attributions a
+        WHERE a."end" >= ? AND a."end" < ? AND a.node IS NOT NULL
+          AND list_contains(?::VARCHAR[], a.cause)
+    """
+    params = [start, end, *target_event_params(), start, end, list(HARDWARE_CAUSES)]
+    return store.query(sql, params)
+
+
+def failure_episodes(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
+    """Failure episodes starting in ``[start, end)``: node, ts (first event), gpu, cause, n_events.
+
+    Events of a node closer than ``EPISODE_GAP`` to the previous one join its episode.
+    """
+    events = target_events(store, start - EPISODE_GAP, end)
+    return episodes_from_events(events).filter(pl.col("ts") >= start)
+
+
+def episodes_from_events(events: pl.DataFrame) -> pl.DataFrame:
+    """Group target events into episodes (see module doc); vectorized over the whole frame."""
+    schema = {"node": pl.String, "ts": pl.Datetime("us"), "gpu": pl.String, "cause": pl.String,
+              "n_events": pl.UInt32}
+    if events.height == 0:
+        return pl.DataFrame(schema=schema)
+    ev = events.sort("node", "ts").with_columns(
+        (
+            (pl.col("ts") - pl.col("ts").shift(1).over("node") > EPISODE_GAP)
+            | pl.col("ts").shift(1).over("node").is_null()
+        ).cum_sum().alias("episode")
+    )
+    out = ev.group_by("episode", maintain_order=True).agg(
+        pl.col("node").first(),
+        pl.col("ts").first(),
+        pl.col("gpu").drop_nulls().first(),
+        pl.col("cause").first(),
+        pl.len().alias("n_events"),
+    )
+    return out.select(list(schema)).cast(schema)

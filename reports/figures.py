@@ -1,0 +1,245 @@
+"""The charts, one function each: ``fig_*(frame) -> plotly Figure``, shared by dashboard and report.
+
+Each takes the small frame a query of ``reports.q_fleet`` / ``reports.q_detail`` returns. An empty
+frame gives a figure that says there is nothing to show, never an exception.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import polars as pl
+
+HEIGHT = 340
+PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2",
+           "#ff9da6", "#9d755d", "#bab0ac")
+SEVERITY_COLOR = {"info": "#9ecae1", "warning": "#eeca3b", "error": "#f58518",
+                  "critical": "#e45756"}
+
+
+def _layout(fig: go.Figure, title: str, **kw: object) -> go.Figure:
+    fig.update_layout(title=title, height=HEIGHT, margin={"l": 50, "r": 20, "t": 50, "b": 40},
+                      template="plotly_white", legend={"orientation": "h", "y": -0.2}, **kw)
+    return fig
+
+
+def _empty(title: str, what: str = "no data in this range") -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=what, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 14, "color": "#777"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _layout(fig, title)
+
+
+def _stacked(frame: pl.DataFrame, x: str, group: str, y: str, title: str,
+             y_title: str) -> go.Figure:
+    if frame.height == 0:
+        return _empty(title)
+    fig = go.Figure()
+    groups = frame.group_by(group).agg(pl.col(y).sum()).sort(y, descending=True)[group].to_list()
+    for i, g in enumerate(groups):
+        part = frame.filter(pl.col(group) == g) if g is not None else frame.filter(
+            pl.col(group).is_null())
+        fig.add_bar(x=part[x].to_list(), y=part[y].to_list(), name=str(g),
+                    marker_color=PALETTE[i % len(PALETTE)])
+    return _layout(fig, title, barmode="stack", yaxis_title=y_title)
+
+
+# -- overview ---------------------------------------------------------------------------------------
+def fig_failure_trend(frame: pl.DataFrame) -> go.Figure:
+    """Failures per 1000 node-days per period, with the failure count as the bar label."""
+    title = "Failures per 1000 node-days"
+    if frame.height == 0:
+        return _empty(title)
+    fig = go.Figure(go.Bar(x=frame["period"].to_list(), y=frame["per_1000_node_days"].to_list(),
+                           text=frame["failures"].to_list(), marker_color=PALETTE[0],
+                           name="failures / 1000 node-days"))
+    return _layout(fig, title, yaxis_title="per 1000 node-days")
+
+
+def fig_mtbf(frame: pl.DataFrame) -> go.Figure:
+    title = "MTBF per node by component (hours)"
+    if frame.height == 0:
+        return _empty(title, "no failures in this range")
+    fig = go.Figure(go.Bar(x=frame["component"].to_list(), y=frame["mtbf_node_h"].to_list(),
+                           text=[f"{n} failures" for n in frame["failures"].to_list()],
+                           marker_color=PALETTE[3]))
+    return _layout(fig, title, yaxis_title="hours")
+
+
+def fig_top_xids(frame: pl.DataFrame) -> go.Figure:
+    title = "Top Xids"
+    if frame.height == 0:
+        return _empty(title, "no Xid events in this range")
+    labels = [f"Xid {x}" + (f" {(n or '')[:28]}" if n else "")
+              for x, n in zip(frame["xid"].to_list(), frame["name"].to_list(), strict=True)]
+    fig = go.Figure(go.Bar(y=labels[::-1], x=frame["events"].to_list()[::-1], orientation="h",
+                           marker_color=PALETTE[2]))
+    return _layout(fig, title, xaxis_title="events")
+
+
+def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
+    title = "Nodes / GPUs at risk now"
+    if frame.height == 0:
+        return _empty(title, "no predictions: run `faultlens predict`")
+    top = frame.head(15)
+    labels = [f"{n} gpu{g}" if g not in (None, "") else n
+              for n, g in zip(top["node"].to_list(), top["gpu"].to_list(), strict=True)]
+    fig = go.Figure(go.Bar(y=labels[::-1], x=top["score"].to_list()[::-1], orientation="h",
+                           marker_color=PALETTE[1]))
+    return _layout(fig, title, xaxis_title="failure probability", xaxis_range=[0, 1])
+
+
+# -- events -----------------------------------------------------------------------------------------
+def fig_event_timeline(frame: pl.DataFrame) -> go.Figure:
+    """Events per time bucket stacked by the frame's second column (kind, source or severity)."""
+    group = next((c for c in ("kind", "source", "severity") if c in frame.columns), "kind")
+    return _stacked(frame, "bucket", group, "events", f"Events over time by {group}", "events")
+
+
+def fig_node_events(frame: pl.DataFrame) -> go.Figure:
+    """Warning-or-worse events of one node: time on x, kind on y, colored by severity."""
+    title = "Events on this node"
+    if frame.height == 0:
+        return _empty(title)
+    fig = go.Figure()
+    for sev, color in SEVERITY_COLOR.items():
+        part = frame.filter(pl.col("severity") == sev)
+        if part.height:
+            fig.add_scatter(x=part["ts"].to_list(), y=part["kind"].to_list(), mode="markers",
+                            name=sev, marker={"color": color, "size": 9},
+                            text=part["message"].to_list(), hoverinfo="x+y+text")
+    return _layout(fig, title)
+
+
+def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
+    title = f"{metric or 'Telemetry'} per GPU"
+    if frame.height == 0:
+        return _empty(title, "no telemetry for this node and range")
+    fig = go.Figure()
+    for i, gpu in enumerate(sorted(frame["gpu"].unique().drop_nulls().to_list())):
+        part = frame.filter(pl.col("gpu") == gpu)
+        fig.add_scatter(x=part["ts"].to_list(), y=part["value"].to_list(), mode="lines",
+                        name=f"gpu {gpu}", line={"color": PALETTE[i % len(PALETTE)]})
+    return _layout(fig, title)
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
+    title = "Job interruptions by root cause"
+    if frame.height == 0:
+        return _empty(title, "no attributed interruptions in this range")
+    fig = go.Figure(go.Bar(x=frame["cause"].to_list(), y=frame["interruptions"].to_list(),
+                           text=[f"{p}%" for p in frame["share_pct"].to_list()],
+                           marker_color=PALETTE[0], name="interruptions"))
+    fig.add_scatter(x=frame["cause"].to_list(), y=frame["gpu_hours_lost"].to_list(),
+                    name="GPU-hours lost", yaxis="y2", mode="markers",
+                    marker={"color": PALETTE[2], "size": 12})
+    return _layout(fig, title, yaxis_title="interruptions",
+                   yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right"})
+
+
+# -- predictions ------------------------------------------------------------------------------------
+def fig_model_vs_baselines(frame: pl.DataFrame) -> go.Figure:
+    title = "Model vs baselines (test window)"
+    if frame.height == 0:
+        return _empty(title, "no model card: run `faultlens train`")
+    fig = go.Figure()
+    for i, metric in enumerate(("pr_auc", "precision", "recall", "precision_at_k")):
+        fig.add_bar(x=frame["scorer"].to_list(), y=frame[metric].to_list(), name=metric,
+                    marker_color=PALETTE[i])
+    return _layout(fig, title, barmode="group", yaxis_range=[0, 1])
+
+
+def fig_calibration(frame: pl.DataFrame) -> go.Figure:
+    title = "Calibration: predicted vs observed failure rate"
+    if frame.height == 0:
+        return _empty(title, "no predictions in this range")
+    fig = go.Figure()
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
+                    line={"dash": "dash", "color": "#999"})
+    fig.add_scatter(x=frame["predicted"].to_list(), y=frame["observed"].to_list(),
+                    mode="lines+markers", name="model", text=frame["rows"].to_list(),
+                    marker={"size": 9, "color": PALETTE[0]})
+    return _layout(fig, title, xaxis_title="predicted", yaxis_title="observed",
+                   xaxis_range=[0, 1], yaxis_range=[0, 1])
+
+
+# -- stragglers -------------------------------------------------------------------------------------
+def fig_straggler_causes(frame: pl.DataFrame) -> go.Figure:
+    title = "GPU-hours wasted by straggler cause"
+    if frame.height == 0:
+        return _empty(title, "no stragglers in this range")
+    by = frame.group_by("cause").agg(pl.col("wasted_gpu_h").sum(), pl.len().alias("n")).sort(
+        "wasted_gpu_h", descending=True)
+    fig = go.Figure(go.Bar(x=by["cause"].to_list(), y=by["wasted_gpu_h"].to_list(),
+                           text=[f"{n} stragglers" for n in by["n"].to_list()],
+                           marker_color=PALETTE[1]))
+    return _layout(fig, title, yaxis_title="GPU-hours")
+
+
+def fig_straggler_slowdown(frame: pl.DataFrame) -> go.Figure:
+    title = "Slowdown vs GPU-hours wasted"
+    if frame.height == 0:
+        return _empty(title, "no stragglers in this range")
+    labels = [f"{j} {n} gpu{g}" for j, n, g in zip(frame["job_id"].to_list(),
+              frame["node"].to_list(), frame["gpu"].to_list(), strict=True)]
+    fig = go.Figure(go.Scatter(x=frame["slowdown"].to_list(), y=frame["wasted_gpu_h"].to_list(),
+                               mode="markers", text=labels, marker={"size": 10,
+                                                                    "color": PALETTE[4]}))
+    return _layout(fig, title, xaxis_title="slowdown (x)", yaxis_title="GPU-hours wasted")
+
+
+# -- recovery ---------------------------------------------------------------------------------------
+def fig_strategy_ranking(frame: pl.DataFrame) -> go.Figure:
+    """ETTR per strategy with its bootstrap 95% interval, best (fewest dollars lost) first."""
+    title = "Recovery strategies: ETTR (95% CI)"
+    if frame.height == 0:
+        return _empty(title, "no interruptions to replay in this range")
+    err_hi = [max(h - e, 0.0) if h == h else 0.0 for e, h in zip(
+        frame["ettr"].to_list(), frame["ettr_hi"].to_list(), strict=True)]
+    err_lo = [max(e - lo, 0.0) if lo == lo else 0.0 for e, lo in zip(
+        frame["ettr"].to_list(), frame["ettr_lo"].to_list(), strict=True)]
+    fig = go.Figure(go.Bar(
+        x=frame["strategy"].to_list(), y=frame["ettr"].to_list(), marker_color=PALETTE[4],
+        error_y={"type": "data", "array": err_hi, "arrayminus": err_lo},
+        text=[f"${c:,.0f} lost" for c in frame["cost_usd"].to_list()],
+    ))
+    lo = max(0.0, min(frame["ettr"].min() or 0.0, 1.0) - 0.05)
+    return _layout(fig, title, yaxis_title="ETTR", yaxis_range=[lo, 1.0])
+
+
+def fig_badput(frame: pl.DataFrame) -> go.Figure:
+    """Where the lost GPU-hours went, per strategy (stacked badput buckets)."""
+    title = "Badput by bucket (GPU-hours)"
+    cols = [c for c in frame.columns if c.startswith("badput_")]
+    if frame.height == 0 or not cols:
+        return _empty(title, "no interruptions to replay in this range")
+    fig = go.Figure()
+    for i, c in enumerate([*cols, "spare_idle"] if "spare_idle" in frame.columns else cols):
+        fig.add_bar(x=frame["strategy"].to_list(), y=frame[c].to_list(),
+                    name=c.removeprefix("badput_"), marker_color=PALETTE[i % len(PALETTE)])
+    return _layout(fig, title, barmode="stack", yaxis_title="GPU-hours")
+
+
+# -- data health ------------------------------------------------------------------------------------
+def fig_ingest(frame: pl.DataFrame) -> go.Figure:
+    title = "Lines by format: parsed / noise / quarantined"
+    if frame.height == 0:
+        return _empty(title, "nothing ingested yet: run `faultlens ingest`")
+    fig = go.Figure()
+    for i, c in enumerate(("parsed", "noise", "quarantined")):
+        fig.add_bar(x=frame["format"].to_list(), y=frame[c].to_list(), name=c,
+                    marker_color=(PALETTE[4], "#bab0ac", PALETTE[2])[i])
+    return _layout(fig, title, barmode="stack", yaxis_title="lines")
+
+
+def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
+    title = "Quarantined lines by reason"
+    if frame.height == 0:
+        return _empty(title, "nothing quarantined")
+    top = frame.head(12)
+    fig = go.Figure(go.Bar(y=[r[:60] for r in top["reason"].to_list()][::-1],
+                           x=top["lines"].to_list()[::-1], orientation="h",
+                           marker_color=PALETTE[2]))
+    return _layout(fig, title, xaxis_title="lines")

@@ -1,0 +1,255 @@
+"""Queries behind the Node, Jobs, Predictions, Stragglers and Recovery what-if views."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ingest.store import Store
+from reports.filters import Filters
+
+log = logging.getLogger(__name__)
+
+OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
+
+
+# -- node -------------------------------------------------------------------------------------------
+def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
+    """Events of one node by kind and severity in the range."""
+    where, params = _node_filters(f, node).events_where()
+    return store.query(
+        f"SELECT kind, severity, count(*) AS events, min(ts) AS first, max(ts) AS last "
+        f"FROM events WHERE {where} GROUP BY ALL ORDER BY events DESC, kind", params,
+    )
+
+
+def node_events(store: Store, node: str, f: Filters, limit: int = 200) -> pl.DataFrame:
+    where, params = _node_filters(f, node).events_where()
+    return store.query(
+        "SELECT ts, gpu, source, kind, code, severity, job_id, message, file, line FROM events "
+        f"WHERE {where} AND severity IN ('warning', 'error', 'critical') "
+        "ORDER BY ts DESC NULLS LAST LIMIT ?", [*params, limit],
+    )
+
+
+def node_event_points(store: Store, node: str, f: Filters, limit: int = 5000) -> pl.DataFrame:
+    """Warning-or-worse events of the node for the timeline scatter (capped)."""
+    where, params = _node_filters(f, node).events_where()
+    return store.query(
+        "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, message FROM events "
+        f"WHERE {where} AND ts IS NOT NULL AND severity IN ('warning', 'error', 'critical') "
+        "ORDER BY ts LIMIT ?", [*params, limit],
+    )
+
+
+def node_metrics(store: Store, node: str) -> list[str]:
+    frame = store.query(
+        "SELECT DISTINCT metric FROM telemetry WHERE node = ? ORDER BY metric", [node])
+    return frame["metric"].to_list()
+
+
+def node_telemetry(store: Store, node: str, metric: str, f: Filters,
+                   points: int = 300) -> pl.DataFrame:
+    """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU."""
+    lo = f.since or store.scalar("SELECT min(ts) FROM telemetry WHERE node = ?", [node])
+    hi = f.until or store.scalar("SELECT max(ts) FROM telemetry WHERE node = ?", [node])
+    if lo is None or hi is None:
+        return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32,
+                                    "value": pl.Float64})
+    step_s = max(int((hi - lo).total_seconds() / points), 1)
+    gpu_sql, params = "", [node, metric, lo, hi + timedelta(seconds=1)]
+    if f.gpu and f.gpu.isdigit():
+        gpu_sql = " AND gpu = ?"
+        params.append(int(f.gpu))
+    return store.query(
+        f"SELECT time_bucket(INTERVAL '{step_s} seconds', ts) AS ts, gpu, avg(value) AS value "
+        f"FROM telemetry WHERE node = ? AND metric = ? AND ts >= ? AND ts < ?{gpu_sql} "
+        "GROUP BY ALL ORDER BY gpu, ts", params,
+    )
+
+
+def node_jobs(store: Store, node: str, f: Filters, limit: int = 200) -> pl.DataFrame:
+    where, params = _node_filters(f, node).jobs_where("j")
+    return store.query(
+        "SELECT j.job_id, j.name, j.user, j.state, j.start, j.\"end\", j.n_nodes, j.n_gpus, "
+        "a.cause FROM jobs j LEFT JOIN attributions a ON a.job_id = j.job_id "
+        f"WHERE {where} ORDER BY j.start DESC NULLS LAST LIMIT ?", [*params, limit],
+    )
+
+
+def node_outages(store: Store, node: str, f: Filters) -> pl.DataFrame:
+    """Down / drain / resume events of the node: its time out of service."""
+    where, params = _node_filters(f, node).events_where()
+    return store.query(
+        "SELECT ts, kind, message FROM events WHERE kind IN (SELECT unnest(?::VARCHAR[])) "
+        f"AND {where} ORDER BY ts", [list(OUT_KINDS), *params],
+    )
+
+
+def node_risk(store: Store, node: str, f: Filters) -> pl.DataFrame:
+    """The node's rows of the newest prediction run: score, action and the reasons."""
+    hi = f.until or datetime(9999, 1, 1)
+    frame = store.query(
+        "SELECT made_at, gpu, target, score, action, top_features, model_version FROM predictions "
+        "WHERE node = ? AND made_at < ? AND run_id = (SELECT run_id FROM predictions "
+        "WHERE node = ? AND made_at < ? ORDER BY made_at DESC LIMIT 1) "
+        "ORDER BY score DESC", [node, hi, node, hi],
+    )
+    return frame
+
+
+def reasons(top_features: str | None) -> list[dict[str, Any]]:
+    """The JSON list of {feature, value, contribution} a prediction carries, parsed."""
+    if not top_features:
+        return []
+    try:
+        doc = json.loads(top_features)
+    except ValueError:
+        return []
+    return [d for d in doc if isinstance(d, dict)] if isinstance(doc, list) else []
+
+
+def lemon_row(store: Store, node: str, as_of: datetime) -> dict[str, Any] | None:
+    from models.lemons import lemon_table
+
+    table = lemon_table(store, as_of)
+    rows = table.filter(pl.col("node") == node) if table.height else table
+    return rows.row(0, named=True) if rows.height else None
+
+
+def lemons(store: Store, as_of: datetime, n: int = 20) -> pl.DataFrame:
+    from models.lemons import lemon_table
+
+    table = lemon_table(store, as_of)
+    return table.head(n) if table.height else table
+
+
+def _node_filters(f: Filters, node: str) -> Filters:
+    return Filters(since=f.since, until=f.until, nodes=(node,), gpu=f.gpu, job_id=f.job_id)
+
+
+# -- jobs -------------------------------------------------------------------------------------------
+def failed_jobs(store: Store, f: Filters, *, offset: int = 0, limit: int = 100) -> pl.DataFrame:
+    where, params = f.jobs_where("j")
+    return store.query(
+        "SELECT j.job_id, j.name, j.user, j.state, j.\"end\", j.n_nodes, j.n_gpus, "
+        "coalesce(a.cause, 'not attributed') AS cause, a.node AS blamed_node, "
+        "a.evidence_kind, a.evidence_code, round(a.gpu_hours_lost, 1) AS gpu_hours_lost "
+        "FROM jobs j LEFT JOIN attributions a ON a.job_id = j.job_id "
+        f"WHERE j.state IN ('FAILED', 'NODE_FAIL', 'TIMEOUT') AND {where} "
+        'ORDER BY j."end" DESC NULLS LAST, j.job_id LIMIT ? OFFSET ?',
+        [*params, int(limit), int(offset)],
+    )
+
+
+def taxonomy(store: Store, f: Filters) -> pl.DataFrame:
+    """Interruptions by root-cause category in the range (the Llama 3 table's shape)."""
+    where, params = f.jobs_where("j")
+    return store.query(
+        "SELECT a.cause, count(*) AS interruptions, "
+        "round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS share_pct, "
+        "round(sum(a.gpu_hours_lost), 1) AS gpu_hours_lost "
+        "FROM attributions a JOIN jobs j ON j.job_id = a.job_id "
+        f"WHERE {where} GROUP BY a.cause ORDER BY interruptions DESC, a.cause", params,
+    )
+
+
+# -- predictions ------------------------------------------------------------------------------------
+def model_card(models_dir: Path) -> dict[str, Any] | None:
+    """The model card of the model ``LATEST`` names, or None when nothing was trained."""
+    latest = Path(models_dir) / "LATEST"
+    if not latest.is_file():
+        return None
+    card = Path(models_dir) / latest.read_text().strip() / "model_card.json"
+    try:
+        return json.loads(card.read_text())
+    except (OSError, ValueError) as e:
+        log.warning("cannot read model card %s: %s", card, e)
+        return None
+
+
+def baseline_metrics(card: dict[str, Any]) -> pl.DataFrame:
+    """The card's metrics, one row per scorer (model, rule baseline, lemon baseline)."""
+    rows = []
+    for scorer, m in (card.get("metrics") or {}).items():
+        if isinstance(m, dict):
+            rows.append({"scorer": scorer, **{k: m.get(k) for k in (
+                "pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")}})
+    return pl.DataFrame(rows, schema={"scorer": pl.String, "pr_auc": pl.Float64,
+                                      "precision": pl.Float64, "recall": pl.Float64,
+                                      "precision_at_k": pl.Float64,
+                                      "median_lead_time_h": pl.Float64}, strict=False)
+
+
+def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
+    """Predicted score against the observed failure rate within the horizon, per score bin."""
+    from models.target import TARGET_EVENT_SQL, target_event_params
+
+    tw, tparams = f.time_where("p.made_at")
+    where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
+    return store.query(
+        f"""
+        WITH p AS (SELECT * FROM predictions p WHERE {where}),
+        hit AS (
+            SELECT p.run_id, p.node, p.gpu, bool_or(e.ts IS NOT NULL) AS failed
+            FROM p LEFT JOIN events e ON e.node = p.node AND e.ts >= p.made_at
+             AND e.ts < p.made_at + to_microseconds(CAST(p.horizon * 3.6e9 AS BIGINT))
+             AND {TARGET_EVENT_SQL}
+            GROUP BY ALL
+        )
+        SELECT least(floor(p.score * ?), ? - 1) / ? AS bin_lo, avg(p.score) AS predicted,
+               avg(CAST(h.failed AS DOUBLE)) AS observed, count(*) AS rows
+        FROM p JOIN hit h USING (run_id, node, gpu)
+        GROUP BY 1 ORDER BY 1
+        """,
+        [*tparams, *target_event_params(), bins, bins, bins],
+    )
+
+
+# -- stragglers -------------------------------------------------------------------------------------
+def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(stragglers, per-job cost) for jobs that ended in the range, on the selected nodes."""
+    from models.stragglers import detect
+
+    report = detect(store, job_id=f.job_id, since=f.since)
+    s, j = report.stragglers, report.jobs
+    if f.until is not None and s.height and "onset" in s.columns:
+        s = s.filter(pl.col("onset") < f.until)
+        j = j.filter(pl.col("job_id").is_in(s["job_id"].unique().to_list()))
+    if f.nodes and s.height:
+        s = s.filter(pl.col("node").is_in(list(f.nodes)))
+    return s, j
+
+
+# -- recovery what-if -------------------------------------------------------------------------------
+def whatif(store: Store, f: Filters, strategies: list[str], *, interval_min: float,
+           spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
+    """Rank ``strategies`` on the range's interruption trace (replay's public API)."""
+    from replay import JobSpec, from_db, rank, replay
+
+    trace = from_db(store, f.since, f.until)
+    if trace.n_events == 0:
+        return []
+    job = JobSpec(interval_min=float(interval_min), spares=spares, gpus=job_gpus)
+    return rank(replay(trace, strategies, job, resamples=resamples))
+
+
+def scores_frame(scores: list[Any]) -> pl.DataFrame:
+    """Replay scores as a table: one row per strategy, badput buckets as columns."""
+    rows = []
+    for s in scores:
+        d = s.to_json()
+        rows.append({
+            "strategy": d["name"], "ettr": d["ettr"], "ettr_lo": d["ettr_ci"][0],
+            "ettr_hi": d["ettr_ci"][1], "goodput_gpu_h": d["goodput_gpu_h"],
+            "cost_usd": d["cost_usd"], "restarts": d["restarts"],
+            "interval_min": d["params"].get("interval_min"),
+            **{f"badput_{k}": v for k, v in d["badput_gpu_h"].items()},
+            "spare_idle": d["spare_idle_gpu_h"],
+        })
+    return pl.DataFrame(rows)

@@ -1,0 +1,166 @@
+"""Reading a database that another process may be writing: a private snapshot copy.
+
+DuckDB lets one process hold a read-write connection, and then no other process can open the file,
+not even read-only; and a reader holding the file would make ``faultlens ingest`` / ``run`` fail
+to open it. So readers (the dashboard, ``faultlens report``) never open the live file: they copy
+it (and its write-ahead log, which holds the committed transactions not yet checkpointed) to a
+private folder and query the copy.
+
+A copy is kept only when it is consistent: the file's and the WAL's (size, mtime, inode) are the
+same before and after the copy, and the copy opens and answers a query. Otherwise the last good
+snapshot keeps serving (``Snapshot.as_of`` says from when) and the copy is retried on the next
+refresh. The source is never locked, so writers are never blocked or failed by a reader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from ingest.errors import StoreError
+from ingest.store import Store
+
+log = logging.getLogger(__name__)
+
+Stat = tuple[int, int, int] | None  # (size, mtime_ns, inode) or None when absent
+
+
+def _stat(path: Path) -> Stat:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _wal(path: Path) -> Path:
+    return Path(str(path) + ".wal")
+
+
+class SnapshotStore(Store):
+    """A read-only ``Store`` over a snapshot file; each query uses its own cursor (thread-safe)."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path, read_only=True)
+
+    def query(self, sql: str, params: Any = None) -> pl.DataFrame:
+        cur = self.con.cursor()
+        try:
+            rel = cur.sql(sql, params=list(params) if params else None)
+            if rel is None:
+                raise StoreError("query() is for statements that return rows")
+            return rel.pl()
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+        finally:
+            cur.close()
+
+    def scalar(self, sql: str, params: Any = None) -> Any:
+        cur = self.con.cursor()
+        try:
+            rows = cur.execute(sql, list(params) if params else []).fetchall()
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+        finally:
+            cur.close()
+        return rows[0][0] if rows else None
+
+
+@dataclass
+class Snapshot:
+    store: SnapshotStore
+    path: Path
+    source_stat: tuple[Stat, Stat]
+    as_of: datetime  # the source file's mtime (UTC) when it was copied
+    version: int  # increases with every new snapshot: a cache key for query results
+
+
+class SnapshotReader:
+    """The latest consistent snapshot of ``source``; ``refresh()`` copies it again if it changed."""
+
+    def __init__(self, source: str | Path, workdir: str | Path | None = None) -> None:
+        self.source = Path(source).resolve()
+        digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:12]
+        base = Path(workdir) if workdir else Path(tempfile.gettempdir())
+        self.workdir = base / f"faultlens-snapshots-{os.getpid()}-{digest}"
+        self._lock = threading.Lock()
+        self._current: Snapshot | None = None
+        self._version = 0
+        self.last_error: str | None = None
+
+    @property
+    def current(self) -> Snapshot | None:
+        return self._current
+
+    def stale(self) -> bool:
+        """Whether the source changed since the snapshot being served was taken."""
+        cur = self._current
+        return cur is None or cur.source_stat != self._source_stats()
+
+    def _source_stats(self) -> tuple[Stat, Stat]:
+        return (_stat(self.source), _stat(_wal(self.source)))
+
+    def refresh(self) -> Snapshot | None:
+        """Take a new snapshot if the source changed and can be copied consistently."""
+        with self._lock:
+            if not self.stale():
+                return self._current
+            before = self._source_stats()
+            if before[0] is None:
+                self.last_error = f"no database at {self.source}"
+                return self._current
+            self._version += 1
+            target = self.workdir / f"snap-{self._version}.duckdb"
+            try:
+                snap = self._copy(before, target)
+            except (OSError, StoreError) as e:
+                self.last_error = f"snapshot failed, serving the previous one: {e}"
+                log.warning("%s", self.last_error)
+                _remove(target)
+                return self._current
+            old, self._current = self._current, snap
+            self.last_error = None
+            if old is not None:
+                _remove(old.path)  # open handles keep the old file alive until they close
+            return snap
+
+    def _copy(self, before: tuple[Stat, Stat], target: Path) -> Snapshot:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.source, target)
+        if before[1] is not None:
+            shutil.copyfile(_wal(self.source), _wal(target))
+        after = self._source_stats()
+        if after != before:
+            raise StoreError("the database changed while it was being copied")
+        store = SnapshotStore(target)
+        store.scalar("SELECT count(*) FROM information_schema.tables")
+        as_of = datetime.fromtimestamp(before[0][1] / 1e9, UTC).replace(tzinfo=None)
+        if before[1] is not None:
+            as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
+        return Snapshot(store, target, before, as_of, self._version)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._current is not None:
+                self._current.store.close()
+                self._current = None
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _remove(path: Path) -> None:
+    for p in (path, _wal(path)):
+        try:
+            p.unlink()
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,8 @@
+"""The synthetic cluster: raw logs in the real formats from a calibrated failure model."""
+
+from __future__ import annotations
+
+from synth.config import SynthConfig
+from synth.generate import SynthResult, generate, simulate
+
+__all__ = ["SynthConfig", "SynthResult", "generate", "simulate"]

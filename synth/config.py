@@ -1,0 +1,126 @@
+"""Configuration of the synthetic cluster and the calibrated failure model.
+
+The cause mix is the Llama 3 table (arXiv 2407.21783, Table 5: 419 unexpected interruptions over
+54 days on 16,384 H100 GPUs), by counts. The default rate is the same source's
+419 / (2,048 nodes x 54 d) = 3.79 failures per 1000 node-days (4.74e-4 per GPU-day); Meta's RSC-1
+figure (6.50 per 1000 node-days, Kokolis et al. HPCA 2025) can be passed instead. Lemon nodes
+(about 2% of nodes in Meta's report) fail several times more often than the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ingest.schema import CauseCategory
+
+LLAMA3_FAILURES_PER_1000_NODE_DAYS = 419 / (2048 * 54) * 1000  # 3.79
+META_RSC1_FAILURES_PER_1000_NODE_DAYS = 6.50
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One row of the Llama 3 root-cause table, with how it shows up in our logs.
+
+    ``needs_job``: the failure only happens inside a running job (software) and is placed in busy
+    node time; otherwise it is a node-level hardware event that may also hit an idle node.
+    ``node_down``: the node stops responding (Slurm NODE_FAIL) rather than the job crashing
+    (FAILED). ``repair_h``: median hours before the node is back in service.
+    ``precursor_p``: probability that the failure has precursor events in the logs before it.
+    """
+
+    name: str
+    category: CauseCategory
+    count: int
+    needs_job: bool = False
+    node_down: bool = False
+    repair_h: float = 12.0
+    precursor_p: float = 0.0
+
+
+G, M, N, S, H, U = (
+    CauseCategory.GPU_HARDWARE,
+    CauseCategory.GPU_MEMORY,
+    CauseCategory.NETWORK,
+    CauseCategory.SOFTWARE,
+    CauseCategory.HOST,
+    CauseCategory.USER_UNKNOWN,
+)
+
+# Llama 3 Table 5 rows (counts sum to 419). Category mapping to CauseCategory: GPU rows ->
+# gpu_hardware except HBM3 / SRAM -> gpu_memory; "Network switch/cable" -> network; software bug and
+# dependency -> software; host rows and unplanned host maintenance -> host; NCCL watchdog timeouts
+# (printed as "Unknown") -> user_unknown.
+LLAMA3_CAUSES: tuple[Cause, ...] = (
+    Cause("Faulty GPU", G, 148, repair_h=24.0, precursor_p=0.5),
+    Cause("GPU HBM3 Memory", M, 72, repair_h=24.0, precursor_p=0.75),
+    Cause("Software Bug", S, 54, needs_job=True, repair_h=0.0, precursor_p=0.0),
+    Cause("Network Switch/Cable", N, 35, repair_h=4.0, precursor_p=0.5),
+    Cause("Host Maintenance", H, 32, node_down=True, repair_h=6.0),
+    Cause("GPU SRAM Memory", M, 19, repair_h=24.0, precursor_p=0.4),
+    Cause("GPU System Processor", G, 17, repair_h=2.0, precursor_p=0.3),
+    Cause("NIC", H, 7, repair_h=12.0, precursor_p=0.4),
+    Cause("NCCL Watchdog Timeouts", U, 7, needs_job=True, repair_h=0.0),
+    Cause("Silent Data Corruption", G, 6, repair_h=24.0),
+    Cause("GPU Thermal Interface + Sensor", G, 6, repair_h=12.0, precursor_p=0.7),
+    Cause("SSD", H, 3, repair_h=24.0, precursor_p=0.5),
+    Cause("Power Supply", H, 3, node_down=True, repair_h=12.0),
+    Cause("Server Chassis", H, 2, node_down=True, repair_h=48.0, precursor_p=0.3),
+    Cause("IO Expansion Board", H, 2, node_down=True, repair_h=24.0, precursor_p=0.3),
+    Cause("Dependency", S, 2, needs_job=True, repair_h=0.0),
+    Cause("CPU", H, 2, node_down=True, repair_h=48.0, precursor_p=0.3),
+    Cause("System Memory", H, 2, node_down=True, repair_h=12.0, precursor_p=0.6),
+)
+
+
+@dataclass
+class SynthConfig:
+    """Everything the generator needs; same config + same seed -> byte-identical output."""
+
+    n_nodes: int = 256
+    days: float = 60.0
+    seed: int = 0
+    start: datetime = datetime(2025, 1, 1)
+    gpus_per_node: int = 8
+    b200_fraction: float = 0.125  # the last nodes are B200 (NVLink5 Xids 144-150)
+    failures_per_1000_node_days: float = LLAMA3_FAILURES_PER_1000_NODE_DAYS
+    causes: tuple[Cause, ...] = LLAMA3_CAUSES
+    lemon_fraction: float = 0.015  # Meta flagged ~40 of ~2,000 RSC-1 nodes
+    lemon_multiplier: float = 8.0  # lemon hardware failure rate / healthy node rate
+    # False-positive precursor episodes on healthy hardware, per node-day.
+    benign_episodes_per_node_day: float = 0.02
+    # Ordinary log lines per node-day (systemd, sshd, cron, kernel chatter).
+    noise_lines_per_node_day: float = 24.0
+    # Share of nodes by kernel-log format; the rest use RFC 3164 syslog.
+    dmesg_fraction: float = 0.1
+    journal_fraction: float = 0.1
+    # Jobs.
+    idle_gap_frac: float = 0.08  # mean idle gap after a job, relative to its duration
+    max_job_days: float = 7.0  # partition time limit (Meta: 7-day maximum lifetime)
+    requeue_fraction: float = 0.25  # NODE_FAIL jobs submitted with --requeue
+    # Phase 2 artefacts.
+    telemetry_interval_min: float = 30.0
+    write_job_logs: bool = True
+    write_training: bool = True  # call the synth.training hook (training logs, stragglers)
+    write_telemetry: bool = True
+    nodes_per_leaf: int = 16
+    switch_share: float = 0.15  # share of network failures that take a whole leaf switch down
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["start"] = self.start.isoformat()
+        d["causes"] = [
+            {**asdict(c), "category": str(c.category)} for c in self.causes
+        ]
+        return d
+
+    @property
+    def node_days(self) -> float:
+        return self.n_nodes * self.days
+
+    def cause_mix(self) -> dict[str, float]:
+        """Configured share of each cause (by count)."""
+        total = sum(c.count for c in self.causes)
+        return {c.name: c.count / total for c in self.causes}

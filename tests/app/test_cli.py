@@ -1,0 +1,35 @@
+"""Every command has --help ending in an example, and README names it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from app.cli import app
+from tests.conftest import REPO
+
+runner = CliRunner()
+COMMANDS = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+
+
+def test_the_contract_commands_exist() -> None:
+    assert {"ingest", "status"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_command_has_help_with_example_and_is_in_readme(name: str) -> None:
+    result = runner.invoke(app, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example:" in result.output
+    assert "--db" in result.output or name in ("synth",)
+    readme = (REPO / "README.md").read_text()
+    assert re.search(rf"`faultlens {name}\b", readme), f"README does not mention faultlens {name}"
+
+
+def test_status_on_missing_database_is_a_one_line_error(tmp_path) -> None:
+    result = runner.invoke(app, ["status", "--db", str(tmp_path / "none.duckdb")])
+    assert result.exit_code == 1
+    assert "no database at" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,95 @@
+"""The store: schema creation and migration, transactions, parameterized inserts."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from ingest.errors import StoreError
+from ingest.schema import SCHEMA_VERSION, TABLES
+from ingest.store import Store
+
+
+def test_open_creates_every_declared_table_with_declared_columns(db_path: Path) -> None:
+    with Store(db_path) as store:
+        for name, table in TABLES.items():
+            cols = store.query(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                "ORDER BY ordinal_position",
+                [name],
+            )["column_name"].to_list()
+            assert cols == [c.name for c in table.columns]
+        assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION
+
+
+def test_reopen_keeps_rows_and_version(db_path: Path) -> None:
+    with Store(db_path) as store:
+        store.insert(
+            "quarantine", pl.DataFrame({"file": ["f"], "line": [3], "raw": ["x"], "reason": ["r"]})
+        )
+    with Store(db_path) as store:
+        assert store.count("quarantine") == 1
+        assert store.scalar("SELECT count(*) FROM schema_version") == 1
+
+
+def test_transaction_rolls_back_on_error(store: Store) -> None:
+    row = pl.DataFrame({"file": ["f"], "line": [1], "raw": ["x"], "reason": ["r"]})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.insert("quarantine", row)
+        raise RuntimeError("boom")
+    assert store.count("quarantine") == 0
+    with store.transaction():
+        store.insert("quarantine", row)
+    assert store.count("quarantine") == 1
+
+
+def test_insert_conforms_types_and_fills_missing_columns(store: Store) -> None:
+    store.insert(
+        "events",
+        pl.DataFrame(
+            {"ts": [datetime(2025, 1, 2, 3, 4, 5)], "code": ["79"], "kind": ["xid"], "line": [7]}
+        ),
+    )
+    got = store.query("SELECT ts, code, kind, node, line FROM events").row(0)
+    assert got == (datetime(2025, 1, 2, 3, 4, 5), 79, "xid", None, 7)
+
+
+def test_unknown_column_is_rejected(store: Store) -> None:
+    with pytest.raises(ValueError, match="not in table events"):
+        store.insert("events", pl.DataFrame({"bogus": [1]}))
+
+
+def test_read_only_missing_db_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no database at"):
+        Store(tmp_path / "absent.duckdb", read_only=True)
+
+
+def test_read_only_store_cannot_write(db_path: Path) -> None:
+    Store(db_path).close()
+    with Store(db_path, read_only=True) as ro:
+        with pytest.raises(StoreError):
+            ro.execute("DELETE FROM events")
+
+
+def test_parameters_are_values_not_sql(store: Store) -> None:
+    hostile = "x'); DROP TABLE events; --"
+    store.insert(
+        "quarantine",
+        pl.DataFrame({"file": [hostile], "line": [1], "raw": [hostile], "reason": ["r"]}),
+    )
+    assert store.query("SELECT file FROM quarantine WHERE file = ?", [hostile]).height == 1
+    assert store.count("events") == 0
+
+
+def test_old_database_is_migrated(db_path: Path) -> None:
+    con = duckdb.connect(str(db_path))
+    con.execute("CREATE TABLE schema_version (version INTEGER)")
+    con.execute("INSERT INTO schema_version VALUES (0)")
+    con.close()
+    with Store(db_path) as store:
+        assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION
+        assert store.count("events") == 0
