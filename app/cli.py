@@ -9,7 +9,15 @@ from typing import Annotated
 
 import typer
 
-from app import cmd_ingest, cmd_models, cmd_replay, cmd_run, cmd_stragglers, cmd_synth
+from app import (
+    cmd_ingest,
+    cmd_models,
+    cmd_replay,
+    cmd_report,
+    cmd_run,
+    cmd_stragglers,
+    cmd_synth,
+)
 from app.common import setup_logging
 
 app = typer.Typer(
@@ -29,7 +37,9 @@ def _root(
 
 
 # Each command module registers its commands here, explicitly.
-for _module in (cmd_ingest, cmd_synth, cmd_models, cmd_stragglers, cmd_replay, cmd_run):
+for _module in (
+    cmd_ingest, cmd_synth, cmd_models, cmd_stragglers, cmd_replay, cmd_run, cmd_report
+):
     _module.register(app)
 
 

@@ -79,7 +79,13 @@ def summary_doc(store: Store, truth: dict[str, Any]) -> dict[str, Any]:
         "SELECT count(*) FROM jobs WHERE state IN ('NODE_FAIL', 'FAILED') AND job_id IN "
         "(SELECT unnest(?::VARCHAR[]))", [sorted(interrupted)]
     ) if interrupted else 0
+    signals = store.scalar(
+        "SELECT count(DISTINCT (node, date_trunc('hour', ts))) FROM events WHERE source = 'kernel' "
+        "AND severity IN ('error', 'critical') AND node IS NOT NULL AND ts IS NOT NULL"
+    )
     return {
+        "failure_signal_node_hours": signals,
+        "failure_signals_per_1000_node_days": round(signals / s["node_days"] * 1000, 2),
         "events_by_kind": by_kind,
         "top_xids": top_xids,
         "nodes_most_hw_errors": hw_nodes,
@@ -117,6 +123,11 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
     console.print(t)
     tr = doc["truth"]
     console.print(
+        f"failure signals in the logs: {doc['failure_signal_node_hours']} node-hours with "
+        f"error/critical kernel events = {doc['failure_signals_per_1000_node_days']:.2f} per 1000 "
+        "node-days (includes non-fatal warnings and follow-up errors)", highlight=False,
+    )
+    console.print(
         f"ground truth: {tr['failures']} failures over {tr['node_days']:,.0f} node-days = "
         f"{tr['failures_per_1000_node_days']:.2f} failures per 1000 node-days "
         f"(Llama 3: 3.79, Meta RSC-1: 6.50); {tr['interruptions']} job interruptions, "
@@ -126,7 +137,15 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
     )
 
 
-STAGES: list[Stage] = [stage_summary]
+def _stages() -> list[Stage]:
+    from app.demo_stages import stage_attribution, stage_fabric
+    from models.stragglers import demo_stage as stage_stragglers
+    from replay.demo import demo_stage as stage_replay
+
+    return [stage_summary, stage_attribution, stage_fabric, stage_stragglers, stage_replay]
+
+
+STAGES: list[Stage] = _stages()
 
 
 # -- the pipeline ----------------------------------------------------------------------------------
@@ -168,6 +187,7 @@ def run_demo(
     say = on_progress or (lambda _msg: None)
     say(f"generating {config.n_nodes} nodes x {config.days:g} days (seed {config.seed}) in {out}")
     result = generate(config, out)
+    result.truth.setdefault("out", str(out))
     _reset_db(db, out)
     say(f"ingesting {len(result.files)} files into {db}")
     with Store(db) as store:

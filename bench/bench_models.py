@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -84,18 +85,24 @@ def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
 
 
+def _cpu_s() -> float:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+
 def stage_train(db: Path, models: Path, days: int) -> dict:
     from ingest.store import Store
     from models.predictor import TrainConfig, train_failure_model
     from models.registry import save_model
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     with Store(db, read_only=True) as store:
         result = train_failure_model(store, as_of=START + timedelta(days=days), cfg=TrainConfig())
     save_model(models, result.estimator, result.card)
     rows = result.card["rows"]
     return {
         "stage": "features+train", "seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(_cpu_s() - c0, 1), "load_avg_1m": os.getloadavg()[0],
         "peak_gb": round(_peak_gb(), 2),
         "node_hour_rows": grid_rows(result.card), "rows_materialized": rows,
         "metrics": {k: {m: v[m] for m in ("pr_auc", "precision", "recall")}
@@ -114,11 +121,12 @@ def stage_predict(db: Path, models: Path, days: int) -> dict:
     from models.registry import load_model
 
     model = load_model(models)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _cpu_s()
     with Store(db, read_only=True) as store:
         pred = predict_failures(store, model.estimator, model.card,
                                 as_of=START + timedelta(days=days) - timedelta(hours=5))
     return {"stage": "predict", "seconds": round(time.perf_counter() - t0, 2),
+            "cpu_seconds": round(_cpu_s() - c0, 2), "load_avg_1m": os.getloadavg()[0],
             "peak_gb": round(_peak_gb(), 2), "rows_scored": pred.rows.height,
             "alerts": len(pred.alerts)}
 

@@ -226,3 +226,39 @@ def mtbf(store: Store) -> pl.DataFrame:
         .round(0)
         .alias("mtbf_node_h"),
     ).sort("failures", descending=True)
+
+
+HARDWARE_CAUSES = (C.GPU_HARDWARE, C.GPU_MEMORY, C.NETWORK, C.HOST)
+
+
+def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) -> dict:
+    """Agreement of attributed causes with known causes (e.g. a synthetic cluster's truth).
+
+    ``interruptions``: dicts with ``job_id`` and ``category`` (a CauseCategory value). Returns the
+    share of matching jobs overall and over hardware-caused ones, and the confusion pairs.
+    """
+    truth = pl.DataFrame(
+        {"job_id": [str(i["job_id"]) for i in interruptions],
+         "true_cause": [i["category"] for i in interruptions]},
+        schema={"job_id": pl.String, "true_cause": pl.String},
+    ).unique("job_id", keep="last")
+    joined = truth.join(attributions.select("job_id", "cause"), on="job_id", how="left")
+    joined = joined.with_columns(pl.col("cause").fill_null("missing"))
+    hw = joined.filter(pl.col("true_cause").is_in([c.value for c in HARDWARE_CAUSES]))
+
+    def share(frame: pl.DataFrame) -> float | None:
+        if frame.height == 0:
+            return None
+        return float((frame["cause"] == frame["true_cause"]).mean())
+
+    confusion = (
+        joined.filter(pl.col("cause") != pl.col("true_cause"))
+        .group_by("true_cause", "cause").len().sort("len", descending=True)
+    )
+    return {
+        "jobs": joined.height,
+        "match": share(joined),
+        "hardware_jobs": hw.height,
+        "hardware_match": share(hw),
+        "mismatches": confusion.to_dicts(),
+    }

@@ -9,6 +9,12 @@ A parser module (one per log source) exposes a ``Parser`` object with
   real work over a whole chunk of lines (polars expressions);
 - ``finish(ctx, state) -> ChunkResult``: flush what is pending at end of file (multi-line records).
 
+Optional (the fast path for sparse formats; parsers without it get every line as before):
+``prefilter: Sequence[str]`` literals plus ``parse_candidates(cand, last_line, ctx, state) ->
+ChunkResult``. The driver then splits and filters chunks itself (in a reader thread) and hands the
+parser only the lines containing a literal, as a frame ``line`` (Int64) / ``raw`` (String), plus
+the number of the chunk's last line; every other line is counted as noise without being parsed.
+
 Accounting: a parser reports how many input lines it turned into rows (``parsed``, continuation
 lines of a multi-line record included) and which lines it quarantined; every other line of the
 chunk is noise. Null entries in ``lines`` (empty lines, and over-long lines already quarantined by

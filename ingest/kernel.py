@@ -56,10 +56,14 @@ from ingest.base import (
 from ingest.kernel_line import Piece, Prefix, Record, classify_body, is_candidate, parse_prefix
 from ingest.kernel_misc import assemble, finish_record, rtc_boot_time
 from ingest.kernel_vec import PREFIXED, dp_events, prefix_frame, route_expr, sxid_events, xid_events
+from ingest.reader import literal_regex
 from ingest.schema import EVENTS, Source, conform
 
 _EVENT_SCHEMA = EVENTS.polars_schema
 _PY_ROUTES = ("hw", "nvrm", "other")
+# The pre-filter: a literal set as one regex (polars' literal-set search is faster than
+# ``str.contains_any`` on short lines).
+_CANDIDATE = pl.col("raw").str.contains(literal_regex(kp.LITERALS)).fill_null(False)
 
 
 @dataclass
@@ -177,19 +181,18 @@ def _python_routes(
     rows: list[dict[str, Any]] = []
     pieces: list[Piece] = []
     quar: list[Any] = []
-    for r in part.select(PREFIXED).iter_rows(named=True):
-        pre = Prefix(body=r["body"], ts=r["ts"], uptime_s=r["uptime_s"], ts_flag=r["ts_flag"],
-                     node=r["node"])
+    for line, raw, body, ts, up, flag, node in part.select(PREFIXED).iter_rows():
+        pre = Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag, node=node)
         if state.boot_time is None and "setting system clock to" in pre.body:
             state.boot_time = rtc_boot_time(pre)
         out = classify_body(pre, ctx)
         if isinstance(out, dict):
-            out["line"] = r["line"]
+            out["line"] = line
             rows.append(out)
         elif isinstance(out, Quarantined):
-            quar.append((r["line"], r["raw"], out.reason))
+            quar.append((line, raw, out.reason))
         elif isinstance(out, Piece):
-            out.line, out.raw = r["line"], r["raw"]
+            out.line, out.raw = line, raw
             pieces.append(out)
     return rows, pieces, quar
 
@@ -211,6 +214,7 @@ class KernelParser:
     name = "kernel"
     source = Source.KERNEL
     whole_file = False
+    prefilter = kp.LITERALS  # only lines with one of these reach parse_candidates
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         return sniff_text(head_lines, path)
@@ -227,12 +231,17 @@ class KernelParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: KernelState
     ) -> ChunkResult:
-        frame = numbered(lines, first_line)
-        cand = frame.filter(pl.col("raw").str.contains_any(list(kp.LITERALS)).fill_null(False))
+        cand = numbered(lines, first_line).filter(_CANDIDATE)
+        return self.parse_candidates(cand, first_line + lines.len() - 1, ctx, state)
+
+    def parse_candidates(
+        self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: KernelState
+    ) -> ChunkResult:
+        """The candidate lines (``line``, ``raw``) of a chunk ending at ``last_line``."""
         if cand.height == 0:
             return ChunkResult(boot_time=state.boot_time)
         pf = self.prefixed(cand, ctx, state)
-        return classify_frame(pf, ctx, state, first_line + lines.len() - 1)
+        return classify_frame(pf, ctx, state, last_line)
 
     def prefixed(self, cand: pl.DataFrame, ctx: ParseContext, state: KernelState) -> pl.DataFrame:
         return prefix_frame(cand, ctx, state)
@@ -312,11 +321,9 @@ class JournalJsonParser(KernelParser):
             return pre
         return _result_of_line(classify_body(pre, ctx), ctx)
 
-    def parse_chunk(
-        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: KernelState
+    def parse_candidates(
+        self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: KernelState
     ) -> ChunkResult:
-        frame = numbered(lines, first_line)
-        cand = frame.filter(pl.col("raw").str.contains_any(list(kp.LITERALS)).fill_null(False))
         rows: list[dict[str, Any]] = []
         quar: list[Any] = []
         for line_no, raw in cand.iter_rows():
@@ -329,8 +336,7 @@ class JournalJsonParser(KernelParser):
         schema = {"line": pl.Int64, "raw": pl.String, "body": pl.String,
                   "ts": _EVENT_SCHEMA["ts"], "uptime_s": pl.Float64, "ts_flag": pl.String,
                   "node": pl.String}
-        result = classify_frame(pl.DataFrame(rows, schema=schema), ctx, state,
-                                first_line + lines.len() - 1)
+        result = classify_frame(pl.DataFrame(rows, schema=schema), ctx, state, last_line)
         if quar:
             extra = quarantine_frame(*(list(x) for x in zip(*quar, strict=True)))
             result.quarantine = (pl.concat([result.quarantine, extra])

@@ -6,13 +6,14 @@ messages (Xid, SXid, device-plugin) are extracted here, the rare ones per record
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
 
 from ingest import kernel_patterns as kp
-from ingest.base import ParseContext, node_expr, pci_expr
+from ingest.base import ParseContext, normalize_node, normalize_pci
 from ingest.catalog import severity_action_expr
 from ingest.kernel_line import SXID_SEVERITY
 
@@ -46,8 +47,11 @@ def _update_year_state(frame: pl.DataFrame, ctx: ParseContext, state: Any) -> No
 
 def prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.DataFrame:
     """(line, raw) -> (line, raw, body, ts, uptime_s, ts_flag, node): stamps, host and message."""
-    f = cand.with_columns(pl.col("raw").str.extract_groups(kp.PREFIX_RE).alias("_g")).unnest("_g")
     c = pl.col
+    f = cand.with_columns(
+        c("raw").str.extract_groups(kp.PREFIX_HEAD_RE).alias("_g"),
+        rest=c("raw").str.replace(kp.PREFIX_HEAD_RE, ""),
+    ).unnest("_g")
     f = f.with_columns(_year=_year_expr(ctx, state))
     _update_year_state(f, ctx, state)
     dash = pl.lit("-")
@@ -89,28 +93,37 @@ def prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.DataFr
     none = pl.lit(None, pl.String)
     host, body1 = none, none
     if f.get_column("_syslog").any():
-        f = f.with_columns(_ht=c("rest").str.extract_groups(kp.HOST_TAG_RE))
-        host, body1 = c("_ht").struct.field("host"), c("_ht").struct.field("body")
+        # host via the head pattern; the body is what follows the head (the whole rest when the
+        # head does not match, which is what coalesce(body, rest) gave with the full pattern)
+        f = f.with_columns(_ht=c("rest").str.extract_groups(kp.HOST_TAG_HEAD_RE),
+                           _b1=c("rest").str.replace(kp.HOST_TAG_HEAD_RE, ""))
+        host, body1 = c("_ht").struct.field("host"), c("_b1")
         if f.get_column("v5424").is_not_null().any():
-            f = f.with_columns(_h5=c("rest").str.extract_groups(kp.HOST_5424_RE))
+            f = f.with_columns(_h5=c("rest").str.extract_groups(kp.HOST_5424_HEAD_RE),
+                               _b5=c("rest").str.replace(kp.HOST_5424_HEAD_RE, ""))
             is5424 = c("v5424").is_not_null()
             host = pl.when(is5424).then(c("_h5").struct.field("host")).otherwise(host)
-            body1 = pl.when(is5424).then(c("_h5").struct.field("body")).otherwise(body1)
+            body1 = pl.when(is5424).then(c("_b5")).otherwise(body1)
         host = pl.when(c("_syslog")).then(host)
         body1 = pl.when(c("_syslog")).then(body1)
     f = f.with_columns(_host=host, _body=pl.coalesce(body1, c("rest")))
     body2, up2 = none, pl.lit(None, pl.Float64)
     if f.get_column("_syslog").any():
         f = f.with_columns(
-            _in=pl.when(c("_syslog")).then(c("_body").str.extract_groups(kp.INNER_UPTIME_RE))
+            _up2=pl.when(c("_syslog")).then(
+                c("_body").str.extract(kp.INNER_UPTIME_HEAD_RE, 1).cast(pl.Float64)
+            )
         )
-        body2, up2 = c("_in").struct.field("body2"), c("_in").struct.field("up2").cast(pl.Float64)
+        up2 = c("_up2")
+        body2 = pl.when(up2.is_not_null()).then(
+            c("_body").str.replace(kp.INNER_UPTIME_HEAD_RE, "")
+        )
     f = f.with_columns(
         body=pl.coalesce(body2, c("_body")),
         uptime_s=pl.coalesce(up2, c("_up")),
         _up2=up2,
         ts=c("_ts"),
-        node=pl.when(c("_host").is_not_null()).then(node_expr(c("_host")))
+        node=pl.when(c("_host").is_not_null()).then(_mapped(f, "_host", normalize_node))
         .otherwise(pl.lit(ctx.node, pl.String)),
     )
     f = f.with_columns(
@@ -156,6 +169,46 @@ def attrs_expr(fields: dict[str, pl.Expr]) -> pl.Expr:
     return pl.when(enc == "{}").then(pl.lit(None, pl.String)).otherwise(enc)
 
 
+def _mapped(frame: pl.DataFrame, col: str, fn: Callable[[str], str | None]) -> pl.Expr:
+    """``fn`` of a string column, computed once per distinct value. Hosts and PCI addresses take
+    few values in a file, so this is much cheaper than a chain of regexes on every row, and it is
+    by construction what the per-line path gives."""
+    values = frame.get_column(col).drop_nulls().unique().to_list()
+    mapping = {v: fn(v) for v in values}
+    if not mapping:
+        return pl.lit(None, pl.String)
+    return pl.col(col).replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def pci_of(frame: pl.DataFrame, col: str) -> pl.Expr:
+    """``normalize_pci`` of a column (see ``_mapped``)."""
+    return _mapped(frame, col, normalize_pci)
+
+
+def safe_attrs_expr(fields: dict[str, pl.Expr]) -> pl.Expr:
+    """``attrs_expr`` for fields whose values need no JSON escaping (integers, and strings or
+    lists of strings captured by patterns without quotes, backslashes or control characters):
+    the JSON is written with ``concat_str``, several times cheaper than ``struct.json_encode``."""
+    parts = []
+    for key in sorted(fields):
+        e = fields[key]
+        if key in _LIST_FIELDS:
+            text = pl.concat_str([pl.lit('["'), e.list.join('","'), pl.lit('"]')])
+        elif key in _INT_FIELDS:
+            text = e.cast(pl.String)
+        else:
+            text = pl.concat_str([pl.lit('"'), e, pl.lit('"')])
+        parts.append(pl.concat_str([pl.lit(f'"{key}":'), text]))
+    body = pl.concat_str(parts, separator=",", ignore_nulls=True)
+    return pl.when(body == "").then(pl.lit(None, pl.String)).otherwise(
+        pl.concat_str([pl.lit("{"), body, pl.lit("}")])
+    )
+
+
+_INT_FIELDS = frozenset({"gpc", "tpc", "sm", "after_s", "rm_gpu", "fn", "link", "switch"})
+_LIST_FIELDS = frozenset({"words", "data"})
+
+
 def _split_ok(frame: pl.DataFrame, key: str, reason: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     bad = frame.filter(pl.col(key).is_null())
     q = bad.select("line", pl.col("raw").str.slice(0, 4000), reason=pl.lit(reason))
@@ -169,7 +222,11 @@ def _base(source: str = "kernel") -> list[pl.Expr]:
 
 
 def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    f = f.with_columns(pl.col("body").str.extract_groups(kp.XID_RE).alias("_m")).unnest("_m")
+    body = pl.col("body")
+    f = f.with_columns(
+        body.str.extract_groups(kp.XID_HEAD_RE).alias("_m"),
+        msg=body.str.replace(kp.XID_TO_MSG_RE, ""),
+    ).unnest("_m")
     f, q = _split_ok(f, "code", "NVRM Xid line with unknown shape")
     msg = pl.col("msg")
     f = f.with_columns(
@@ -197,7 +254,7 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     proc = pl.col("proc")
     out = f.select(
         *_base(),
-        gpu=pci_expr(pl.col("pci")),
+        gpu=pci_of(f, "pci"),
         kind=pl.when(code.is_between(144, 150)).then(pl.lit("nvlink"))
         .when(code == kp.GSP_TIMEOUT_CODE).then(pl.lit("gsp_timeout")).otherwise(pl.lit("xid")),
         subkind=fld("_nv", "sev"),
@@ -205,7 +262,7 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         pid=pl.col("pid").str.extract(r"^([0-9]{1,18})$").cast(pl.Int64),
         process=pl.when(proc.is_in(["", "<unknown>"])).then(pl.lit(None, pl.String))
         .otherwise(proc),
-        attrs=attrs_expr(attrs),
+        attrs=safe_attrs_expr(attrs),
         file=pl.lit(file),
     )
     return out, q
@@ -220,12 +277,12 @@ def sxid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]
     act_map = {k: v[1] for k, v in SXID_SEVERITY.items()}
     out = f.select(
         *_base(),
-        gpu=pci_expr(pl.col("pci")), kind=pl.lit("sxid"), subkind=sub,
+        gpu=pci_of(f, "pci"), kind=pl.lit("sxid"), subkind=sub,
         code=pl.col("code").cast(pl.Int32),
         severity=sub.replace_strict(sev_map, default="error", return_dtype=pl.String),
         action=sub.replace_strict(act_map, default=None, return_dtype=pl.String),
-        attrs=attrs_expr({"switch": pl.col("switch").cast(pl.Int64),
-                          "data": data.str.split(", ")}),
+        attrs=safe_attrs_expr({"switch": pl.col("switch").cast(pl.Int64),
+                               "data": data.str.split(", ")}),
         file=pl.lit(file),
     )
     return out, q

@@ -71,8 +71,6 @@ def warn_events(
     ib = msg.str.extract_groups(nccl.IB_COMPLETION)
     ibv = msg.str.extract_groups(nccl.IBV)
     cuda = msg.str.extract_groups(nccl.CUDA)
-    peer = msg.str.extract_groups(nccl.PEER)
-    sock_err = msg.str.extract_groups(nccl.SOCKET_ERR)
     is_ib = ib.struct.field("peer").is_not_null()
     is_async = msg.str.contains("Got async event", literal=True)
     is_ibv = ibv.struct.field("call").is_not_null()
@@ -91,6 +89,29 @@ def warn_events(
         is_ib | (~is_async & (is_ibv | is_cuda | is_sock | ~named)))
     taken = cand.select(take.fill_null(False)).to_series()
     rows = cand.filter(taken).with_columns(sub=sub, msg_s=msg)
+    attrs = _warn_attrs(msg, ib, ibv, cuda)
+    sub_col = pl.col("sub")
+    is_err = sub_col.is_not_null()
+    events = _events(rows.with_columns(msg=pl.col("msg_s")), ctx, {
+        "ts_flag": pl.lit("no_ts"), "node": node_expr(pl.col("host")),
+        "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String), "gpu_index": _int(pl.col("dev")),
+        "source": pl.lit(Source.NCCL.value),
+        "kind": pl.when(is_err).then(pl.lit(Kind.NCCL_ERROR.value)).otherwise(
+            pl.lit(Kind.NCCL_WARN.value)),
+        "subkind": sub_col,
+        "severity": pl.when(is_err).then(pl.lit(Severity.ERROR.value)).otherwise(
+            pl.lit(Severity.WARNING.value)),
+        "job_id": pl.lit(job_id), "pid": _int(pl.col("pid")),
+        "message": msg.str.slice(0, pytorch.MESSAGE_CHARS), "attrs": attrs,
+    })
+    return events, taken
+
+
+def _warn_attrs(msg: pl.Expr, ib: pl.Expr, ibv: pl.Expr, cuda: pl.Expr) -> pl.Expr:
+    """The attrs JSON of a WARN event, by subkind (``nccl.classify_warn``'s fields)."""
+    peer = msg.str.extract_groups(nccl.PEER)
+    sock_err = msg.str.extract_groups(nccl.SOCKET_ERR)
+    sub_col = pl.col("sub")
     status = _int(pl.coalesce(ib.struct.field("status"), ib.struct.field("error")))
     common = {
         "tid": _int(pl.col("tid")), "cuda_dev": _int(pl.col("dev")),
@@ -116,28 +137,13 @@ def warn_events(
                   "peer_port": _int(peer.struct.field("port")),
                   "error": pl.coalesce(sock_err.struct.field("error"),
                                        sock_err.struct.field("closed")).str.strip_chars(WS)}
-    sub_col = pl.col("sub")
-    attrs = (
+    return (
         pl.when(sub_col == "ib_completion").then(_json(ib_attrs))
         .when(sub_col == "ibv").then(_json(ibv_attrs))
         .when(sub_col == "cuda").then(_json(cuda_attrs))
         .when(sub_col == "socket").then(_json(sock_attrs))
         .otherwise(_json(common))
     )
-    is_err = sub_col.is_not_null()
-    events = _events(rows.with_columns(msg=pl.col("msg_s")), ctx, {
-        "ts_flag": pl.lit("no_ts"), "node": node_expr(pl.col("host")),
-        "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String), "gpu_index": _int(pl.col("dev")),
-        "source": pl.lit(Source.NCCL.value),
-        "kind": pl.when(is_err).then(pl.lit(Kind.NCCL_ERROR.value)).otherwise(
-            pl.lit(Kind.NCCL_WARN.value)),
-        "subkind": sub_col,
-        "severity": pl.when(is_err).then(pl.lit(Severity.ERROR.value)).otherwise(
-            pl.lit(Severity.WARNING.value)),
-        "job_id": pl.lit(job_id), "pid": _int(pl.col("pid")),
-        "message": msg.str.slice(0, pytorch.MESSAGE_CHARS), "attrs": attrs,
-    })
-    return events, taken
 
 
 def watchdog_events(

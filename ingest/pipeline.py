@@ -33,6 +33,7 @@ from ingest.reader import (
     MAX_LINE_BYTES,
     Chunk,
     file_head,
+    iter_candidates,
     iter_chunks,
     prefix_fingerprint,
     read_head_text,
@@ -123,11 +124,27 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
 
 
 def infer_node(path: str) -> str | None:
-    """The node a per-node log belongs to, from its folder, when its name is a generic one."""
+    """The node a per-node log belongs to, from its folder, when its name is a generic one.
+
+    A folder that holds a job's logs (``jobs/<id>/``, or a numeric Slurm job id) is not a node.
+    """
     p = Path(path)
-    if _GENERIC_NAMES.match(p.name.lower()):
-        parent = p.parent.name
-        return parent.lower() if parent and parent not in (".", "/") else None
+    if _GENERIC_NAMES.match(p.name.lower()) and infer_job(path) is None:
+        parent = p.parent.name.lower()
+        return parent if parent and parent not in _NOT_NODES else None
+    return None
+
+
+# Folder names that hold logs but name no node (``/var/log/kern.log``).
+_NOT_NODES = {".", "/", "log", "logs", "var", "tmp", "data", "journal", "input", "raw"}
+_JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?(?:\.[0-9a-z]+)?$")
+
+
+def infer_job(path: str) -> str | None:
+    """The job a per-job log belongs to: its folder under ``jobs/``, or a Slurm-job-id folder."""
+    parent = Path(path).parent
+    if parent.parent.name == "jobs" or _JOB_ID.match(parent.name):
+        return parent.name
     return None
 
 
@@ -154,6 +171,8 @@ def plan(
         )
     if ctx.node is None:
         ctx.node = infer_node(abspath)
+    if ctx.job_id is None:
+        ctx.job_id = infer_job(abspath)
     task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)
     for rec in store.files_matching(abspath, head.fingerprint).iter_rows(named=True):
         if rec["status"] == "failed":
@@ -195,6 +214,110 @@ def sniff_format(task: FileTask) -> str:
     return name
 
 
+SPILL_ROWS = 250_000  # rows of a table buffered before a Parquet part is written
+
+
+class _Sink:
+    """Collects a parser's chunk results and spills them to few, large Parquet parts."""
+
+    def __init__(self, scratch: str) -> None:
+        self.scratch = scratch
+        self.parts: dict[str, list[str]] = {}
+        self.qparts: list[str] = []
+        self.parsed = self.quarantined = 0
+        self.boot_time: datetime | None = None
+        self._buf: dict[str, list[pl.DataFrame]] = {}
+        self._rows: dict[str, int] = {}
+        self._k = 0
+
+    def add(self, result: ChunkResult) -> None:
+        self.parsed += result.parsed
+        self.boot_time = self.boot_time or result.boot_time
+        for table, frame in result.tables.items():
+            if frame.height:
+                self._buf.setdefault(table, []).append(conform(table, frame))
+                self._rows[table] = self._rows.get(table, 0) + frame.height
+                if self._rows[table] >= SPILL_ROWS:
+                    self._flush(table)
+        if result.quarantine is not None and result.quarantine.height:
+            self._buf.setdefault("quarantine", []).append(result.quarantine)
+            self.quarantined += result.quarantine.height
+
+    def _flush(self, table: str) -> None:
+        frames = self._buf.pop(table, [])
+        self._rows.pop(table, None)
+        if not frames:
+            return
+        out = f"{self.scratch}/{table}-{self._k:05d}.parquet"
+        self._k += 1
+        frame = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
+        frame.write_parquet(out, compression="uncompressed", statistics=False)
+        (self.qparts if table == "quarantine" else self.parts.setdefault(table, [])).append(out)
+
+    def close(self) -> None:
+        for table in list(self._buf):
+            self._flush(table)
+
+
+def _too_long(line: pl.Series, nbytes: pl.Series, raw: pl.Series) -> ChunkResult:
+    frame = pl.DataFrame({"line": line.cast(pl.Int64), "raw": raw, "_n": nbytes}).select(
+        "line", "raw",
+        reason=pl.concat_str([pl.lit("line too long ("), pl.col("_n").cast(pl.String),
+                              pl.lit(f" bytes > {MAX_LINE_BYTES})")]),
+    )
+    return ChunkResult(quarantine=frame)
+
+
+def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
+    """The general path: every line of every chunk goes to ``parse_chunk``."""
+    n_lines, end_byte = 0, task.start_byte
+    chunks: Iterable[Chunk] = iter_chunks(
+        task.path, gzipped=task.gzipped, start_byte=task.start_byte,
+        start_line=task.start_line, threaded=True,
+    )
+    if parser.whole_file:
+        chunks = _one_chunk(chunks)
+    for chunk in chunks:
+        lines = chunk.lines
+        nbytes = lines.str.len_bytes()
+        if (nbytes.max() or 0) > MAX_LINE_BYTES:
+            too_long = (nbytes > MAX_LINE_BYTES).fill_null(False)
+            idx = too_long.arg_true()
+            sink.add(_too_long(idx + chunk.first_line, nbytes.gather(idx),
+                               lines.gather(idx).str.slice(0, 4000)))
+            lines = pl.select(pl.when(too_long).then(None).otherwise(lines)).to_series()
+        n_lines += chunk.lines.len()
+        sink.add(parser.parse_chunk(lines, chunk.first_line, task.ctx, state))
+        end_byte = chunk.end_byte
+    return n_lines, end_byte
+
+
+def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
+    """The pre-filtered path: only lines with one of ``parser.prefilter`` reach the parser."""
+    n_lines, end_byte = 0, task.start_byte
+    for chunk in iter_candidates(
+        task.path, parser.prefilter, gzipped=task.gzipped, start_byte=task.start_byte,
+        start_line=task.start_line, threaded=True,
+    ):
+        if chunk.too_long is not None:
+            t = chunk.too_long
+            sink.add(_too_long(t["line"], t["bytes"], t["raw"]))
+        n_lines += chunk.n_lines
+        sink.add(parser.parse_candidates(chunk.cand, chunk.last_line, task.ctx, state))
+        end_byte = chunk.end_byte
+    return n_lines, end_byte
+
+
+def uses_prefilter(parser: Any) -> bool:
+    """Whether a parser takes the pre-filtered path (optional ``prefilter`` literals plus a
+    ``parse_candidates`` method; see ``ingest.base``)."""
+    return (
+        bool(getattr(parser, "prefilter", None))
+        and callable(getattr(parser, "parse_candidates", None))
+        and not parser.whole_file
+    )
+
+
 def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     """Parse one file into Parquet parts in a scratch folder. Touches no database."""
     fmt = task.fmt or sniff_format(task)
@@ -202,79 +325,30 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         read_head_text(task.path, task.gzipped, 8192)  # binary check also for forced formats
     parser = registry.get(fmt)
     scratch = tempfile.mkdtemp(prefix="faultlens-", dir=scratch_root)
-    parts: dict[str, list[str]] = {}
-    qparts: list[str] = []
-    n_lines = n_parsed = n_quar = 0
-    end_byte = task.start_byte
-    boot_time = task.ctx.boot_time or task.boot_time
+    sink = _Sink(scratch)
     state = parser.new_state(task.ctx)
-    k = 0
-
-    def spill(result: ChunkResult) -> None:
-        nonlocal n_parsed, n_quar, k, boot_time
-        n_parsed += result.parsed
-        boot_time = boot_time or result.boot_time
-        for table, frame in result.tables.items():
-            if frame.height:
-                out = f"{scratch}/{table}-{k:05d}.parquet"
-                conform(table, frame).write_parquet(out, compression="lz4")
-                parts.setdefault(table, []).append(out)
-        if result.quarantine is not None and result.quarantine.height:
-            out = f"{scratch}/quarantine-{k:05d}.parquet"
-            result.quarantine.write_parquet(out)
-            qparts.append(out)
-            n_quar += result.quarantine.height
-        k += 1
-
     try:
-        chunks = iter_chunks(
-            task.path,
-            gzipped=task.gzipped,
-            start_byte=task.start_byte,
-            start_line=task.start_line,
-        )
-        if parser.whole_file:
-            chunks = _one_chunk(chunks)
-        for chunk in chunks:
-            lines = chunk.lines
-            too_long = lines.str.len_bytes() > MAX_LINE_BYTES
-            if too_long.any():
-                idx = too_long.arg_true()
-                spill(
-                    ChunkResult(
-                        quarantine=pl.DataFrame(
-                            {
-                                "line": (idx.cast(pl.Int64) + chunk.first_line),
-                                "raw": lines.gather(idx).str.slice(0, 4000),
-                                "reason": lines.gather(idx)
-                                .str.len_bytes()
-                                .map_elements(
-                                    lambda n: f"line too long ({n} bytes > {MAX_LINE_BYTES})",
-                                    return_dtype=pl.String,
-                                ),
-                            }
-                        )
-                    )
-                )
-                lines = pl.select(pl.when(too_long).then(None).otherwise(lines)).to_series()
-            n_lines += chunk.lines.len()
-            spill(parser.parse_chunk(lines, chunk.first_line, task.ctx, state))
-            end_byte = chunk.end_byte
-        spill(parser.finish(task.ctx, state))
+        feed = _feed_candidates if uses_prefilter(parser) else _feed_lines
+        n_lines, end_byte = feed(task, parser, state, sink)
+        sink.add(parser.finish(task.ctx, state))
+        sink.close()
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    if n_parsed + n_quar > n_lines:
+    if sink.parsed + sink.quarantined > n_lines:
         shutil.rmtree(scratch, ignore_errors=True)
         raise AssertionError(
-            f"{task.path}: parser {fmt} accounted {n_parsed}+{n_quar} of {n_lines} lines"
+            f"{task.path}: parser {fmt} accounted {sink.parsed}+{sink.quarantined} of "
+            f"{n_lines} lines"
         )
+    boot_time = task.ctx.boot_time or task.boot_time or sink.boot_time
     return ParsedFile(
-        task, fmt, n_lines, n_parsed, n_quar, end_byte, parts, qparts, boot_time, scratch
+        task, fmt, n_lines, sink.parsed, sink.quarantined, end_byte, sink.parts, sink.qparts,
+        boot_time, scratch,
     )
 
 
-def _one_chunk(chunks: Iterable[Any]) -> Iterable[Any]:
+def _one_chunk(chunks: Iterable[Chunk]) -> list[Chunk]:
     """Concatenate all chunks of a file (for whole-file formats such as JSON documents)."""
     items = list(chunks)
     if not items:
@@ -341,7 +415,9 @@ def _parse_task(task: FileTask, scratch_root: str | None) -> ParsedFile | FileRe
         return FileReport(path=task.path, status="failed", error=str(e))
     except MemoryError:
         return FileReport(path=task.path, status="failed", error=f"{task.path}: out of memory")
-    except Exception as e:  # a parser bug must not stop the other files
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as e:  # a parser bug (or a polars panic) must not stop the other files
         log.debug("parser crashed on %s:\n%s", task.path, traceback.format_exc())
         return FileReport(
             path=task.path, status="failed", error=f"{task.path}: internal error: {e!r}"

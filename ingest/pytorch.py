@@ -422,6 +422,7 @@ def _failure_line(
         st.failure[key] = value
         if key == "traceback":
             flush_failure(st, ctx, sink, job_id)
+            st.in_failure_report = not st.root_cause  # the root cause is the report's last entry
     return True
 
 

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from ingest import dcgm, dcgm_logs, kernel, nccl, nvsmi, nvsmi_text, prom, slurm, training
+from ingest import (
+    dcgm,
+    dcgm_logs,
+    kernel,
+    nccl,
+    nvsmi,
+    nvsmi_text,
+    prom,
+    slurm,
+    traces,
+    training,
+)
 from ingest.base import Parser
 from ingest.errors import InputError
 
 # Every parser module lists its parsers in ``PARSERS``; the modules are named here, explicitly.
-_MODULES = (kernel, slurm, nccl, dcgm, dcgm_logs, nvsmi, nvsmi_text, prom, training)
+_MODULES = (kernel, slurm, nccl, dcgm, dcgm_logs, nvsmi, nvsmi_text, prom, training, traces)
 
 REGISTRY: dict[str, Parser] = {p.name: p for m in _MODULES for p in m.PARSERS}
 

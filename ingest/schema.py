@@ -27,6 +27,7 @@ class Source(StrEnum):
     TRAINING = "training"
     K8S = "k8s"
     FABRICMANAGER = "fabricmanager"
+    TRACE = "trace"  # public cluster job traces (Alibaba, AcmeTrace)
 
 
 class Kind(StrEnum):

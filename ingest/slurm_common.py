@@ -21,11 +21,33 @@ SOURCE = Source.SLURM.value
 
 # Job states of sacct (base words); a fixed-width column may cut them (``OUT_OF_ME+``).
 JOB_STATES = (
-    "BOOT_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "CONFIGURING", "DEADLINE", "FAILED",
-    "NODE_FAIL", "OUT_OF_MEMORY", "PENDING", "PREEMPTED", "REQUEUED", "REQUEUE_FED",
-    "REQUEUE_HOLD", "RESIZING", "RESV_DEL_HOLD", "REVOKED", "RUNNING", "SIGNALING",
-    "SPECIAL_EXIT", "STAGE_OUT", "STOPPED", "SUSPENDED", "LAUNCH_FAILED", "UPDATE_DB",
-    "POWER_UP_NODE", "RECONFIG_FAIL",
+    "BOOT_FAIL",
+    "CANCELLED",
+    "COMPLETED",
+    "COMPLETING",
+    "CONFIGURING",
+    "DEADLINE",
+    "FAILED",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PENDING",
+    "PREEMPTED",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "RESIZING",
+    "RESV_DEL_HOLD",
+    "REVOKED",
+    "RUNNING",
+    "SIGNALING",
+    "SPECIAL_EXIT",
+    "STAGE_OUT",
+    "STOPPED",
+    "SUSPENDED",
+    "LAUNCH_FAILED",
+    "UPDATE_DB",
+    "POWER_UP_NODE",
+    "RECONFIG_FAIL",
 )
 STATE_WORD = re.compile(r"^[A-Z][A-Z_]*\+?$")
 # A cut state word completes to the first state it starts.
@@ -44,7 +66,7 @@ SEVERITY = {
     Kind.SLURM_ERROR: Severity.ERROR,
 }
 
-# -- states ----------------------------------------------------------------------------------------
+# -- states ----------
 
 
 def split_state(text: str | None) -> tuple[str | None, str | None]:
@@ -76,7 +98,7 @@ def state_exprs(col: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     )
 
 
-# -- durations and exit codes -------------------------------------------------------------------
+# -- durations and exit codes ----------
 
 _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 _DURATION_PL = r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$"
@@ -110,10 +132,12 @@ def parse_exit(text: str | None) -> tuple[int | None, int | None]:
 
 def exit_exprs(col: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     g = col.str.extract_groups(r"^\s*(\d+):(\d+)\s*$")
-    return g.struct.field("1").cast(pl.Int32), g.struct.field("2").cast(pl.Int32)
+    return g.struct.field("1").cast(pl.Int32, strict=False), g.struct.field("2").cast(
+        pl.Int32, strict=False
+    )
 
 
-# -- times -----------------------------------------------------------------------------------------
+# -- times ----------
 
 _NO_TIME = ("", "unknown", "none", "n/a", "(null)", "invalid")
 
@@ -136,8 +160,10 @@ def to_utc(dt: datetime, tz: str | None) -> datetime:
 
 
 def time_expr(col: pl.Expr, tz: str | None = None) -> pl.Expr:
-    ts = col.str.strip_chars().str.slice(0, 19).str.strptime(
-        pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False
+    ts = (
+        col.str.strip_chars()
+        .str.slice(0, 19)
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
     )
     return localize(ts, tz)
 
@@ -173,7 +199,7 @@ def unwrap(value: Any) -> Any:
     return value
 
 
-# -- nodes and host lists --------------------------------------------------------------------------
+# -- nodes and host lists ----------
 
 _NO_NODES = ("", "none assigned", "(null)", "none", "n/a")
 
@@ -210,7 +236,7 @@ def _expand_series(s: pl.Series) -> pl.Series:
     return frame.join(lookup, on="key", how="left", maintain_order="left")["val"]
 
 
-# -- GPUs from TRES / GRES ------------------------------------------------------------------------
+# -- GPUs from TRES / GRES ----------
 
 _TRES_GPU = re.compile(r"(?:^|,)gres/gpu=(\d+)")
 _TRES_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)")
@@ -247,12 +273,10 @@ def pick_gpus(*texts: str | None) -> int | None:
 
 def pick_gpus_expr(*cols: pl.Expr) -> pl.Expr:
     any_known = pl.any_horizontal([c.str.strip_chars().str.len_chars() > 0 for c in cols])
-    return pl.coalesce(
-        *[gpus_expr(c) for c in cols], pl.when(any_known).then(pl.lit(0, pl.Int32))
-    )
+    return pl.coalesce(*[gpus_expr(c) for c in cols], pl.when(any_known).then(pl.lit(0, pl.Int32)))
 
 
-# -- node-state reasons ------------------------------------------------------------------------------
+# -- node-state reasons ----------
 
 _REASON_STAMP = re.compile(r"\s*\[([^\]@]*)@(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)\]\s*$")
 
@@ -272,7 +296,7 @@ def xid_in(reason: str | None) -> int | None:
     return int(m[1]) if m else None
 
 
-# -- results -----------------------------------------------------------------------------------------
+# -- results ----------
 
 
 def result(

@@ -68,12 +68,18 @@ RULES: list[tuple[str, str]] = [
     (Kind.NODE_RESUME.value, r"Node (?P<node>\S+) (?:now responding|returned to service)"),
     ("reason", r"update_node: node (?P<node>\S+) reason set to: (?P<reason>.*)"),
     ("state", r"node (?P<node>\S+) state set to (?P<state>[A-Z_*+]+)"),
-    ("state", r"[Ss]etting node (?P<node>\S+) state to (?P<state>[A-Z_*+]+)"
-              r"(?: with reason:\s*(?P<reason>.*))?"),
+    (
+        "state",
+        r"[Ss]etting node (?P<node>\S+) state to (?P<state>[A-Z_*+]+)"
+        r"(?: with reason:\s*(?P<reason>.*))?",
+    ),
     (Kind.NODE_DOWN.value, r"Node (?P<node>\S+) unexpectedly rebooted"),
     (Kind.JOB_NODE_FAIL.value, r"Killing JobId=(?P<job>\d+)\S* on failed node (?P<node>\S+)"),
-    (Kind.JOB_REQUEUE.value, r"(?i:requeu\w*)\b.*?JobId=(?P<job>\d+)\S*"
-                             r"(?:.*failure of node (?P<node>[^\s,]+))?"),
+    (
+        Kind.JOB_REQUEUE.value,
+        r"(?i:requeu\w*)\b.*?JobId=(?P<job>\d+)\S*"
+        r"(?:.*failure of node (?P<node>[^\s,]+))?",
+    ),
     (Kind.SLURM_ERROR.value, r"(?P<level>error|fatal):\s*(?P<reason>.*)"),
     (Kind.SLURM_ERROR.value, r"(?P<level>Failed) (?P<reason>.*[Ss]lurm.*)"),
     (Kind.SLURM_ERROR.value, r"(?P<reason>slurm\w*\.service: (?:Main process exited|Failed).*)"),
@@ -155,8 +161,11 @@ def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         return None
     hit = classify(msg)
     if hit is None:
-        return Quarantined("unrecognized Slurm daemon message") if _SUSPICIOUS.search(msg) \
-            and not msg.startswith(("debug", "info")) else None
+        return (
+            Quarantined("unrecognized Slurm daemon message")
+            if _SUSPICIOUS.search(msg) and not msg.startswith(("debug", "info"))
+            else None
+        )
     kind, grp = hit
     state = grp["state"]
     if kind == "down":
@@ -172,13 +181,23 @@ def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
     nodes = _expand(grp["node"]) or [host]
     reason, by, _ = split_reason(grp["reason"])
     tag_job = (g["tag"] or "").split(".")[0] or None
-    rows = [{
-        "ts": ts, "ts_flag": flag, "node": node, "source": SOURCE, "kind": kind,
-        "subkind": _subkind(kind, grp, reason), "code": xid_in(reason),
-        "severity": _severity(kind, grp["level"]), "job_id": grp["job"] or tag_job,
-        "message": msg.strip(), "attrs": _attrs(state, by, proc or g["fg"]),
-        "file": ctx.file,
-    } for node in nodes]
+    rows = [
+        {
+            "ts": ts,
+            "ts_flag": flag,
+            "node": node,
+            "source": SOURCE,
+            "kind": kind,
+            "subkind": _subkind(kind, grp, reason),
+            "code": xid_in(reason),
+            "severity": _severity(kind, grp["level"]),
+            "job_id": grp["job"] or tag_job,
+            "message": msg.strip(),
+            "attrs": _attrs(state, by, proc or g["fg"]),
+            "file": ctx.file,
+        }
+        for node in nodes
+    ]
     return Parsed({"events": rows})
 
 
@@ -196,8 +215,9 @@ def _subkind(kind: str, grp: dict[str, str | None], reason: str | None) -> str |
 
 
 def _attrs(state: str | None, by: str | None, proc: str | None) -> str:
-    return json.dumps({k: v for k, v in (("by", by), ("daemon", proc), ("state", state)) if v},
-                      sort_keys=True)
+    return json.dumps(
+        {k: v for k, v in (("by", by), ("daemon", proc), ("state", state)) if v}, sort_keys=True
+    )
 
 
 # -- vectorized path -------------------------------------------------------------------------------
@@ -211,11 +231,15 @@ _CANDIDATE = (
 def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     tz = ctx.options.get("tz") if ctx.options else None
     iso = localize(
-        pl.col("iso").str.slice(0, 19).str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S",
-                                                    strict=False), str(tz) if tz else None)
+        pl.col("iso")
+        .str.slice(0, 19)
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
+        str(tz) if tz else None,
+    )
     off = pl.col("off").str.replace(":", "", literal=True)
-    off_min = (off.str.slice(1, 2).cast(pl.Int64) * 60 + off.str.slice(3, 2).cast(pl.Int64)) * \
-        pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
+    off_min = (
+        off.str.slice(1, 2).cast(pl.Int64) * 60 + off.str.slice(3, 2).cast(pl.Int64)
+    ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
     iso2 = pl.col("iso2").str.slice(0, 19).str.strptime(
         pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False
     ) - pl.duration(minutes=off_min.fill_null(0))
@@ -223,17 +247,25 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     sys = pl.lit(None, pl.Datetime("us"))
     if year is not None:
         sys = (pl.lit(f"{year} ") + pl.col("sys")).str.strptime(
-            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False)
+            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
+        )
         if ctx.mtime is not None:
-            sys = pl.when(sys > pl.lit(ctx.mtime + timedelta(days=1))).then(
-                sys.dt.offset_by("-1y")).otherwise(sys)
+            sys = (
+                pl.when(sys > pl.lit(ctx.mtime + timedelta(days=1)))
+                .then(sys.dt.offset_by("-1y"))
+                .otherwise(sys)
+            )
     ts = pl.coalesce(
         pl.when(pl.col("iso").is_not_null()).then(iso),
         pl.when(pl.col("iso2").is_not_null()).then(iso2),
         pl.when(pl.col("sys").is_not_null()).then(sys),
     )
-    flag = pl.when(pl.col("sys").is_not_null() & pl.lit(year is None)).then(pl.lit("no_year")) \
-        .when(pl.col("fg").is_not_null()).then(pl.lit("no_ts"))
+    flag = (
+        pl.when(pl.col("sys").is_not_null() & pl.lit(year is None))
+        .then(pl.lit("no_year"))
+        .when(pl.col("fg").is_not_null())
+        .then(pl.lit("no_ts"))
+    )
     return ts, flag
 
 
@@ -242,15 +274,19 @@ def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkR
     df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
     matched = pl.col("msg").is_not_null()
     proc = pl.coalesce("proc", "proc2")
-    other_unit = (proc == "systemd").fill_null(False) & ~pl.col("msg").str.to_lowercase() \
-        .str.contains("slurm").fill_null(False)
+    other_unit = (proc == "systemd").fill_null(False) & ~pl.col(
+        "msg"
+    ).str.to_lowercase().str.contains("slurm").fill_null(False)
     keep = matched & ~other_unit
     unmatched = df.filter(~matched & pl.col("raw").str.contains(SUSPICIOUS))
-    q_rows = [(n, r, "unrecognized Slurm daemon line") for n, r in unmatched.select(
-        "line", "raw").iter_rows()]
+    q_rows = [
+        (n, r, "unrecognized Slurm daemon line")
+        for n, r in unmatched.select("line", "raw").iter_rows()
+    ]
     ts, flag = _ts_exprs(ctx)
     cand = df.filter(keep & pl.col("msg").str.contains(_CANDIDATE)).with_columns(
-        ts.alias("ts"), flag.alias("ts_flag"),
+        ts.alias("ts"),
+        flag.alias("ts_flag"),
     )
     rows: list[dict[str, Any]] = []
     for rec in cand.iter_rows(named=True):
@@ -277,11 +313,18 @@ def merge_reasons(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int
         if is_reason:
             pending[row["node"]] = row
             continue
-        prior = pending.pop(row["node"], None) if row["kind"] in (
-            Kind.NODE_DOWN.value, Kind.NODE_DRAIN.value) else None
+        prior = (
+            pending.pop(row["node"], None)
+            if row["kind"] in (Kind.NODE_DOWN.value, Kind.NODE_DRAIN.value)
+            else None
+        )
         if prior is not None:
-            row = {**row, "subkind": prior["subkind"], "code": prior["code"],
-                   "message": f"{row['message']} (reason: {prior['subkind']})"}
+            row = {
+                **row,
+                "subkind": prior["subkind"],
+                "code": prior["code"],
+                "message": f"{row['message']} (reason: {prior['subkind']})",
+            }
         out.append(row)
     out.extend(pending.values())
     out.sort(key=lambda r: r["line"])
@@ -298,9 +341,14 @@ class DaemonParser:
         if not lines:
             return 0.0
         slurmish = sum(
-            1 for ln in lines
-            if re.match(rf"^\[{ISO}\] ", ln) or re.search(r"\bslurm(?:ctld|d|stepd|dbd)\b|"
-                                                          r"_slurm_rpc_|[Ss]lurm", ln)
+            1
+            for ln in lines
+            if re.match(rf"^\[{ISO}\] ", ln)
+            or re.search(
+                r"\bslurm(?:ctld|d|stepd|dbd)\b|"
+                r"_slurm_rpc_|[Ss]lurm",
+                ln,
+            )
         )
         named = any(re.search(r"slurm(?:ctld|d|stepd|dbd)?[\[:]|_slurm_rpc_", ln) for ln in lines)
         share = slurmish / len(lines)
@@ -314,8 +362,9 @@ class DaemonParser:
     def new_state(self, ctx: ParseContext) -> None:
         return None
 
-    def parse_chunk(self, lines: pl.Series, first_line: int, ctx: ParseContext,
-                    state: Any) -> ChunkResult:
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult:
         return daemon_chunk(lines, first_line, ctx)
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:

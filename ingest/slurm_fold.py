@@ -19,17 +19,31 @@ from ingest.schema import TABLES, Kind, conform
 from ingest.slurm_common import SEVERITY, SOURCE
 
 STEP_COLS = (
-    "job_id", "step", "name", "nodes", "n_gpus", "start", "end", "elapsed_s", "state",
-    "state_detail", "exit_code", "exit_signal", "file", "line",
+    "job_id",
+    "step",
+    "name",
+    "nodes",
+    "n_gpus",
+    "start",
+    "end",
+    "elapsed_s",
+    "state",
+    "state_detail",
+    "exit_code",
+    "exit_signal",
+    "file",
+    "line",
 )
 
 
 def _step_summary(steps: pl.DataFrame) -> pl.DataFrame:
-    ordered = steps.with_columns(
-        (pl.col("step") != "batch").alias("_not_batch")
-    ).sort(["_not_batch", "line"])
+    ordered = steps.with_columns((pl.col("step") != "batch").alias("_not_batch")).sort(
+        ["_not_batch", "line"]
+    )
     return ordered.group_by("job_id", maintain_order=True).agg(
-        pl.col("nodes").drop_nulls().list.explode(keep_nulls=False, empty_as_null=False)
+        pl.col("nodes")
+        .drop_nulls()
+        .list.explode(keep_nulls=False, empty_as_null=False)
         .unique(maintain_order=True)
         .alias("s_nodes"),
         pl.col("n_gpus").max().alias("s_gpus"),
@@ -47,18 +61,24 @@ def _complete(frame: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
     empty = pl.col("nodes").is_null() | (pl.col("nodes").list.len() == 0)
     step_nodes = pl.when(pl.col("s_nodes").list.len() > 0).then(pl.col("s_nodes"))
     span_s = (pl.col("end") - pl.col("start")).dt.total_microseconds() / 1e6
-    return joined.with_columns(
-        pl.when(empty & step_nodes.is_not_null()).then(step_nodes).otherwise(pl.col("nodes"))
-        .alias("nodes"),
-        pl.coalesce("n_gpus", "s_gpus").alias("n_gpus"),
-        pl.coalesce("start", "s_start").alias("start"),
-        pl.coalesce("end", "s_end").alias("end"),
-        pl.coalesce("exit_code", "s_exit").alias("exit_code"),
-        pl.coalesce("exit_signal", "s_signal").alias("exit_signal"),
-    ).with_columns(
-        pl.coalesce("elapsed_s", "s_elapsed", span_s).alias("elapsed_s"),
-        pl.coalesce("n_nodes", pl.col("nodes").list.len()).alias("n_nodes"),
-    ).drop(summary.columns[1:])
+    return (
+        joined.with_columns(
+            pl.when(empty & step_nodes.is_not_null())
+            .then(step_nodes)
+            .otherwise(pl.col("nodes"))
+            .alias("nodes"),
+            pl.coalesce("n_gpus", "s_gpus").alias("n_gpus"),
+            pl.coalesce("start", "s_start").alias("start"),
+            pl.coalesce("end", "s_end").alias("end"),
+            pl.coalesce("exit_code", "s_exit").alias("exit_code"),
+            pl.coalesce("exit_signal", "s_signal").alias("exit_signal"),
+        )
+        .with_columns(
+            pl.coalesce("elapsed_s", "s_elapsed", span_s).alias("elapsed_s"),
+            pl.coalesce("n_nodes", pl.col("nodes").list.len()).alias("n_nodes"),
+        )
+        .drop(summary.columns[1:])
+    )
 
 
 def _job_events(records: pl.DataFrame) -> pl.DataFrame:
@@ -71,21 +91,30 @@ def _job_events(records: pl.DataFrame) -> pl.DataFrame:
         pl.lit(SOURCE).alias("source"),
         pl.col("state").alias("subkind"),
         pl.struct(
-            pl.col("state"), pl.col("state_detail"), pl.col("restarts"), pl.col("n_nodes"),
-            pl.col("exit_code"), pl.col("exit_signal"), pl.col("nodes"),
-        ).struct.json_encode().alias("attrs"),
+            pl.col("state"),
+            pl.col("state_detail"),
+            pl.col("restarts"),
+            pl.col("n_nodes"),
+            pl.col("exit_code"),
+            pl.col("exit_signal"),
+            pl.col("nodes"),
+        )
+        .struct.json_encode()
+        .alias("attrs"),
     )
     node_fail = base.filter(pl.col("state") == "NODE_FAIL").with_columns(
         pl.lit(Kind.JOB_NODE_FAIL.value).alias("kind"),
         pl.concat_str(
-            pl.format("job {} NODE_FAIL", "job_id"), pl.lit(" on ") + pl.col("node"),
+            pl.format("job {} NODE_FAIL", "job_id"),
+            pl.lit(" on ") + pl.col("node"),
             ignore_nulls=True,
         ).alias("message"),
     )
     requeue = base.filter((pl.col("state") == "REQUEUED") | ~pl.col("_last")).with_columns(
         pl.lit(Kind.JOB_REQUEUE.value).alias("kind"),
-        pl.format("job {} requeued after {}", "job_id", pl.col("state").fill_null("?"))
-        .alias("message"),
+        pl.format("job {} requeued after {}", "job_id", pl.col("state").fill_null("?")).alias(
+            "message"
+        ),
     )
     events = pl.concat([node_fail, requeue], how="diagonal_relaxed")
     sev = pl.col("kind").replace_strict(
@@ -95,15 +124,30 @@ def _job_events(records: pl.DataFrame) -> pl.DataFrame:
     events = events.with_columns(
         pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag")
     )
-    keep = ["ts", "ts_flag", "node", "source", "kind", "subkind", "severity", "job_id", "message",
-            "attrs", "file", "line"]
+    keep = [
+        "ts",
+        "ts_flag",
+        "node",
+        "source",
+        "kind",
+        "subkind",
+        "severity",
+        "job_id",
+        "message",
+        "attrs",
+        "file",
+        "line",
+    ]
     return conform("events", events.select(keep).sort("line"))
 
 
 def _typed(records: pl.DataFrame) -> pl.DataFrame:
     """Give the record columns their table types (JSON records may arrive all-null)."""
-    schema = {**TABLES["jobs"].polars_schema, **TABLES["job_steps"].polars_schema,
-              "failed_node": pl.String}
+    schema = {
+        **TABLES["jobs"].polars_schema,
+        **TABLES["job_steps"].polars_schema,
+        "failed_node": pl.String,
+    }
     return records.with_columns(
         [pl.col(c).cast(schema[c], strict=False) for c in records.columns if c in schema]
     )
@@ -137,11 +181,12 @@ def fold(records: pl.DataFrame) -> dict[str, pl.DataFrame]:
     if jobs.height:
         out["events"] = _job_events(jobs)
         final = jobs.filter(pl.col("_last")).with_columns(pl.lit(SOURCE).alias("source"))
-        out["jobs"] = conform("jobs", final.select(
-            [c for c in final.columns if c not in ("step", "_last", "failed_node")]
-        ))
+        out["jobs"] = conform(
+            "jobs",
+            final.select([c for c in final.columns if c not in ("step", "_last", "failed_node")]),
+        )
     if steps.height:
-        out["job_steps"] = conform("job_steps", steps.select(
-            [c for c in STEP_COLS if c in steps.columns]
-        ))
+        out["job_steps"] = conform(
+            "job_steps", steps.select([c for c in STEP_COLS if c in steps.columns])
+        )
     return {k: v for k, v in out.items() if v.height}

@@ -53,10 +53,18 @@ def _gpus(tres: Any) -> int | None:
     """GPU count of a TRES list ``[{type: gres, name: gpu, count: 2}, ...]``; 0 if it has none."""
     if not isinstance(tres, list) or not tres:
         return None
-    plain = [t for t in tres if isinstance(t, dict) and t.get("type") == "gres"
-             and t.get("name") == "gpu"]
-    typed = [t for t in tres if isinstance(t, dict) and t.get("type") == "gres"
-             and str(t.get("name", "")).startswith("gpu:")]
+    plain = [
+        t
+        for t in tres
+        if isinstance(t, dict) and t.get("type") == "gres" and t.get("name") == "gpu"
+    ]
+    typed = [
+        t
+        for t in tres
+        if isinstance(t, dict)
+        and t.get("type") == "gres"
+        and str(t.get("name", "")).startswith("gpu:")
+    ]
     for group in (plain, typed):
         if group:
             return _int(group[0].get("count"))
@@ -98,18 +106,29 @@ def job_record(job: dict[str, Any], ctx: ParseContext, line: int) -> dict[str, A
     nodes = expand_nodes(nodes_text) if isinstance(nodes_text, str) else None
     assoc = job.get("association") or {}
     return {
-        "job_id": job_id, "array_job_id": str(array_id) if array_id else None, "step": None,
-        "name": job.get("name"), "user": job.get("user") or assoc.get("user"),
-        "account": job.get("account") or assoc.get("account"), "partition": job.get("partition"),
-        "nodes": nodes, "n_nodes": _int(job.get("allocation_nodes")) or (len(nodes) if nodes
-                                                                            else None),
+        "job_id": job_id,
+        "array_job_id": str(array_id) if array_id else None,
+        "step": None,
+        "name": job.get("name"),
+        "user": job.get("user") or assoc.get("user"),
+        "account": job.get("account") or assoc.get("account"),
+        "partition": job.get("partition"),
+        "nodes": nodes,
+        "n_nodes": _int(job.get("allocation_nodes")) or (len(nodes) if nodes else None),
         "n_gpus": _tres_gpus(job.get("tres")),
-        "submit": epoch_to_dt(t.get("submission")), "start": epoch_to_dt(t.get("start")),
-        "end": epoch_to_dt(t.get("end")), "elapsed_s": _int(t.get("elapsed")),
-        "state": base, "state_detail": detail, "exit_code": code, "exit_signal": signal,
+        "submit": epoch_to_dt(t.get("submission")),
+        "start": epoch_to_dt(t.get("start")),
+        "end": epoch_to_dt(t.get("end")),
+        "elapsed_s": _int(t.get("elapsed")),
+        "state": base,
+        "state_detail": detail,
+        "exit_code": code,
+        "exit_signal": signal,
         "restarts": _int(job.get("restart_cnt")),
         "failed_node": normalize_node(job.get("failed_node") or None),
-        "source": SOURCE, "file": ctx.file, "line": line,
+        "source": SOURCE,
+        "file": ctx.file,
+        "line": line,
     }
 
 
@@ -126,13 +145,19 @@ def step_record(job_id: str, step: dict[str, Any], ctx: ParseContext, line: int)
     code, signal = _exit(step.get("exit_code"))
     state = _first(step.get("state"))
     return {
-        "job_id": job_id, "step": str(sid) if sid is not None else None,
+        "job_id": job_id,
+        "step": str(sid) if sid is not None else None,
         "name": ident.get("name") if isinstance(ident, dict) else None,
         "nodes": expand_nodes(node_text) if isinstance(node_text, str) else None,
         "n_gpus": _tres_gpus(step.get("tres")),
-        "start": epoch_to_dt(t.get("start")), "end": epoch_to_dt(t.get("end")),
-        "elapsed_s": _int(t.get("elapsed")), "state": state, "exit_code": code,
-        "exit_signal": signal, "file": ctx.file, "line": line,
+        "start": epoch_to_dt(t.get("start")),
+        "end": epoch_to_dt(t.get("end")),
+        "elapsed_s": _int(t.get("elapsed")),
+        "state": state,
+        "exit_code": code,
+        "exit_signal": signal,
+        "file": ctx.file,
+        "line": line,
     }
 
 
@@ -150,15 +175,25 @@ def node_event(node: dict[str, Any], ctx: ParseContext, line: int, as_of: Any) -
         return None
     reason, by, _ = split_reason(node.get("reason") or None)
     ts = epoch_to_dt(node.get("reason_changed_at")) or epoch_to_dt(as_of)
-    attrs = {"state": "+".join(states), "reason_set_by": node.get("reason_set_by_user") or by,
-             "gres": node.get("gres") or None, "partitions": node.get("partitions") or None}
+    attrs = {
+        "state": "+".join(states),
+        "reason_set_by": node.get("reason_set_by_user") or by,
+        "gres": node.get("gres") or None,
+        "partitions": node.get("partitions") or None,
+    }
     return {
-        "ts": ts, "ts_flag": None if ts else "no_ts",
-        "node": normalize_node(node.get("name") or node.get("hostname")), "source": SOURCE,
-        "kind": kind.value, "subkind": reason, "code": xid_in(reason),
-        "severity": SEVERITY[kind].value, "message": reason or "+".join(states),
+        "ts": ts,
+        "ts_flag": None if ts else "no_ts",
+        "node": normalize_node(node.get("name") or node.get("hostname")),
+        "source": SOURCE,
+        "kind": kind.value,
+        "subkind": reason,
+        "code": xid_in(reason),
+        "severity": SEVERITY[kind].value,
+        "message": reason or "+".join(states),
         "attrs": json.dumps({k: v for k, v in attrs.items() if v}, sort_keys=True),
-        "file": ctx.file, "line": line,
+        "file": ctx.file,
+        "line": line,
     }
 
 
@@ -181,8 +216,9 @@ class _LineIndex:
         return lines[i] if i < len(lines) else start
 
 
-def document_tables(doc: Any, df: pl.DataFrame, ctx: ParseContext,
-                    first_line: int) -> dict[str, pl.DataFrame] | str:
+def document_tables(
+    doc: Any, df: pl.DataFrame, ctx: ParseContext, first_line: int
+) -> dict[str, pl.DataFrame] | str:
     """A parsed JSON document -> tables, or the reason it is not a Slurm document."""
     if not isinstance(doc, dict) or not (
         isinstance(doc.get("jobs"), list) or isinstance(doc.get("nodes"), list)
@@ -200,15 +236,25 @@ def document_tables(doc: Any, df: pl.DataFrame, ctx: ParseContext,
         records.append(rec)
         for step in job.get("steps") or []:
             if isinstance(step, dict):
-                sid = (step.get("step") or {}).get("id") if isinstance(step.get("step"), dict) \
+                sid = (
+                    (step.get("step") or {}).get("id")
+                    if isinstance(step.get("step"), dict)
                     else None
+                )
                 at = step_at.find(sid, pos) if isinstance(sid, str) else pos
                 records.append(step_record(rec["job_id"], step, ctx, at))
     if records:
-        frame = pl.DataFrame(records, infer_schema_length=None, schema_overrides={
-            "nodes": pl.List(pl.String), "failed_node": pl.String, "step": pl.String,
-            "state_detail": pl.String, "array_job_id": pl.String,
-        })
+        frame = pl.DataFrame(
+            records,
+            infer_schema_length=None,
+            schema_overrides={
+                "nodes": pl.List(pl.String),
+                "failed_node": pl.String,
+                "step": pl.String,
+                "state_detail": pl.String,
+                "array_job_id": pl.String,
+            },
+        )
         tables.update(fold(frame))
     events = []
     pos = first_line
@@ -222,8 +268,11 @@ def document_tables(doc: Any, df: pl.DataFrame, ctx: ParseContext,
                 events.append(ev)
     if events:
         frame = pl.DataFrame(events, infer_schema_length=None)
-        tables["events"] = pl.concat([tables["events"], frame], how="diagonal_relaxed") \
-            if "events" in tables else frame
+        tables["events"] = (
+            pl.concat([tables["events"], frame], how="diagonal_relaxed")
+            if "events" in tables
+            else frame
+        )
     return tables
 
 
@@ -244,9 +293,12 @@ class SlurmJsonParser:
         if self.key == "jobs":
             ok = '"jobs"' in text and '"job_id"' in text
         else:
-            ok = '"nodes"' in text and '"state"' in text and (
-                '"hostname"' in text or '"reason"' in text
-            ) and '"jobs"' not in text
+            ok = (
+                '"nodes"' in text
+                and '"state"' in text
+                and ('"hostname"' in text or '"reason"' in text)
+                and '"jobs"' not in text
+            )
         return 0.9 if ok else 0.0
 
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
@@ -265,8 +317,9 @@ class SlurmJsonParser:
     def new_state(self, ctx: ParseContext) -> None:
         return None
 
-    def parse_chunk(self, lines: pl.Series, first_line: int, ctx: ParseContext,
-                    state: Any) -> ChunkResult:
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult:
         df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
         text = "\n".join(lines.fill_null("").to_list())
         if not text.strip():
@@ -285,9 +338,11 @@ class SlurmJsonParser:
 
     @staticmethod
     def _quarantine(df: pl.DataFrame, reason: str) -> ChunkResult:
-        return ChunkResult(quarantine=df.select(
-            "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS), pl.lit(reason).alias("reason")
-        ))
+        return ChunkResult(
+            quarantine=df.select(
+                "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS), pl.lit(reason).alias("reason")
+            )
+        )
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
         return ChunkResult()

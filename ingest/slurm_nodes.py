@@ -2,10 +2,10 @@
 ``scontrol show node`` (multi-line blocks or ``-o`` one line per node); plus ``kubectl describe``
 event tables, which faultlens does not model (their Warning lines are quarantined, the rest noise).
 
-A node that is down (``down``, ``down*``, ``fail``), drained (``drain``, ``drng``, ``IDLE+DRAIN``) or
-not responding (``idle*``, ``mix*``) becomes one event per node of the row's host list, with the
-reason as ``subkind`` / ``message``. ``sinfo -R`` gives the reason's time; ``sinfo -l`` a snapshot
-time on its first line; ``scontrol`` the ``[user@time]`` stamp of the reason.
+A node that is down (``down``, ``down*``, ``fail``), drained (``drain``, ``drng``,
+``IDLE+DRAIN``) or not responding (``idle*``, ``mix*``) becomes one event per node of the row's
+host list, with the reason as ``subkind`` / ``message``. ``sinfo -R`` gives the reason's time;
+``sinfo -l`` a snapshot time on its first line; ``scontrol`` the reason's ``[user@time]``.
 """
 
 from __future__ import annotations
@@ -32,16 +32,31 @@ from ingest.slurm_common import (
     xid_in,
 )
 
-_SINFO_COLS = {"NODELIST", "HOSTNAMES", "STATE", "REASON", "PARTITION", "NODES", "USER",
-               "TIMESTAMP", "AVAIL", "TIMELIMIT", "CPUS", "MEMORY"}
+_SINFO_COLS = {
+    "NODELIST",
+    "HOSTNAMES",
+    "STATE",
+    "REASON",
+    "PARTITION",
+    "NODES",
+    "USER",
+    "TIMESTAMP",
+    "AVAIL",
+    "TIMELIMIT",
+    "CPUS",
+    "MEMORY",
+}
 _DATE_LINE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 
 
 def node_kind(state: str | None, reason: str | None) -> str | None:
     """sinfo / scontrol state -> event kind (None for a healthy node)."""
     if state is None:  # sinfo -R lists only unavailable nodes
-        return Kind.NODE_DOWN.value if re.search(r"(?i)not respond", reason or "") \
+        return (
+            Kind.NODE_DOWN.value
+            if re.search(r"(?i)not respond", reason or "")
             else Kind.NODE_DRAIN.value
+        )
     flags = set(state.upper().replace("*", "+NOT_RESPONDING").split("+"))
     words = {re.sub(r"[~#!%$@^\-]+$", "", f) for f in flags}
     if words & {"DOWN", "FAIL", "FAILG", "FAILING"}:
@@ -69,17 +84,32 @@ def sinfo_regex(columns: list[str]) -> str:
 
 def is_sinfo_header(line: str) -> bool:
     words = line.split()
-    return bool(words) and ("NODELIST" in words or "HOSTNAMES" in words) and \
-        ("STATE" in words or "REASON" in words) and all(w in _SINFO_COLS or w.isupper()
-                                                        for w in words)
+    return (
+        bool(words)
+        and ("NODELIST" in words or "HOSTNAMES" in words)
+        and ("STATE" in words or "REASON" in words)
+        and all(w in _SINFO_COLS or w.isupper() for w in words)
+    )
 
 
-def _event(node: str, kind: str, reason: str | None, ts: datetime | None, ctx: ParseContext,
-           attrs: dict[str, Any]) -> dict[str, Any]:
+def _event(
+    node: str,
+    kind: str,
+    reason: str | None,
+    ts: datetime | None,
+    ctx: ParseContext,
+    attrs: dict[str, Any],
+) -> dict[str, Any]:
     return {
-        "ts": ts, "ts_flag": None if ts else "no_ts", "node": node, "source": SOURCE,
-        "kind": kind, "subkind": reason, "code": xid_in(reason),
-        "severity": SEVERITY[Kind(kind)].value, "message": reason or attrs.get("state"),
+        "ts": ts,
+        "ts_flag": None if ts else "no_ts",
+        "node": node,
+        "source": SOURCE,
+        "kind": kind,
+        "subkind": reason,
+        "code": xid_in(reason),
+        "severity": SEVERITY[Kind(kind)].value,
+        "message": reason or attrs.get("state"),
         "attrs": json.dumps({k: v for k, v in attrs.items() if v}, sort_keys=True),
         "file": ctx.file,
     }
@@ -130,8 +160,9 @@ class SinfoParser:
         usable = bool(cols) and ("NODELIST" in cols or "HOSTNAMES" in cols)
         return SinfoState(columns=list(cols) if usable and cols else None)
 
-    def parse_chunk(self, lines: pl.Series, first_line: int, ctx: ParseContext,
-                    state: SinfoState) -> ChunkResult:
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: SinfoState
+    ) -> ChunkResult:
         df = numbered(lines, first_line).filter(pl.col("raw").str.strip_chars() != "")
         for line, raw in df.head(20).iter_rows():
             if _DATE_LINE.match(raw) and state.snapshot is None:
@@ -148,48 +179,76 @@ class SinfoParser:
 
     def _rows(self, df: pl.DataFrame, ctx: ParseContext, state: SinfoState) -> ChunkResult:
         cols = state.columns or []
-        g = df.with_columns(pl.col("raw").str.extract_groups(sinfo_regex(cols)).alias("g")) \
-            .unnest("g").rename({f"c{i}": c for i, c in enumerate(cols)})
+        g = (
+            df.with_columns(pl.col("raw").str.extract_groups(sinfo_regex(cols)).alias("g"))
+            .unnest("g")
+            .rename({f"c{i}": c for i, c in enumerate(cols)})
+        )
         fits = pl.col(cols[0]).is_not_null()
-        skip = pl.col("raw").map_elements(is_sinfo_header, return_dtype=pl.Boolean) | \
-            pl.col("raw").str.contains(_DATE_LINE.pattern)
+        skip = pl.col("raw").map_elements(is_sinfo_header, return_dtype=pl.Boolean) | pl.col(
+            "raw"
+        ).str.contains(_DATE_LINE.pattern)
         bad = g.filter(~fits & ~skip).select(
-            "line", "raw", pl.lit("sinfo row does not fit its header").alias("reason"))
+            "line", "raw", pl.lit("sinfo row does not fit its header").alias("reason")
+        )
         g = g.filter(fits & ~skip)
         reason = pl.col("REASON").str.strip_chars() if "REASON" in cols else pl.lit(None, pl.String)
         reason = pl.when(reason.str.to_lowercase().is_in(["none", ""])).then(None).otherwise(reason)
         state_col = pl.col("STATE") if "STATE" in cols else pl.lit(None, pl.String)
         g = g.with_columns(
             reason.alias("_reason"),
-            pl.struct(state_col.alias("s"), reason.alias("r")).map_elements(
-                lambda d: node_kind(d["s"], d["r"]), return_dtype=pl.String).alias("kind"),
+            pl.struct(state_col.alias("s"), reason.alias("r"))
+            .map_elements(lambda d: node_kind(d["s"], d["r"]), return_dtype=pl.String)
+            .alias("kind"),
             nodes_expr(pl.col("NODELIST" if "NODELIST" in cols else "HOSTNAMES")),
         ).filter(pl.col("kind").is_not_null())
         unreadable = g.filter(pl.col("nodes").is_null() | (pl.col("nodes").list.len() == 0))
-        bad = pl.concat([bad, unreadable.select(
-            "line", "raw", pl.lit("sinfo row with an unreadable node list").alias("reason"))])
+        bad = pl.concat(
+            [
+                bad,
+                unreadable.select(
+                    "line", "raw", pl.lit("sinfo row with an unreadable node list").alias("reason")
+                ),
+            ]
+        )
         g = g.filter(pl.col("nodes").list.len() > 0)
-        ts = time_expr(pl.col("TIMESTAMP"), tz_of(ctx)) if "TIMESTAMP" in cols \
+        ts = (
+            time_expr(pl.col("TIMESTAMP"), tz_of(ctx))
+            if "TIMESTAMP" in cols
             else pl.lit(None, pl.Datetime("us"))
+        )
         attrs = pl.struct(
             state_col.alias("state"),
             (pl.col("USER") if "USER" in cols else pl.lit(None, pl.String)).alias("user"),
-            (pl.col("PARTITION") if "PARTITION" in cols else pl.lit(None, pl.String))
-            .alias("partition"),
-        ).map_elements(lambda d: json.dumps({k: v for k, v in d.items() if v}, sort_keys=True),
-                       return_dtype=pl.String)
-        events = g.select(
-            pl.coalesce(ts, pl.lit(state.snapshot, pl.Datetime("us"))).alias("ts"),
-            pl.col("nodes").alias("node"), pl.lit(SOURCE).alias("source"), "kind",
-            pl.col("_reason").alias("subkind"),
-            pl.col("_reason").str.extract(r"(?i)\bxid\s*[:=#]?\s*(\d{1,3})\b").cast(pl.Int32)
-            .alias("code"),
-            pl.col("kind").replace_strict({k.value: v.value for k, v in SEVERITY.items()},
-                                          default=None).alias("severity"),
-            pl.coalesce("_reason", state_col).alias("message"), attrs.alias("attrs"),
-            pl.lit(ctx.file).alias("file"), "line",
-        ).explode("node").with_columns(
-            pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag"))
+            (pl.col("PARTITION") if "PARTITION" in cols else pl.lit(None, pl.String)).alias(
+                "partition"
+            ),
+        ).map_elements(
+            lambda d: json.dumps({k: v for k, v in d.items() if v}, sort_keys=True),
+            return_dtype=pl.String,
+        )
+        events = (
+            g.select(
+                pl.coalesce(ts, pl.lit(state.snapshot, pl.Datetime("us"))).alias("ts"),
+                pl.col("nodes").alias("node"),
+                pl.lit(SOURCE).alias("source"),
+                "kind",
+                pl.col("_reason").alias("subkind"),
+                pl.col("_reason")
+                .str.extract(r"(?i)\bxid\s*[:=#]?\s*(\d{1,3})\b")
+                .cast(pl.Int32)
+                .alias("code"),
+                pl.col("kind")
+                .replace_strict({k.value: v.value for k, v in SEVERITY.items()}, default=None)
+                .alias("severity"),
+                pl.coalesce("_reason", state_col).alias("message"),
+                attrs.alias("attrs"),
+                pl.lit(ctx.file).alias("file"),
+                "line",
+            )
+            .explode("node")
+            .with_columns(pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag"))
+        )
         return result({"events": events}, g.height, bad)
 
     def finish(self, ctx: ParseContext, state: SinfoState) -> ChunkResult:

@@ -38,7 +38,8 @@ from ingest.slurm_common import (
 from ingest.slurm_fold import fold
 
 # sacct --helpformat names (lower case) used to recognize a header line.
-KNOWN_FIELDS = frozenset("""
+KNOWN_FIELDS = frozenset(
+    """
 account admincomment alloccpus allocgres allocnodes alloctres associd avecpu avecpufreq
 avediskread avediskwrite avepages averss avevmsize blockid cluster comment constraints container
 consumedenergy consumedenergyraw cputime cputimeraw dbindex derivedexitcode elapsed elapsedraw
@@ -53,7 +54,8 @@ tresusageinmax tresusageinmaxnode tresusageinmaxtask tresusageinmin tresusageinm
 tresusageinmintask tresusageintot tresusageoutave tresusageoutmax tresusageoutmaxnode
 tresusageoutmaxtask tresusageoutmin tresusageoutminnode tresusageoutmintask tresusageouttot uid
 user usercpu wckey wckeyid workdir
-""".split())
+""".split()
+)
 
 JOBID_RE = r"^(\d+)(?:_(\d+|\[[^\]\s]*\]?\+?))?(\+\d+)?(?:\.(\S+))?$"
 _JOBID = re.compile(JOBID_RE)
@@ -148,8 +150,18 @@ def split_fields(line: str, layout: Layout) -> list[str] | None:
 
 
 _KV = re.compile(r"^[A-Za-z][\w/:.-]*=\S*$")
-_TRES_COLS = ("alloctres", "reqtres", "tresusageinave", "tresusageinmax", "tresusageintot",
-              "tresusageoutave", "tresusageoutmax", "tresusageouttot", "reqgres", "allocgres")
+_TRES_COLS = (
+    "alloctres",
+    "reqtres",
+    "tresusageinave",
+    "tresusageinmax",
+    "tresusageintot",
+    "tresusageoutave",
+    "tresusageoutmax",
+    "tresusageouttot",
+    "reqgres",
+    "allocgres",
+)
 
 
 def repair_tres(parts: list[str], layout: Layout) -> list[str] | None:
@@ -178,6 +190,7 @@ def repair_tres(parts: list[str], layout: Layout) -> list[str] | None:
 
 def record_from_fields(fields: dict[str, str], ctx: ParseContext) -> dict[str, Any] | str:
     """One sacct row -> a record dict (jobs/job_steps columns + ``step``), or a reason string."""
+
     def get(key: str) -> str | None:
         v = fields.get(key)
         return v.strip() if v is not None and v.strip() != "" else None
@@ -235,9 +248,24 @@ def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
     if isinstance(rec, str):
         return Quarantined(rec)
     if rec["step"] is not None:
-        row = {k: rec[k] for k in ("job_id", "step", "name", "nodes", "n_gpus", "start", "end",
-                                   "elapsed_s", "state", "state_detail", "exit_code",
-                                   "exit_signal", "file")}
+        row = {
+            k: rec[k]
+            for k in (
+                "job_id",
+                "step",
+                "name",
+                "nodes",
+                "n_gpus",
+                "start",
+                "end",
+                "elapsed_s",
+                "state",
+                "state_detail",
+                "exit_code",
+                "exit_signal",
+                "file",
+            )
+        }
         return Parsed({"job_steps": [row]})
     return Parsed({"jobs": [{k: v for k, v in rec.items() if k != "step"}]})
 
@@ -250,21 +278,30 @@ def _fields_frame(df: pl.DataFrame, layout: Layout) -> tuple[pl.DataFrame, pl.Da
     n = len(layout.columns)
     names = [f"f{i}" for i in range(n)]
     if layout.kind == "fixed":
-        cols = [pl.col("raw").str.slice(a, b - a).str.strip_chars().alias(f"f{i}")
-                for i, (a, b) in enumerate(layout.spans)]
+        cols = [
+            pl.col("raw").str.slice(a, b - a).str.strip_chars().alias(f"f{i}")
+            for i, (a, b) in enumerate(layout.spans)
+        ]
         return df.with_columns(cols), df.clear()
-    parts = (pl.col("raw").str.extract_all(r"\S+") if layout.kind == "space"
-             else pl.col("raw").str.split(layout.delimiter))
+    parts = (
+        pl.col("raw").str.extract_all(r"\S+")
+        if layout.kind == "space"
+        else pl.col("raw").str.split(layout.delimiter)
+    )
     df = df.with_columns(parts.alias("_parts"))
     trailing = (pl.col("_parts").list.len() == n + 1) & (pl.col("_parts").list.last() == "")
     df = df.with_columns(
-        pl.when(trailing).then(pl.col("_parts").list.head(n)).otherwise(pl.col("_parts"))
+        pl.when(trailing)
+        .then(pl.col("_parts").list.head(n))
+        .otherwise(pl.col("_parts"))
         .alias("_parts")
     )
     fits = pl.col("_parts").list.len() == n
-    good = df.filter(fits).with_columns(
-        [pl.col("_parts").list.get(i).alias(names[i]) for i in range(n)]
-    ).drop("_parts")
+    good = (
+        df.filter(fits)
+        .with_columns([pl.col("_parts").list.get(i).alias(names[i]) for i in range(n)])
+        .drop("_parts")
+    )
     return good, df.filter(~fits).drop("_parts")
 
 
@@ -277,8 +314,11 @@ def _repaired(bad: pl.DataFrame, layout: Layout) -> tuple[pl.DataFrame, pl.DataF
             left.append((line, raw))
         else:
             rows.append({"line": line, "raw": raw, **{f"f{i}": v for i, v in enumerate(fields)}})
-    schema = {"line": pl.Int64, "raw": pl.String,
-              **{f"f{i}": pl.String for i in range(len(layout.columns))}}
+    schema = {
+        "line": pl.Int64,
+        "raw": pl.String,
+        **{f"f{i}": pl.String for i in range(len(layout.columns))},
+    }
     left_frame = pl.DataFrame(left, schema={"line": pl.Int64, "raw": pl.String}, orient="row")
     return pl.DataFrame(rows, schema=schema), left_frame
 
@@ -306,8 +346,13 @@ def records_expr(layout: Layout, ctx: ParseContext) -> list[pl.Expr]:
     elapsed = pl.when(raw_elapsed.str.contains(r"^\d+$")).then(raw_elapsed.cast(pl.Float64))
     nn = get("nnodes")
     return [
-        pl.concat_str([base, pl.when(task.is_not_null()).then(pl.lit("_") + task).otherwise(
-            pl.lit("")), het.fill_null("")]).alias("job_id"),
+        pl.concat_str(
+            [
+                base,
+                pl.when(task.is_not_null()).then(pl.lit("_") + task).otherwise(pl.lit("")),
+                het.fill_null(""),
+            ]
+        ).alias("job_id"),
         pl.when(task.is_not_null()).then(base).alias("array_job_id"),
         step.alias("step"),
         get("jobname").alias("name"),
@@ -316,8 +361,9 @@ def records_expr(layout: Layout, ctx: ParseContext) -> list[pl.Expr]:
         get("partition").alias("partition"),
         nodes_expr(get("nodelist")),
         pl.when(nn.str.contains(r"^\d+$")).then(nn.cast(pl.Int32)).alias("n_nodes"),
-        pick_gpus_expr(get("alloctres"), get("reqtres"), get("allocgres"), get("reqgres"))
-        .alias("n_gpus"),
+        pick_gpus_expr(get("alloctres"), get("reqtres"), get("allocgres"), get("reqgres")).alias(
+            "n_gpus"
+        ),
         time_expr(get("submit"), tz).alias("submit"),
         time_expr(get("start"), tz).alias("start"),
         time_expr(get("end"), tz).alias("end"),
@@ -347,15 +393,25 @@ def sacct_records(
         good = pl.concat([good, fixed], how="diagonal_relaxed") if fixed.height else good
     n = len(layout.columns)
     q_fields = bad.select(
-        "line", "raw",
-        pl.format("sacct row has {} fields, expected {}",
-                  pl.col("raw").str.split(layout.delimiter).list.len(), pl.lit(n)).alias("reason"),
+        "line",
+        "raw",
+        pl.format(
+            "sacct row has {} fields, expected {}",
+            pl.col("raw").str.split(layout.delimiter).list.len(),
+            pl.lit(n),
+        ).alias("reason"),
     )
     recs = good.select(records_expr(layout, ctx))
-    q_id = recs.filter(~pl.col("_ok")).join(good.select("line", "raw"), on="line").select(
-        "line", "raw",
-        pl.format("not a sacct row: JobID '{}' is not a job id", pl.col("_jid").fill_null(""))
-        .alias("reason"),
+    q_id = (
+        recs.filter(~pl.col("_ok"))
+        .join(good.select("line", "raw"), on="line")
+        .select(
+            "line",
+            "raw",
+            pl.format(
+                "not a sacct row: JobID '{}' is not a job id", pl.col("_jid").fill_null("")
+            ).alias("reason"),
+        )
     )
     q = pl.concat([q_fields, q_id]).sort("line")
     return recs.filter(pl.col("_ok")).drop("_ok", "_jid").sort("line"), q

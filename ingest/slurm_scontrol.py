@@ -34,9 +34,15 @@ def node_block_event(fields: dict[str, str | None], ctx: ParseContext) -> dict[s
     ts = parse_time(stamp, tz_of(ctx))
     attrs = {"state": state, "reason_set_by": by, "gres": fields.get("Gres")}
     return {
-        "ts": ts, "ts_flag": None if ts else "no_ts", "node": normalize_node(fields["NodeName"]),
-        "source": SOURCE, "kind": kind, "subkind": reason, "code": xid_in(reason),
-        "severity": SEVERITY[Kind(kind)].value, "message": reason or state,
+        "ts": ts,
+        "ts_flag": None if ts else "no_ts",
+        "node": normalize_node(fields["NodeName"]),
+        "source": SOURCE,
+        "kind": kind,
+        "subkind": reason,
+        "code": xid_in(reason),
+        "severity": SEVERITY[Kind(kind)].value,
+        "message": reason or state,
         "attrs": json.dumps({k: v for k, v in attrs.items() if v}, sort_keys=True),
         "file": ctx.file,
     }
@@ -44,8 +50,12 @@ def node_block_event(fields: dict[str, str | None], ctx: ParseContext) -> dict[s
 
 def _fields(line: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
-    for key, rx in (("NodeName", _NODE), ("State", _STATE), ("Reason", _REASON),
-                    ("Gres", r"(?:^|\s)Gres=(\S+)")):
+    for key, rx in (
+        ("NodeName", _NODE),
+        ("State", _STATE),
+        ("Reason", _REASON),
+        ("Gres", r"(?:^|\s)Gres=(\S+)"),
+    ):
         m = re.search(rx, line)
         if m:
             out[key] = m[1]
@@ -59,8 +69,12 @@ class ScontrolNodeParser:
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         lines = [ln for ln in head_lines[:50] if ln and ln.strip()]
-        if lines and lines[0].startswith("NodeName=") and any(
-            re.search(r"(?:^|\s)(?:State|CfgTRES|Arch|CPUTot|NodeAddr)=", ln) for ln in lines
+        if (
+            lines
+            and lines[0].startswith("NodeName=")
+            and any(
+                re.search(r"(?:^|\s)(?:State|CfgTRES|Arch|CPUTot|NodeAddr)=", ln) for ln in lines
+            )
         ):
             return 0.9
         return 0.0
@@ -75,8 +89,9 @@ class ScontrolNodeParser:
     def new_state(self, ctx: ParseContext) -> dict[str, Any]:
         return {"block": None}  # the block still open at the end of the previous chunk
 
-    def parse_chunk(self, lines: pl.Series, first_line: int, ctx: ParseContext,
-                    state: dict[str, Any]) -> ChunkResult:
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: dict[str, Any]
+    ) -> ChunkResult:
         df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
         df = df.with_columns(
             pl.col("raw").str.extract(_NODE).alias("NodeName"),
@@ -84,11 +99,18 @@ class ScontrolNodeParser:
             pl.col("raw").str.extract(_REASON).alias("Reason"),
             pl.col("raw").str.extract(r"(?:^|\s)Gres=(\S+)").alias("Gres"),
         ).with_columns(pl.col("NodeName").is_not_null().cum_sum().alias("block"))
-        blocks = df.filter(pl.col("block") > 0).group_by("block", maintain_order=True).agg(
-            pl.col("NodeName").first(), pl.col("State").drop_nulls().first(),
-            pl.col("Reason").drop_nulls().first(), pl.col("Gres").drop_nulls().first(),
-            pl.col("line").first().alias("line"), pl.len().alias("n_lines"),
-            pl.col("line").filter(pl.col("Reason").is_not_null()).first().alias("reason_line"),
+        blocks = (
+            df.filter(pl.col("block") > 0)
+            .group_by("block", maintain_order=True)
+            .agg(
+                pl.col("NodeName").first(),
+                pl.col("State").drop_nulls().first(),
+                pl.col("Reason").drop_nulls().first(),
+                pl.col("Gres").drop_nulls().first(),
+                pl.col("line").first().alias("line"),
+                pl.len().alias("n_lines"),
+                pl.col("line").filter(pl.col("Reason").is_not_null()).first().alias("reason_line"),
+            )
         )
         rows, parsed = [], 0
         for rec in blocks.iter_rows(named=True):  # one record per node, not per line
@@ -136,16 +158,19 @@ class K8sEventsParser:
     def new_state(self, ctx: ParseContext) -> None:
         return None
 
-    def parse_chunk(self, lines: pl.Series, first_line: int, ctx: ParseContext,
-                    state: Any) -> ChunkResult:
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult:
         df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
         warn = pl.col("raw").str.extract(_K8S_WARN)
         q = df.select(
-            "line", pl.col("raw").str.slice(0, 4000),
+            "line",
+            pl.col("raw").str.slice(0, 4000),
             pl.when(warn.is_not_null())
             .then(pl.format("k8s Warning event {}: not a faultlens event kind", warn))
             .when(pl.col("raw").str.contains(_KLOG_ERR))
-            .then(pl.lit("kubelet error: not a faultlens event kind")).alias("reason"),
+            .then(pl.lit("kubelet error: not a faultlens event kind"))
+            .alias("reason"),
         ).drop_nulls("reason")
         return result({}, 0, q)
 

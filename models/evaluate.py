@@ -74,12 +74,13 @@ def time_split(start: datetime, end: datetime, horizon_h: float, *, test_fractio
     )
 
 
-def choose_threshold(scores: np.ndarray, labels: np.ndarray, target_precision: float) -> float:
+def choose_threshold(scores: np.ndarray, labels: np.ndarray, target_precision: float,
+                     weights: np.ndarray | None = None) -> float:
     """Lowest threshold whose precision reaches ``target_precision`` (most recall at that
     precision); if none does, the threshold of best F1."""
     if labels.sum() == 0 or scores.size == 0:
         return float(np.inf)
-    precision, recall, thresholds = precision_recall_curve(labels, scores)
+    precision, recall, thresholds = precision_recall_curve(labels, scores, sample_weight=weights)
     precision, recall = precision[:-1], recall[:-1]
     ok = np.flatnonzero(precision >= target_precision)
     if ok.size:
@@ -163,9 +164,10 @@ def evaluate_all(test: pl.DataFrame, model_scores: np.ndarray, episodes: pl.Data
     }
 
 
-def baseline_thresholds(calib: pl.DataFrame, target_precision: float) -> dict[str, float]:
+def baseline_thresholds(calib: pl.DataFrame, target_precision: float,
+                        weights: np.ndarray | None = None) -> dict[str, float]:
     """The rule fires at 1; the lemon count's threshold is chosen on calibration rows like the
     model's (never below one failure)."""
     labels = calib["label"].to_numpy()
-    lemon = choose_threshold(lemon_score(calib), labels, target_precision)
+    lemon = choose_threshold(lemon_score(calib), labels, target_precision, weights)
     return {"rule_baseline": 1.0, "lemon_baseline": max(1.0, lemon)}

@@ -195,8 +195,20 @@ def _gkey_events(per_gpu: bool) -> str:
     return "coalesce(CAST(e.gpu_index AS VARCHAR), CAST(g.gi AS VARCHAR), e.gpu, '')"
 
 
+def _point_wrap(sql: str, bases: Sequence[Base]) -> str:
+    """Aggregate an hourly-bucket query into one row per (node, gkey) with every window
+    feature of ``bases`` (buckets are relative to ``as_of``, so a window is ``b >= -w``)."""
+    aggs = []
+    for base in bases:
+        fn = "max" if base.agg == "max" else "sum"
+        for w in base.windows:
+            aggs.append(f"CAST(coalesce({fn}({base.name}) FILTER (WHERE b >= -{int(w)}), 0) "
+                        f"AS FLOAT) AS {window_name(base.name, w)}")
+    return f"SELECT node, gkey, {', '.join(aggs)} FROM ({sql}) GROUP BY node, gkey"
+
+
 def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
-                  per_gpu: bool) -> pl.DataFrame:
+                  per_gpu: bool, point: bool = False) -> pl.DataFrame:
     cols, params = [], []
     for b in EVENT_BASES:
         cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
@@ -212,11 +224,13 @@ def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
         "WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL) "
         f"SELECT node, gkey, b, {', '.join(cols)} FROM x GROUP BY node, gkey, b"
     )
+    if point:
+        sql = _point_wrap(sql, EVENT_BASES)
     return store.query(sql, [_anchor_us(anchor), lo, hi, *params])
 
 
 def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
-                      per_gpu: bool) -> pl.DataFrame:
+                      per_gpu: bool, point: bool = False) -> pl.DataFrame:
     """Counter increments and gauge aggregates per (node, GPU, hour); ``lo`` should start a day
     before the first bucket wanted, so the first increment has a previous value."""
     groups = {**COUNTER_METRICS, **GAUGE_METRICS, "throttle": THROTTLE_METRICS}
@@ -241,13 +255,61 @@ def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime
             WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL
             GROUP BY t.node, t.gpu, t.metric, b
         ), c AS (
-            SELECT *, CASE WHEN grp IN ('temp', 'power', 'throttle') THEN NULL ELSE
-                   vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) END AS d
-            FROM h
+            SELECT *, vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) AS d
+            FROM h WHERE grp NOT IN ('temp', 'power', 'throttle')
+            UNION ALL
+            SELECT *, NULL AS d FROM h WHERE grp IN ('temp', 'power', 'throttle')
         )
         SELECT node, {gkey} AS gkey, b, {', '.join(cols)} FROM c GROUP BY ALL
     """
-    return store.query(sql, [names, grps, THROTTLE_HW_MASK, _anchor_us(anchor), lo, hi])
+    params = [names, grps, _anchor_us(anchor), THROTTLE_HW_MASK, lo, hi]
+    if not point:
+        return store.query(sql, params)
+    counters = [b for b in TELEMETRY_BASES if b.name in COUNTER_METRICS]
+    sql = _point_wrap(sql.replace("FROM telemetry t JOIN m", "FROM telemetry t JOIN "
+                                  "(SELECT * FROM m WHERE grp NOT IN ('temp', 'power', "
+                                  "'throttle')) m"), counters)
+    inc = store.query(sql, params)
+    gauges = _telemetry_gauges_point(store, lo, hi, anchor, per_gpu)
+    return inc.join(gauges, on=["node", "gkey"], how="full", coalesce=True)
+
+
+def _telemetry_gauges_point(store: Store, lo: datetime, hi: datetime, as_of: datetime,
+                            per_gpu: bool) -> pl.DataFrame:
+    """Gauge windows as of ``as_of`` straight from the samples: a window of ``w`` buckets
+    anchored at ``as_of`` is exactly ``ts >= as_of - w h``."""
+    src = {"temp_max": ("temp", "max(t.value)"), "temp_sum": ("temp", "sum(t.value)"),
+           "temp_n": ("temp", "count(*)"), "power_max": ("power", "max(t.value)"),
+           "power_sum": ("power", "sum(t.value)"), "power_n": ("power", "count(*)"),
+           "throttle_hw": ("throttle", "count(*)")}
+    aggs: list[str] = []
+    agg_params: list[object] = []
+    for base in TELEMETRY_BASES:
+        if base.name not in src:
+            continue
+        grp, expr = src[base.name]
+        cond, cond_params = f"m.grp = '{grp}'", []
+        if base.name == "throttle_hw":
+            cond += " AND (CAST(t.value AS BIGINT) & ?) != 0"
+            cond_params = [THROTTLE_HW_MASK]
+        for w in base.windows:
+            fn, arg = expr.split("(", 1)
+            aggs.append(f"CAST(coalesce({fn}({arg} FILTER (WHERE {cond} AND t.ts >= "
+                        f"?::TIMESTAMP - to_hours({int(w)})), 0) AS FLOAT) "
+                        f"AS {window_name(base.name, w)}")
+            agg_params += [*cond_params, as_of]
+    gkey = "coalesce(CAST(t.gpu AS VARCHAR), '')" if per_gpu else "''"
+    groups = {**GAUGE_METRICS, "throttle": THROTTLE_METRICS}
+    sql = f"""
+        WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp)
+        SELECT t.node, {gkey} AS gkey, {', '.join(aggs)}
+        FROM telemetry t JOIN m ON t.metric = m.metric
+        WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL GROUP BY ALL
+    """
+    return store.query(sql, [
+        [x for ms in groups.values() for x in ms], [g for g, ms in groups.items() for _ in ms],
+        *agg_params, lo, hi,
+    ])
 
 
 def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
@@ -292,7 +354,7 @@ TELEMETRY_WINDOW_H = max(w for b in TELEMETRY_BASES for w in b.windows)
 
 
 def load_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime, *,
-                 per_gpu: bool, telemetry_lo: datetime | None = None,
+                 per_gpu: bool, telemetry_lo: datetime | None = None, point: bool = False,
                  ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
     """All sparse hourly frames for buckets in ``[lo, hi)`` and the failure episodes behind them.
 
@@ -302,14 +364,16 @@ def load_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime, *,
     episodes = episodes_from_events(target_events(store, lo - HOUR, hi))
     episodes = episodes.filter(pl.col("ts") >= lo)
     frames = {
-        "events": event_buckets(store, lo, hi, anchor, per_gpu),
-        "telemetry": telemetry_buckets(store, tel_lo - timedelta(days=1), hi, anchor, per_gpu),
+        "events": event_buckets(store, lo, hi, anchor, per_gpu, point),
+        "telemetry": telemetry_buckets(store, tel_lo - timedelta(days=1), hi, anchor, per_gpu,
+                                       point),
         "jobs": job_buckets(store, lo, hi, anchor),
         "attributions": attribution_buckets(store, lo, hi, anchor),
         "failures": failure_buckets(episodes, anchor, per_gpu),
     }
     lo_b = int((lo - anchor) / HOUR)
-    frames = {k: f.filter(pl.col("b") >= lo_b) for k, f in frames.items()}
+    frames = {k: f.filter(pl.col("b") >= lo_b) if "b" in f.columns else f
+              for k, f in frames.items()}
     return frames, episodes
 
 
@@ -418,13 +482,14 @@ class FeatureGrid:
     def table(self, masks: dict[str, np.ndarray]) -> dict[str, pl.DataFrame]:
         """The feature rows selected by each boolean ``(nodes, T + 1)`` mask, in one pass."""
         sel = {k: np.flatnonzero(m.ravel()) for k, m in masks.items()}
-        cols: dict[str, dict[str, np.ndarray]] = {k: {} for k in masks}
+        cols: dict[str, list[pl.Series]] = {k: [] for k in masks}
         for base in BASES:
             dense = self._dense(base)
             for w in base.windows:
                 flat = self._window(dense, w, base.agg).ravel()
                 for k, idx in sel.items():
-                    cols[k][window_name(base.name, w)] = flat[idx]
+                    cols[k].append(pl.Series(window_name(base.name, w), flat[idx]))
+            del dense
         hs = self._hours_since_fail().ravel()
         labels = self.labels.ravel()
         times = self.row_times()
@@ -432,10 +497,11 @@ class FeatureGrid:
         out = {}
         for k, idx in sel.items():
             ni, ti = np.divmod(idx, self.T + 1)
-            frame = pl.DataFrame({
-                "node": node_arr.gather(ni), "ts": times[ti],
-                "label": labels[idx].astype(np.int8), **cols[k], "hours_since_fail": hs[idx],
-            })
+            frame = pl.DataFrame([
+                node_arr.gather(ni), pl.Series("ts", times[ti]),
+                pl.Series("label", labels[idx].astype(np.int8)), *cols.pop(k),
+                pl.Series("hours_since_fail", hs[idx]),
+            ])
             out[k] = _derive(frame).select("node", "ts", "label", *FEATURES)
         return out
 
@@ -456,9 +522,12 @@ def point_features(store: Store, as_of: datetime) -> pl.DataFrame:
     """Feature rows as of ``as_of``: one per node (``gpu`` null) and one per GPU."""
     lo = as_of - MAX_WINDOW_H * HOUR
     frames, _ = load_buckets(store, lo, as_of, as_of, per_gpu=True,
-                             telemetry_lo=as_of - TELEMETRY_WINDOW_H * HOUR)
+                             telemetry_lo=as_of - TELEMETRY_WINDOW_H * HOUR, point=True)
     keyed = []
     for source, frame in frames.items():
+        if "b" not in frame.columns:  # already aggregated in DuckDB
+            keyed.append(frame)
+            continue
         bases = [b for b in BASES if b.source == source]
         aggs = _window_aggs(frame, bases)
         if source == "failures":

@@ -73,7 +73,7 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
         )
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, X_calib: Any = None,
-            y_calib: Any = None) -> FailurePredictor:
+            y_calib: Any = None, calib_weight: Any = None) -> FailurePredictor:
         X, y = validate_data(self, X, y, dtype=np.float32, ensure_all_finite="allow-nan")
         check_classification_targets(y)
         self.classes_ = np.unique(y)
@@ -103,7 +103,9 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
         self.calibrator_ = None
         if self.classes_.size == 2 and cal_X is not None and np.unique(cal_y).size == 2:
             margin = self.model_.predict(cal_X, raw_score=True).reshape(-1, 1)
-            self.calibrator_ = LogisticRegression(C=1e4).fit(margin, cal_y == self.classes_[1])
+            self.calibrator_ = LogisticRegression(C=1e4).fit(
+                margin, cal_y == self.classes_[1],
+                sample_weight=None if calib_weight is None else np.asarray(calib_weight))
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -150,6 +152,7 @@ class TrainConfig:
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
     max_train_rows: int = 600_000
+    max_calib_rows: int = 1_200_000  # calibration negatives beyond this are sampled, weighted
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -180,15 +183,20 @@ def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig) -> dict[str, np.nd
         lo, hi = getattr(split, name)
         in_window = (times >= np.datetime64(lo, "us")) & (times <= np.datetime64(hi, "us"))
         masks[name] = np.broadcast_to(in_window & grid.labelable, grid.shape).copy()
-    train = masks["train"]
-    n_pos = int((train & grid.labels).sum())
-    n_neg = int((train & ~grid.labels).sum())
-    keep = min(1.0, max(cfg.max_train_rows - n_pos, 1) / max(n_neg, 1))
-    if keep < 1.0:
-        rng = np.random.default_rng(cfg.seed)
-        sampled = rng.random(grid.shape, dtype=np.float32) < keep
-        masks["train"] = train & (grid.labels | sampled)
+    rng = np.random.default_rng(cfg.seed)
+    for name, limit in (("train", cfg.max_train_rows), ("calib", cfg.max_calib_rows)):
+        keep = _keep_rate(masks[name], grid.labels, limit)
+        if keep < 1.0:
+            sampled = rng.random(grid.shape, dtype=np.float32) < keep
+            masks[name] = masks[name] & (grid.labels | sampled)
     return masks
+
+
+def _keep_rate(mask: np.ndarray, labels: np.ndarray, limit: int) -> float:
+    """Share of negative rows to keep so that a window has about ``limit`` rows."""
+    n_pos = int((mask & labels).sum())
+    n_neg = int((mask & ~labels).sum())
+    return min(1.0, max(limit - n_pos, 1) / max(n_neg, 1))
 
 
 def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | None = None,
@@ -199,27 +207,34 @@ def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | Non
     grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
     split = time_split(grid.start, grid.end, cfg.horizon_h, test_fraction=cfg.test_fraction,
                        calib_fraction=cfg.calib_fraction, warmup_h=cfg.warmup_h)
-    tables = grid.table(_masks(grid, split, cfg))
+    masks = _masks(grid, split, cfg)
+    calib_neg_weight = 1.0 / _keep_rate(masks["calib"], grid.labels, cfg.max_calib_rows)
+    tables = grid.table(masks)
+    del masks
     train, calib, test = tables["train"], tables["calib"], tables["test"]
     for name, t in (("training", train), ("calibration", calib)):
         if t["label"].sum() == 0:
             raise ModelError(f"no failure in the {name} window ({grid.episodes.height} failure "
                              "episodes in all): more history is needed to train")
     est = FailurePredictor(random_state=cfg.seed, **cfg.params)
-    est.fit(train.select(FEATURES).to_numpy(), train["label"].to_numpy(),
-            X_calib=calib.select(FEATURES).to_numpy(), y_calib=calib["label"].to_numpy())
-    cal_scores = est.predict_proba(calib.select(FEATURES).to_numpy())[:, 1]
     cal_labels = calib["label"].to_numpy()
-    op = choose_threshold(cal_scores, cal_labels, cfg.target_precision)
-    now_thr = max(op, choose_threshold(cal_scores, cal_labels, cfg.drain_now_precision))
+    cal_w = np.where(cal_labels == 1, 1.0, calib_neg_weight)
+    est.fit(train.select(FEATURES).to_numpy(), train["label"].to_numpy(),
+            X_calib=calib.select(FEATURES).to_numpy(), y_calib=cal_labels, calib_weight=cal_w)
+    cal_scores = est.predict_proba(calib.select(FEATURES).to_numpy())[:, 1]
+    op = choose_threshold(cal_scores, cal_labels, cfg.target_precision, cal_w)
+    now_thr = max(op, choose_threshold(cal_scores, cal_labels, cfg.drain_now_precision, cal_w))
     thresholds = Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr)
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
-    test_scores = est.predict_proba(test.select(FEATURES).to_numpy())[:, 1]
+    test_scores = np.concatenate([
+        est.predict_proba(test[i:i + 500_000].select(FEATURES).to_numpy())[:, 1]
+        for i in range(0, test.height, 500_000)
+    ]) if test.height else np.zeros(0)
     t_lo, t_hi = split.test
     episodes = grid.episodes.filter(pl.col("ts").is_between(t_lo, t_hi))
     metrics = evaluate_all(
         test, test_scores, episodes, horizon_h=cfg.horizon_h, k=k,
-        thresholds={"model": op, **baseline_thresholds(calib, cfg.target_precision)},
+        thresholds={"model": op, **baseline_thresholds(calib, cfg.target_precision, cal_w)},
     )
     card = _card(grid, split, cfg, est, thresholds, metrics, tables, k, now or as_of)
     return TrainResult(est, thresholds, split, metrics, card)
@@ -358,3 +373,48 @@ def training_as_of(store: Store, as_of: datetime) -> datetime:
     """The hour boundary training data ends at (the last event, or ``as_of`` if earlier)."""
     _, hi = data_range(store, as_of)
     return floor_hour(min(hi, as_of))
+
+
+# -- demo --
+
+def demo_stage(store: Store, truth: dict[str, Any], console: Any,
+               models_dir: Any = None) -> dict[str, Any]:
+    """`faultlens demo`: train, show model vs both baselines, the top at-risk nodes with their
+    reasons, and the lemon list. ``truth`` is the synthetic cluster's ground truth (its lemon
+    nodes are marked in the lemon table). Returns the numbers shown."""
+    from rich.table import Table
+
+    from models.lemons import lemon_table
+
+    lo, hi = data_range(store, datetime.max)
+    result = train_failure_model(store, as_of=hi, now=hi)
+    if models_dir is not None:
+        from models.registry import save_model
+
+        save_model(models_dir, result.estimator, result.card)
+    t = Table("scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)",
+              title=f"failure within {result.card['horizon_h']:g} h, test window "
+                    f"{result.split.test[0]:%Y-%m-%d} .. {result.split.test[1]:%Y-%m-%d}")
+    for name, m in result.metrics.items():
+        t.add_row(name, *("-" if m[k] is None else f"{m[k]:.3f}" for k in
+                          ("pr_auc", "precision", "recall", "precision_at_k",
+                           "median_lead_time_h")))
+    console.print(t)
+    pred = predict_failures(store, result.estimator, result.card, as_of=floor_hour(hi))
+    risk = Table("node", "gpu", "score", "action", "why", title=f"top at-risk nodes as of "
+                 f"{pred.as_of:%Y-%m-%d %H:%M}")
+    for a in pred.alerts[:10]:
+        why = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
+        risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
+    console.print(risk)
+    lemons = lemon_table(store, hi).filter(pl.col("flagged"))
+    known = {str(n) for n in truth.get("lemon_nodes", truth.get("lemons", []))
+             if not isinstance(n, dict)} | {
+        str(n.get("node")) for n in truth.get("lemon_nodes", []) if isinstance(n, dict)}
+    lt = Table("rank", "node", "failures", "evidence", "lemon in truth", title="lemon nodes")
+    for r in lemons.head(15).iter_rows(named=True):
+        lt.add_row(str(r["rank"]), r["node"], f"{r['failures']:g}", r["evidence"],
+                   "yes" if r["node"] in known else "-")
+    console.print(lt)
+    return {"model_version": result.card["model_version"], "metrics": result.metrics,
+            "alerts": len(pred.alerts), "lemons": lemons["node"].to_list()}

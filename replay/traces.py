@@ -29,11 +29,6 @@ from replay.model import Trace
 
 log = logging.getLogger(__name__)
 
-INTERRUPT_XIDS = (48, 62, 74, 79, 94, 95, 109, 119, 120, 136, 140, 143, 158)
-HARDWARE_KINDS = (
-    "fallen_off_bus", "gpu_init_fail", "sxid", "node_down", "job_node_fail", "gsp_timeout",
-    "reset_required",
-)
 PRECURSOR_XIDS = (63, 64, 92)
 PRECURSOR_KINDS = ("ecc", "row_remap", "thermal")
 HARDWARE_CAUSES = {
@@ -47,23 +42,32 @@ def _in(values: tuple) -> str:
 
 
 def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.DataFrame:
-    sql = (
-        "SELECT ts, node, job_id, kind, false AS planned, "
-        "kind <> 'nccl_timeout' AS hardware FROM events "
-        "WHERE ts IS NOT NULL AND node IS NOT NULL AND ts >= ? AND ts < ? AND ("
-        f"(kind = 'xid' AND code IN ({_in(INTERRUPT_XIDS)})) OR kind IN ({_in(HARDWARE_KINDS)}) "
-        "OR (kind = 'nvlink' AND lower(coalesce(subkind, '')) LIKE 'fatal%') "
-        "OR kind = 'nccl_timeout') "
+    """Interruptions: hardware failure episodes (``models.target``, the one definition of a
+    hardware failure), nodes going down, NCCL watchdog timeouts, job failures attributed to
+    anything but the user, and planned maintenance."""
+    from models.target import failure_episodes
+
+    schema = {"ts": pl.Datetime("us"), "node": pl.String, "job_id": pl.String,
+              "kind": pl.String, "planned": pl.Boolean, "hardware": pl.Boolean}
+    episodes = failure_episodes(store, since, until).select(
+        "ts", "node", pl.lit(None, pl.String).alias("job_id"), pl.col("cause").alias("kind"),
+        pl.lit(False).alias("planned"), pl.lit(True).alias("hardware"),
+    )
+    rest = store.query(
+        "SELECT ts, node, job_id, kind, false AS planned, kind <> 'nccl_timeout' AS hardware "
+        "FROM events WHERE ts IS NOT NULL AND node IS NOT NULL AND ts >= ? AND ts < ? "
+        "AND kind IN ('node_down', 'job_node_fail', 'nccl_timeout') "
         "UNION ALL SELECT ts, node, job_id, kind, true, true FROM events "
         "WHERE ts IS NOT NULL AND node IS NOT NULL AND ts >= ? AND ts < ? "
         "AND kind = 'node_drain' AND lower(coalesce(message, '')) LIKE '%maint%' "
-        "UNION ALL SELECT \"end\", node, job_id, 'attribution', false, "
+        "UNION ALL SELECT \"end\", node, job_id, 'attributed:' || cause, false, "
         f"cause IN ({_in(tuple(sorted(HARDWARE_CAUSES)))}) FROM attributions "
-        "WHERE \"end\" IS NOT NULL AND \"end\" >= ? AND \"end\" < ?"
+        "WHERE \"end\" IS NOT NULL AND node IS NOT NULL AND \"end\" >= ? AND \"end\" < ? "
+        "AND cause <> ?",
+        [since, until, since, until, *sorted(HARDWARE_CAUSES), since, until,
+         CauseCategory.USER_UNKNOWN.value],
     )
-    params = [since, until, *INTERRUPT_XIDS, *HARDWARE_KINDS, since, until,
-              *sorted(HARDWARE_CAUSES), since, until]
-    return store.query(sql, params)
+    return pl.concat([episodes.cast(schema), rest.cast(schema)]).sort("ts")
 
 
 def dedup(frame: pl.DataFrame, window_min: float) -> pl.DataFrame:
@@ -125,7 +129,9 @@ def from_db(
     predicted = _flag_before(rows, alerts, lead, timedelta(hours=horizon_h))
     nodes = _node_names(store)
     index = {n: i for i, n in enumerate(nodes)}
-    gpn = store.scalar("SELECT max(c) FROM (SELECT count(*) AS c FROM gpus GROUP BY node)")
+    gpn = store.scalar(
+        "SELECT max(c) FROM (SELECT count(DISTINCT gpu_index) AS c FROM gpus GROUP BY node)"
+    )
     t_h = _hours(rows["ts"], lo) if rows.height else np.zeros(0)
     return Trace(
         t_h=t_h, node=np.array([index.get(n, -1) for n in rows["node"].to_list()], dtype=np.int64),

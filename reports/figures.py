@@ -45,7 +45,7 @@ def _stacked(frame: pl.DataFrame, x: str, group: str, y: str, title: str,
     return _layout(fig, title, barmode="stack", yaxis_title=y_title)
 
 
-# -- overview ---------------------------------------------------------------------------------------
+# -- overview --------------------------------------------------------------------------------------
 def fig_failure_trend(frame: pl.DataFrame) -> go.Figure:
     """Failures per 1000 node-days per period, with the failure count as the bar label."""
     title = "Failures per 1000 node-days"
@@ -90,7 +90,7 @@ def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
     return _layout(fig, title, xaxis_title="failure probability", xaxis_range=[0, 1])
 
 
-# -- events -----------------------------------------------------------------------------------------
+# -- events ----------------------------------------------------------------------------------------
 def fig_event_timeline(frame: pl.DataFrame) -> go.Figure:
     """Events per time bucket stacked by the frame's second column (kind, source or severity)."""
     group = next((c for c in ("kind", "source", "severity") if c in frame.columns), "kind")
@@ -124,7 +124,7 @@ def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
     return _layout(fig, title)
 
 
-# -- jobs -------------------------------------------------------------------------------------------
+# -- jobs ------------------------------------------------------------------------------------------
 def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
     title = "Job interruptions by root cause"
     if frame.height == 0:
@@ -139,7 +139,7 @@ def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
                    yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right"})
 
 
-# -- predictions ------------------------------------------------------------------------------------
+# -- predictions -----------------------------------------------------------------------------------
 def fig_model_vs_baselines(frame: pl.DataFrame) -> go.Figure:
     title = "Model vs baselines (test window)"
     if frame.height == 0:
@@ -165,7 +165,7 @@ def fig_calibration(frame: pl.DataFrame) -> go.Figure:
                    xaxis_range=[0, 1], yaxis_range=[0, 1])
 
 
-# -- stragglers -------------------------------------------------------------------------------------
+# -- stragglers ------------------------------------------------------------------------------------
 def fig_straggler_causes(frame: pl.DataFrame) -> go.Figure:
     title = "GPU-hours wasted by straggler cause"
     if frame.height == 0:
@@ -190,7 +190,7 @@ def fig_straggler_slowdown(frame: pl.DataFrame) -> go.Figure:
     return _layout(fig, title, xaxis_title="slowdown (x)", yaxis_title="GPU-hours wasted")
 
 
-# -- recovery ---------------------------------------------------------------------------------------
+# -- recovery --------------------------------------------------------------------------------------
 def fig_strategy_ranking(frame: pl.DataFrame) -> go.Figure:
     """ETTR per strategy with its bootstrap 95% interval, best (fewest dollars lost) first."""
     title = "Recovery strategies: ETTR (95% CI)"
@@ -222,7 +222,7 @@ def fig_badput(frame: pl.DataFrame) -> go.Figure:
     return _layout(fig, title, barmode="stack", yaxis_title="GPU-hours")
 
 
-# -- data health ------------------------------------------------------------------------------------
+# -- data health -----------------------------------------------------------------------------------
 def fig_ingest(frame: pl.DataFrame) -> go.Figure:
     title = "Lines by format: parsed / noise / quarantined"
     if frame.height == 0:

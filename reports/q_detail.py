@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
 
 
-# -- node -------------------------------------------------------------------------------------------
+# -- node ------------------------------------------------------------------------------------------
 def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
     """Events of one node by kind and severity in the range."""
     where, params = _node_filters(f, node).events_where()
@@ -62,12 +62,13 @@ def node_telemetry(store: Store, node: str, metric: str, f: Filters,
         return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32,
                                     "value": pl.Float64})
     step_s = max(int((hi - lo).total_seconds() / points), 1)
-    gpu_sql, params = "", [node, metric, lo, hi + timedelta(seconds=1)]
+    gpu_sql, params = "", [lo, node, metric, lo, hi + timedelta(seconds=1)]
     if f.gpu and f.gpu.isdigit():
         gpu_sql = " AND gpu = ?"
         params.append(int(f.gpu))
     return store.query(
-        f"SELECT time_bucket(INTERVAL '{step_s} seconds', ts) AS ts, gpu, avg(value) AS value "
+        f"SELECT time_bucket(INTERVAL '{step_s} seconds', ts, ?::TIMESTAMP) AS ts, gpu, "
+        "avg(value) AS value "
         f"FROM telemetry WHERE node = ? AND metric = ? AND ts >= ? AND ts < ?{gpu_sql} "
         "GROUP BY ALL ORDER BY gpu, ts", params,
     )
@@ -133,7 +134,7 @@ def _node_filters(f: Filters, node: str) -> Filters:
     return Filters(since=f.since, until=f.until, nodes=(node,), gpu=f.gpu, job_id=f.job_id)
 
 
-# -- jobs -------------------------------------------------------------------------------------------
+# -- jobs ------------------------------------------------------------------------------------------
 def failed_jobs(store: Store, f: Filters, *, offset: int = 0, limit: int = 100) -> pl.DataFrame:
     where, params = f.jobs_where("j")
     return store.query(
@@ -159,7 +160,7 @@ def taxonomy(store: Store, f: Filters) -> pl.DataFrame:
     )
 
 
-# -- predictions ------------------------------------------------------------------------------------
+# -- predictions -----------------------------------------------------------------------------------
 def model_card(models_dir: Path) -> dict[str, Any] | None:
     """The model card of the model ``LATEST`` names, or None when nothing was trained."""
     latest = Path(models_dir) / "LATEST"
@@ -194,24 +195,23 @@ def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
     where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
     return store.query(
         f"""
-        WITH p AS (SELECT * FROM predictions p WHERE {where}),
+        WITH p AS (SELECT row_number() OVER () AS pid, * FROM predictions p WHERE {where}),
         hit AS (
-            SELECT p.run_id, p.node, p.gpu, bool_or(e.ts IS NOT NULL) AS failed
+            SELECT p.pid, any_value(p.score) AS score, bool_or(e.ts IS NOT NULL) AS failed
             FROM p LEFT JOIN events e ON e.node = p.node AND e.ts >= p.made_at
              AND e.ts < p.made_at + to_microseconds(CAST(p.horizon * 3.6e9 AS BIGINT))
              AND {TARGET_EVENT_SQL}
-            GROUP BY ALL
+            GROUP BY p.pid
         )
-        SELECT least(floor(p.score * ?), ? - 1) / ? AS bin_lo, avg(p.score) AS predicted,
-               avg(CAST(h.failed AS DOUBLE)) AS observed, count(*) AS rows
-        FROM p JOIN hit h USING (run_id, node, gpu)
-        GROUP BY 1 ORDER BY 1
+        SELECT least(floor(score * ?), ? - 1) / ? AS bin_lo, avg(score) AS predicted,
+               avg(CAST(failed AS DOUBLE)) AS observed, count(*) AS rows
+        FROM hit GROUP BY 1 ORDER BY 1
         """,
         [*tparams, *target_event_params(), bins, bins, bins],
     )
 
 
-# -- stragglers -------------------------------------------------------------------------------------
+# -- stragglers ------------------------------------------------------------------------------------
 def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(stragglers, per-job cost) for jobs that ended in the range, on the selected nodes."""
     from models.stragglers import detect
@@ -226,7 +226,7 @@ def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
     return s, j
 
 
-# -- recovery what-if -------------------------------------------------------------------------------
+# -- recovery what-if ------------------------------------------------------------------------------
 def whatif(store: Store, f: Filters, strategies: list[str], *, interval_min: float,
            spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
     """Rank ``strategies`` on the range's interruption trace (replay's public API)."""

@@ -54,7 +54,7 @@ def table_counts(store: Store) -> dict[str, int]:
     return {r["t"]: int(r["n"]) for r in store.query(sql).iter_rows(named=True)}
 
 
-# -- overview ---------------------------------------------------------------------------------------
+# -- overview --------------------------------------------------------------------------------------
 def failures(store: Store, f: Filters) -> pl.DataFrame:
     """Hardware failure episodes (models.target) in the range, on the selected nodes."""
     lo = f.since or datetime(1970, 1, 1)
@@ -73,14 +73,22 @@ def failure_trend(episodes: pl.DataFrame, f: Filters, n_nodes: int) -> pl.DataFr
     """Failures per 1000 node-days per period (day or week) of the range."""
     every = "1w" if (f.span_days or 0) > 60 else "1d"
     days = 7.0 if every == "1w" else 1.0
-    if episodes.height == 0:
-        return pl.DataFrame(schema={"period": pl.Datetime("us"), "failures": pl.UInt32,
-                                    "per_1000_node_days": pl.Float64})
-    return (
+    counts = (
         episodes.sort("ts").group_by_dynamic("ts", every=every).agg(pl.len().alias("failures"))
-        .rename({"ts": "period"})
-        .with_columns((pl.col("failures") * 1000.0 / (max(n_nodes, 1) * days))
-                      .round(2).alias("per_1000_node_days"))
+        .rename({"ts": "period"}) if episodes.height else
+        pl.DataFrame(schema={"period": pl.Datetime("us"), "failures": pl.UInt32})
+    )
+    lo = f.since or (episodes["ts"].min() if episodes.height else None)
+    hi = f.until or (episodes["ts"].max() if episodes.height else None)
+    if lo is not None and hi is not None and hi > lo:
+        periods = pl.datetime_range(lo, hi, every, closed="left", eager=True, time_unit="us")
+        grid = pl.DataFrame({"period": periods}).with_columns(
+            pl.col("period").dt.truncate(every)).unique("period", keep="first")
+        counts = grid.join(counts, on="period", how="left").sort("period")
+    return counts.with_columns(
+        pl.col("failures").fill_null(0),
+        (pl.col("failures").fill_null(0) * 1000.0 / (max(n_nodes, 1) * days))
+        .round(2).alias("per_1000_node_days"),
     )
 
 
@@ -144,7 +152,7 @@ def latest_predictions(store: Store, f: Filters, target: str = "failure",
     )
 
 
-# -- events -----------------------------------------------------------------------------------------
+# -- events ----------------------------------------------------------------------------------------
 def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | None,
                 alias: str = "") -> tuple[str, list[Any]]:
     """``Filters`` plus the explorer's facets (source/kind/code/severity) and free-text search."""
@@ -216,7 +224,7 @@ def event_page(store: Store, f: Filters, facets: dict[str, list[Any]] | None = N
     )
 
 
-# -- data health ------------------------------------------------------------------------------------
+# -- data health -----------------------------------------------------------------------------------
 def ingest_totals(store: Store) -> dict[str, int]:
     row = store.query(
         "SELECT count(*) AS files, coalesce(sum(lines), 0) AS lines, "

@@ -49,9 +49,10 @@ G, M, N, S, H, U = (
 )
 
 # Llama 3 Table 5 rows (counts sum to 419). Category mapping to CauseCategory: GPU rows ->
-# gpu_hardware except HBM3 / SRAM -> gpu_memory; "Network switch/cable" -> network; software bug and
-# dependency -> software; host rows and unplanned host maintenance -> host; NCCL watchdog timeouts
-# (printed as "Unknown") -> user_unknown.
+# gpu_hardware except HBM3 / SRAM -> gpu_memory; "Network switch/cable" and NIC -> network (the
+# fabric, as faultlens' taxonomy groups IB / NVLink / switch / HCA); software bug, dependency and
+# NCCL watchdog timeouts -> software (the issue's "NCCL / software"); host rows and unplanned host
+# maintenance -> host.
 LLAMA3_CAUSES: tuple[Cause, ...] = (
     Cause("Faulty GPU", G, 148, repair_h=24.0, precursor_p=0.5),
     Cause("GPU HBM3 Memory", M, 72, repair_h=24.0, precursor_p=0.75),
@@ -60,8 +61,8 @@ LLAMA3_CAUSES: tuple[Cause, ...] = (
     Cause("Host Maintenance", H, 32, node_down=True, repair_h=6.0),
     Cause("GPU SRAM Memory", M, 19, repair_h=24.0, precursor_p=0.4),
     Cause("GPU System Processor", G, 17, repair_h=2.0, precursor_p=0.3),
-    Cause("NIC", H, 7, repair_h=12.0, precursor_p=0.4),
-    Cause("NCCL Watchdog Timeouts", U, 7, needs_job=True, repair_h=0.0),
+    Cause("NIC", N, 7, repair_h=12.0, precursor_p=0.4),
+    Cause("NCCL Watchdog Timeouts", S, 7, needs_job=True, repair_h=0.0),
     Cause("Silent Data Corruption", G, 6, repair_h=24.0),
     Cause("GPU Thermal Interface + Sensor", G, 6, repair_h=12.0, precursor_p=0.7),
     Cause("SSD", H, 3, repair_h=24.0, precursor_p=0.5),

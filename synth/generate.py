@@ -20,6 +20,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import shutil
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -116,6 +117,7 @@ def _stragglers(cluster: Cluster, out_dir: Path, rng: np.random.Generator) -> li
 def generate(config: SynthConfig, out_dir: Path | str) -> SynthResult:
     """Simulate and write every file; returns the paths and the ground truth."""
     out = Path(out_dir)
+    _clear_previous(out)
     out.mkdir(parents=True, exist_ok=True)
     cluster = simulate(config)
     ss = _streams(config.seed)
@@ -129,8 +131,31 @@ def generate(config: SynthConfig, out_dir: Path | str) -> SynthResult:
                         stragglers)
     gt = write_truth(truth, out)
     _set_mtimes(config, out)
-    files = sorted({p for p in out.rglob("*") if p.is_file() and p != gt})
+    files = sorted(p for name in OUTPUTS[:-1] for p in _files_under(out / name))
     return SynthResult(out, files, gt, truth)
+
+
+# What a synth run writes at the top of its output folder (ground truth last).
+OUTPUTS = ("nodes", "slurm", "jobs", "telemetry", "topology.csv", "ground_truth.json")
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return [p for p in path.rglob("*") if p.is_file()] if path.is_dir() else []
+
+
+def _clear_previous(out: Path) -> None:
+    """Remove the outputs of an earlier run in ``out`` (only ours, and only if it was a synth
+    folder), so that a smaller second run leaves no stale node logs behind."""
+    if not (out / OUTPUTS[-1]).is_file():
+        return
+    for name in OUTPUTS:
+        p = out / name
+        if p.is_dir():
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
 
 
 def _phase2(cluster: Cluster, out: Path, ss: dict[str, np.random.SeedSequence]) -> list[Path]:

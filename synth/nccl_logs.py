@@ -90,6 +90,19 @@ def _ib_error(rk: _Ranks, r: int, peer: Node, rng: np.random.Generator) -> list[
             f"{pt} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]"]
 
 
+def _dist_backend_error(r: int, peer: Node, rng: np.random.Generator) -> list[str]:
+    stamp = f"[rank{r}]: "
+    port = int(rng.integers(30000, 60000))
+    return [stamp + "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+            "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
+            f"error, NCCL version {NCCL_VERSION}",
+            stamp + "ncclRemoteError: A call failed possibly due to a network error or a remote "
+            "process exiting prematurely.",
+            stamp + "Last error:",
+            stamp + f"NET/IB : Got completion from peer {_ip(peer)}<{port}> with status=12 "
+            "opcode=0 len=0 vendor err 129 (Recv)"]
+
+
 def _glog(job: Job, t_s: float) -> str:
     t = job.origin + timedelta(seconds=t_s)
     return f"E{t.month}{t.day:02d} {t:%H:%M:%S}.{t.microsecond * 1000 + 123:09d}"
@@ -148,6 +161,9 @@ def _failure_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> tuple[list
         for r in range(rk.n):
             if r // rk.per != ni and r % rk.per == 0:
                 nccl += _ib_error(rk, r, rk.nodes[ni], rng)
+                torch += _dist_backend_error(r, rk.nodes[ni], rng)
+        if ni == 0:  # the batch host itself died: the job's output just stops
+            return nccl, torch
         t_end = job.origin + timedelta(seconds=end)
         torch.append(f"srun: error: Node failure on {job.failure_node}")
         torch.append(f"slurmstepd: error: *** JOB {job.job_id} ON {names[0]} CANCELLED AT "
@@ -160,15 +176,7 @@ def _failure_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> tuple[list
         return nccl, torch
     if job.failure_cause in ("Network Switch/Cable", "NIC") and len(rk.nodes) > 1:
         nccl += _ib_error(rk, bad, peer, rng)
-        stamp = f"[rank{bad}]: "
-        torch += [stamp + "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
-                  "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a "
-                  f"network error, NCCL version {NCCL_VERSION}",
-                  stamp + "ncclRemoteError: A call failed possibly due to a network error or a "
-                  "remote process exiting prematurely.",
-                  stamp + "Last error:",
-                  stamp + f"NET/IB : Got completion from peer {_ip(peer)}<{40000 + bad}> with "
-                  "status=12 opcode=0 len=0 vendor err 129 (Recv)"]
+        torch += _dist_backend_error(bad, peer, rng)
         torch += _child_failed(job, rk, bad, end - 2, 1)
         return nccl, torch
     torch += _child_failed(job, rk, bad, end - 2, -6 if job.failure_cause else 1)
@@ -222,7 +230,7 @@ def write_job_logs(cluster: Cluster, out: Path, rng: np.random.Generator) -> lis
         if job.failure_cause is not None and job.end_s is not None:
             more_nccl, more_torch = _failure_lines(job, rk, rng)
             nccl += more_nccl
-            torch += _BANNER + more_torch
+            torch += (_BANNER + more_torch) if more_torch else []
     paths = []
     for job_id, (nccl, torch) in texts.items():
         d = out / "jobs" / job_id

@@ -159,15 +159,17 @@ def write_telemetry(cluster: Cluster, out: Path, rng: np.random.Generator) -> li
     paths = []
     for day, node_ids in sorted(_node_days(cluster, rng).items()):
         t = np.arange(day * DAY, min((day + 1) * DAY, horizon), step_s)
+        stamp = {float(a): f'[{epoch0 + a:.0f},"' for a in t.tolist()}
         result = []
         for i in sorted(node_ids):
             node = cluster.nodes[i]
             for g, metric, tt, vals in _series(cluster, node, t, busy.get(node.name),
                                                steps.get(i, {}), thermal[i], absent[i], rng):
                 if len(tt):
-                    result.append({"metric": _labels(node, g, metric), "values": [
-                        [round(epoch0 + a, 3), f"{v:g}"] for a, v in
-                        zip(tt.tolist(), vals.tolist(), strict=True)]})
+                    labels = json.dumps(_labels(node, g, metric), separators=(",", ":"))
+                    points = ",".join([stamp[a] + v + '"]' for a, v in zip(
+                        tt.tolist(), map(str, vals.astype(np.int64).tolist()), strict=True)])
+                    result.append(f'{{"metric":{labels},"values":[{points}]}}')
         date = (cfg.start + timedelta(days=day)).date().isoformat()
         path = d / f"prometheus_range_{date}.json"
         path.write_text(_document(result))
@@ -176,13 +178,13 @@ def write_telemetry(cluster: Cluster, out: Path, rng: np.random.Generator) -> li
     return paths
 
 
-def _document(result: list[dict]) -> str:
+def _document(result: list[str]) -> str:
     """The API answer as ``jq -c '.data.result[]'``-friendly text: one series per line.
 
     Still one valid JSON document; keeping each line short lets line-oriented tools (and readers
     with a line-length limit) handle a day of a whole cluster.
     """
-    series = ",\n".join(json.dumps(r, separators=(",", ":")) for r in result)
+    series = ",\n".join(result)
     return ('{"status":"success","data":{"resultType":"matrix","result":[\n' + series
             + "\n]}}\n")
 

@@ -118,3 +118,11 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     with run_lock(load_config(config).lock_file):
         res = runner.invoke(app, ["run", "--config", str(config)])
     assert res.exit_code == ExitCode.LOCKED
+
+
+def test_example_config_loads() -> None:
+    example = Path(__file__).resolve().parents[2] / "app" / "examples" / "faultlens.toml"
+    cfg = load_config(example)
+    assert cfg.alertmanager_url == "http://127.0.0.1:9093"
+    assert cfg.textfile == Path("/var/lib/prometheus/node-exporter/faultlens.prom")
+    assert cfg.min_action == "drain_after_jobs" and cfg.ttl_h == 4

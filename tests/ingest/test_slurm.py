@@ -54,7 +54,7 @@ def one(store, sql: str, params=None) -> dict:
     return rows[0]
 
 
-# -- the real corpus ---------------------------------------------------------------------------------
+# -- the real corpus ----------
 
 
 def test_every_corpus_file_is_accounted_for(corpus, store):
@@ -71,14 +71,16 @@ def test_every_corpus_file_is_accounted_for(corpus, store):
     assert formats["slurmrestd-slurm-web-25.05-node-drain.json"] == "slurmrestd_nodes"
     assert formats["slurmrestd-slurm-web-25.05-slurmdb-job-gpus-multi-nodes.json"] == "sacct_json"
     # Headerless sacct without --columns: quarantined with the reason, not guessed.
-    reasons = store.query("SELECT DISTINCT reason FROM quarantine WHERE file LIKE ?",
-                          [f"%{SNOWMAN}"])["reason"].to_list()
+    reasons = store.query(
+        "SELECT DISTINCT reason FROM quarantine WHERE file LIKE ?", [f"%{SNOWMAN}"]
+    )["reason"].to_list()
     assert len(reasons) == 1 and "--columns" in reasons[0]
 
 
 def test_snowman_sacct_with_columns(corpus, store):
-    f = ingest(store, corpus / "slurm" / SNOWMAN, base_ctx=ParseContext(
-        file="", columns=SNOWMAN_COLUMNS))
+    f = ingest(
+        store, corpus / "slurm" / SNOWMAN, base_ctx=ParseContext(file="", columns=SNOWMAN_COLUMNS)
+    )
     assert (f.parsed, f.quarantined) == (242, 0)
     assert store.count("jobs") == 100 and store.count("job_steps") == 142
     job = one(store, "SELECT * FROM jobs WHERE job_id = '4034541'")
@@ -125,8 +127,9 @@ def test_node_listings_and_daemon_logs(corpus, store):
     assert ev["subkind"] == "gres/gpu count reported lower than configured (0 < 1)"
     assert json.loads(ev["attrs"])["reason_set_by"] == "slurm" and ev["line"] == 17
     ingest(store, d / "sinfo-elasticluster-issue272-down-not-responding.txt")
-    down = store.query("SELECT node, ts, subkind FROM events WHERE kind = 'node_down' ORDER BY "
-                       "node")
+    down = store.query(
+        "SELECT node, ts, subkind FROM events WHERE kind = 'node_down' ORDER BY node"
+    )
     assert down["node"].to_list() == [f"compute00{i}" for i in range(1, 5)]
     assert set(down["ts"]) == {datetime(2016, 6, 9, 22, 22, 36)}
     assert set(down["subkind"]) == {"Not responding"}
@@ -165,7 +168,7 @@ def test_k8s_events_accounted(corpus, store):
     assert "FailedScheduling" in reasons[0] and "kubelet" in reasons[1]
 
 
-# -- hand-written fixtures in the real formats -------------------------------------------------------
+# -- hand-written fixtures in the real formats ----------
 
 
 def test_fixed_width_truncation(store):
@@ -199,14 +202,19 @@ def test_parsable_requeue_listed_twice(store):
     nf = one(store, "SELECT * FROM job_steps WHERE job_id = '200' AND state = 'NODE_FAIL'")
     assert nf["exit_code"] is None and nf["nodes"] == ["a1"]
     ev = store.query("SELECT kind, job_id, node, subkind FROM events ORDER BY line, kind").rows()
-    assert ev == [("job_node_fail", "200", "a1", "NODE_FAIL"),
-                  ("job_requeue", "200", "a1", "NODE_FAIL"),
-                  ("job_requeue", "201", "gpu007", "REQUEUED")]
+    assert ev == [
+        ("job_node_fail", "200", "a1", "NODE_FAIL"),
+        ("job_requeue", "200", "a1", "NODE_FAIL"),
+        ("job_requeue", "201", "gpu007", "REQUEUED"),
+    ]
 
 
 def test_comma_delimiter_noheader_with_columns(store):
-    ctx = ParseContext(file="", columns=["JobID", "State", "ExitCode", "NodeList", "AllocTRES",
-                                         "Elapsed"], delimiter=",")
+    ctx = ParseContext(
+        file="",
+        columns=["JobID", "State", "ExitCode", "NodeList", "AllocTRES", "Elapsed"],
+        delimiter=",",
+    )
     ingest(store, DATA / "sacct-comma-noheader.txt", base_ctx=ctx)
     jobs = {r["job_id"]: r for r in store.query("SELECT * FROM jobs").to_dicts()}
     assert jobs["300"]["n_gpus"] == 8 and jobs["300"]["elapsed_s"] == 86400
@@ -240,7 +248,9 @@ def test_half_written_json_is_quarantined(store):
 def test_slurmctld_node_events(store):
     f = ingest(store, DATA / "slurmctld-node-events.log")
     assert (f.parsed, f.quarantined) == (9, 1)
-    ev = store.query("SELECT line, kind, node, subkind, code, job_id FROM events ORDER BY line, node")
+    ev = store.query(
+        "SELECT line, kind, node, subkind, code, job_id FROM events ORDER BY line, node"
+    )
     assert ev.rows() == [
         (1, "node_not_responding", "gpu001", None, None, None),
         (1, "node_not_responding", "gpu002", None, None, None),
@@ -250,8 +260,14 @@ def test_slurmctld_node_events(store):
         (6, "node_drain", "gpu002", "Xid 79 GPU has fallen off the bus", 79, None),
         (7, "node_resume", "gpu001", None, None, None),
         (8, "node_resume", "gpu001", "IDLE", None, None),
-        (11, "node_drain", "gpu005",
-         "gres/gpu count reported lower than configured (0 < 8)", None, None),
+        (
+            11,
+            "node_drain",
+            "gpu005",
+            "gres/gpu count reported lower than configured (0 < 8)",
+            None,
+            None,
+        ),
     ]
     assert one(store, "SELECT ts FROM events WHERE line = 6")["ts"] == datetime(2024, 5, 1, 10, 6)
     assert one(store, "SELECT ts_flag FROM events WHERE line = 11")["ts_flag"] == "no_ts"
@@ -283,14 +299,20 @@ def test_tz_option_converts_local_sacct_times(store):
     assert job["start"] == datetime(2024, 3, 2, 8, 2)
 
 
-# -- helpers and the per-line reference path ----------------------------------------------------------
+# -- helpers and the per-line reference path ----------
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("CANCELLED by 1003", ("CANCELLED", "by 1003")), ("CANCELLED+", ("CANCELLED", None)),
-    ("OUT_OF_ME+", ("OUT_OF_MEMORY", None)), ("NODE_FAIL", ("NODE_FAIL", None)),
-    ("None", (None, None)), ("", (None, None)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("CANCELLED by 1003", ("CANCELLED", "by 1003")),
+        ("CANCELLED+", ("CANCELLED", None)),
+        ("OUT_OF_ME+", ("OUT_OF_MEMORY", None)),
+        ("NODE_FAIL", ("NODE_FAIL", None)),
+        ("None", (None, None)),
+        ("", (None, None)),
+    ],
+)
 def test_split_state(text, expected):
     assert split_state(text) == expected
 
@@ -308,7 +330,7 @@ def test_durations_and_hostlists():
 
 def _by_line(result: Parsed | Quarantined | None) -> tuple[str, dict] | None:
     if isinstance(result, Parsed):
-        (table, rows), = result.rows.items()
+        ((table, rows),) = result.rows.items()
         return table, rows[0]
     return None
 
@@ -328,6 +350,7 @@ def test_sacct_parse_line_agrees_with_vectorized(corpus):
         layout = layout_from_header("|".join(columns), None, ctx) if delim else None
         if layout is None:
             from ingest.slurm_sacct import layout_without_header
+
             layout = layout_without_header(lines[0], ctx)
         else:
             df = df.filter(pl.col("line") > 1)
@@ -344,9 +367,11 @@ def test_sacct_parse_line_agrees_with_vectorized(corpus):
 
 
 def _daemon_files(corpus: Path) -> list[Path]:
-    return [corpus / "slurm" / "slurmctld-elasticluster-pr504-state-file-errors.log",
-            corpus / "slurm" / "slurmd-journal-bibigrid-issue705-gres-fatal.log",
-            DATA / "slurmctld-node-events.log"]
+    return [
+        corpus / "slurm" / "slurmctld-elasticluster-pr504-state-file-errors.log",
+        corpus / "slurm" / "slurmd-journal-bibigrid-issue705-gres-fatal.log",
+        DATA / "slurmctld-node-events.log",
+    ]
 
 
 def test_daemon_parse_line_agrees_with_vectorized(corpus):
@@ -361,15 +386,20 @@ def test_daemon_parse_line_agrees_with_vectorized(corpus):
             got = daemon_line(raw, ctx)
             assert isinstance(got, Quarantined) == (no in quarantined), (path.name, no)
             if isinstance(got, Parsed):
-                expected += [(no, r["kind"], r["node"], r["ts"]) for r in got.rows["events"]
-                             if "reason set to:" not in r["message"]]
+                expected += [
+                    (no, r["kind"], r["node"], r["ts"])
+                    for r in got.rows["events"]
+                    if "reason set to:" not in r["message"]
+                ]
         merged = [(r["line"], r["kind"], r["node"], r["ts"]) for r in vec]
         assert merged == expected, path.name
 
 
 def test_sinfo_parse_line_agrees_with_vectorized(corpus):
-    for path in (corpus / "slurm" / "sinfo-elasticluster-issue272-down-not-responding.txt",
-                 DATA / "sinfo-R.txt"):
+    for path in (
+        corpus / "slurm" / "sinfo-elasticluster-issue272-down-not-responding.txt",
+        DATA / "sinfo-R.txt",
+    ):
         lines = path.read_text().splitlines()
         header = next(ln for ln in lines if "NODELIST" in ln)
         parser = SinfoParser()
@@ -386,14 +416,26 @@ def test_sinfo_parse_line_agrees_with_vectorized(corpus):
         assert vec == ref
 
 
-# -- arbitrary input ---------------------------------------------------------------------------------
+# -- arbitrary input ----------
 
-_SLURMISH = st.sampled_from([
-    "JobID|State|NodeList|", "JobID State\n----- -----", "123|COMPLETED|gpu[1-", "1.batch|X|",
-    "[2024-01-01T00:00:00] error: Nodes a[1-2 not responding", "slurmctld: fatal: x",
-    "NodeName=x State=DOWN*", "Reason=foo [u@2024-13-01T99:00:00]", "{\"jobs\": [", "☃", "\x00",
-    "REASON USER TIMESTAMP NODELIST", "update_node: node  state set to DRAIN", "Events:",
-])
+_SLURMISH = st.sampled_from(
+    [
+        "JobID|State|NodeList|",
+        "JobID State\n----- -----",
+        "123|COMPLETED|gpu[1-",
+        "1.batch|X|",
+        "[2024-01-01T00:00:00] error: Nodes a[1-2 not responding",
+        "slurmctld: fatal: x",
+        "NodeName=x State=DOWN*",
+        "Reason=foo [u@2024-13-01T99:00:00]",
+        '{"jobs": [',
+        "☃",
+        "\x00",
+        "REASON USER TIMESTAMP NODELIST",
+        "update_node: node  state set to DRAIN",
+        "Events:",
+    ]
+)
 _LINES = st.lists(st.one_of(st.text(max_size=60), _SLURMISH), max_size=30)
 
 

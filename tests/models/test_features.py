@@ -103,15 +103,24 @@ def test_telemetry_counters_become_increments(store) -> None:
         "node": ["n1"] * 4, "gpu": [2] * 4, "metric": ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] * 4,
         "value": [v for _, v in values],
     }))
-    store.insert("telemetry", pl.DataFrame({
-        "ts": [T0 + 2 * H, T0 + 3 * H], "node": ["n1", "n1"], "gpu": [2, 2],
-        "metric": ["DCGM_FI_DEV_GPU_TEMP"] * 2, "value": [70.0, 90.0],
+    store.insert("telemetry", pl.DataFrame({  # the 99 C sample is outside the 24 h window
+        "ts": [T0 - 30 * H, T0 + 2 * H, T0 + 3 * H], "node": ["n1"] * 3, "gpu": [2] * 3,
+        "metric": ["DCGM_FI_DEV_GPU_TEMP"] * 3, "value": [99.0, 70.0, 90.0],
     }))
     rows = point_features(store, T0 + 4 * H).filter(pl.col("node") == "n1")
     gpu2 = rows.filter(pl.col("gpu") == "2").row(0, named=True)
     assert gpu2["ecc_sbe_inc_24h"] == 5 + 3
     assert gpu2["temp_max_24h"] == 90.0
     assert gpu2["temp_mean_24h"] == pytest.approx(80.0)
+    assert gpu2["temp_max_7d"] == 99.0
+    grid = FeatureGrid(store, T0 - 48 * H, T0 + 4 * H, horizon_h=24)
+    mask = np.zeros(grid.shape, dtype=bool)
+    mask[:, -1] = True  # the row at T0 + 4 h
+    from_grid = grid.table({"x": mask})["x"].row(0, named=True)
+    node = rows.filter(pl.col("gpu").is_null()).row(0, named=True)
+    telemetry = [f for f in FEATURES if f.startswith(("ecc_", "temp_", "power_", "throttle"))]
+    assert {f: from_grid[f] for f in telemetry} == pytest.approx({f: node[f] for f in telemetry},
+                                                                  nan_ok=True)
 
 
 @pytest.mark.parametrize("hour", [200, 431, 700])

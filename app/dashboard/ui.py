@@ -1,0 +1,132 @@
+"""What every page shares: the database snapshot, the sidebar filters, small display helpers.
+
+The dashboard never opens the live database (a writer would be blocked, or would block us): it
+reads a private snapshot (``reports.snapshot``) refreshed whenever the file changes and can be
+copied consistently; the sidebar says from when the data is.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from ingest.store import default_db_path
+from reports import q_fleet
+from reports.filters import Filters, cluster_of, nodes_for
+from reports.snapshot import Snapshot, SnapshotReader
+
+
+def db_path() -> Path:
+    return default_db_path()
+
+
+def models_dir() -> Path:
+    env = os.environ.get("FAULTLENS_MODELS_DIR")
+    return Path(env) if env else db_path().resolve().parent / "models"
+
+
+@st.cache_resource(show_spinner=False)
+def _reader(path: str) -> SnapshotReader:
+    return SnapshotReader(path)
+
+
+def snapshot() -> Snapshot:
+    """The current snapshot (refreshed if the database changed); stops the page if there is none."""
+    path = db_path()
+    reader = _reader(str(path.resolve()))
+    snap = reader.refresh()
+    if snap is None:
+        st.info(f"No database at `{path}` yet. Run `faultlens demo` (a synthetic cluster) or "
+                "`faultlens ingest PATH...` (your logs), then reload this page.")
+        st.stop()
+    return snap
+
+
+def stop_if(condition: bool, message: str) -> None:
+    """The one way a page reports a user-facing problem: a hint of what to run, then stop."""
+    if condition:
+        st.info(message)
+        st.stop()
+
+
+def _day_range(lo: datetime | None, hi: datetime | None) -> tuple[date, date]:
+    if lo is None or hi is None:
+        today = date(2025, 1, 1)
+        return today, today
+    return lo.date(), hi.date()
+
+
+_WIDGETS = ("f_range", "f_cluster", "f_node", "f_gpu", "f_job")
+
+
+def _restore() -> None:
+    """Carry filter values across pages: widgets of another page start from the kept values."""
+    for key in _WIDGETS:
+        kept = st.session_state.get(f"keep_{key}")
+        if key not in st.session_state and kept is not None:
+            st.session_state[key] = kept
+
+
+def _keep() -> None:
+    for key in _WIDGETS:
+        if key in st.session_state:
+            st.session_state[f"keep_{key}"] = st.session_state[key]
+
+
+def filters() -> Filters:
+    """The filters of every page (time range, cluster, node, GPU, job) in the sidebar."""
+    from app.dashboard.views import query
+
+    snap = snapshot()
+    lo, hi = query(q_fleet.data_range)
+    all_nodes: list[str] = query(q_fleet.node_list)
+    first, last = _day_range(lo, hi)
+    _restore()
+    kept = st.session_state.get("f_range")
+    if not kept or any(not first <= d <= last for d in kept):  # new or outside a new database
+        st.session_state["f_range"] = (max(first, last - timedelta(days=30)), last)
+    with st.sidebar:
+        st.caption(f"data as of {snap.as_of:%Y-%m-%d %H:%M:%S} UTC · `{db_path()}`")
+        reader = _reader(str(db_path().resolve()))
+        if reader.last_error:
+            st.caption(f":orange[{reader.last_error}]")
+        picked = st.date_input("Time range (UTC)", min_value=first, max_value=last,
+                               key="f_range")
+        clusters = sorted({cluster_of(n) for n in all_nodes})
+        chosen_clusters = st.multiselect("Cluster", clusters, key="f_cluster")
+        options = [n for n in all_nodes if not chosen_clusters or cluster_of(n) in chosen_clusters]
+        chosen_nodes = st.multiselect("Node", options, key="f_node")
+        gpu = st.text_input("GPU (index or PCI bus id)", key="f_gpu").strip() or None
+        job = st.text_input("Job id", key="f_job").strip() or None
+    _keep()
+    since, until = _range(picked, first, last)
+    nodes = nodes_for(all_nodes, chosen_clusters, [n for n in chosen_nodes if n in options])
+    if chosen_clusters and not nodes:
+        nodes = ("\x00none",)  # a cluster with no node selects nothing, not everything
+    return Filters(since=since, until=until, nodes=nodes, gpu=gpu, job_id=job)
+
+
+def _range(picked: Any, first: date, last: date) -> tuple[datetime, datetime]:
+    if isinstance(picked, tuple | list):
+        start = picked[0] if len(picked) > 0 else first
+        end = picked[1] if len(picked) > 1 else start
+    else:
+        start = end = picked or first
+    return datetime.combine(start, time()), datetime.combine(end + timedelta(days=1), time())
+
+
+def fleet_size(f: Filters, all_nodes: list[str]) -> int:
+    return len(f.nodes) if f.nodes else len(all_nodes)
+
+
+def paginate(total: int, key: str, page_size: int = 50) -> int:
+    """A page picker under a table; returns the row offset."""
+    pages = max(1, -(-total // page_size))
+    col1, col2 = st.columns([1, 4])
+    page = col1.number_input("page", min_value=1, max_value=pages, value=1, step=1, key=key)
+    col2.caption(f"{total:,} rows · page {page} of {pages}")
+    return (int(page) - 1) * page_size

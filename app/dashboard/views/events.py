@@ -1,0 +1,46 @@
+"""Events: the event explorer (timeline and table, facets, free-text search, the raw line)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import ui
+from app.dashboard.views import query
+from reports import figures, q_fleet, sections
+
+PAGE_SIZE = 50
+
+
+def render() -> None:
+    st.title("Event explorer")
+    f = ui.filters()
+    facet_counts = query(q_fleet.event_facets, f)
+    cols = st.columns([2, 2, 2, 2, 3])
+    chosen: dict[str, list] = {}
+    for col, name in zip(cols[:4], ("source", "kind", "code", "severity"), strict=True):
+        options = facet_counts[name]["value"].to_list()
+        chosen[name] = col.multiselect(name.capitalize() if name != "code" else "Xid code",
+                                       options, key=f"ev_{name}")
+    search = cols[4].text_input("Search messages and files", key="ev_search").strip() or None
+    facets = {k: tuple(v) for k, v in chosen.items() if v}
+    by = st.radio("Timeline by", ("kind", "source", "severity"), horizontal=True, key="ev_by")
+    total = query(q_fleet.event_count, f, facets, search)
+    st.plotly_chart(figures.fig_event_timeline(query(q_fleet.event_timeline, f, facets, search,
+                                                     by=by)), key="timeline")
+    st.subheader(f"{total:,} events")
+    offset = ui.paginate(total, "ev_page", PAGE_SIZE)
+    page = query(q_fleet.event_page, f, facets, search, offset=offset, limit=PAGE_SIZE)
+    picked = st.dataframe(page, hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="ev_table")
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        row = page.row(rows[0], named=True)
+        st.markdown(f"**Raw line** `{row['file']}:{row['line']}`")
+        st.code(sections.raw_line(row["file"], row["line"]) or row["message"] or "",
+                language=None)
+    else:
+        st.caption("Select a row to see its raw line and file.")
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

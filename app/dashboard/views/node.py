@@ -1,0 +1,62 @@
+"""Node: one node's life: events, telemetry, jobs, drains, risk with reasons, lemon evidence."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import ui
+from app.dashboard.views import query
+from reports import figures, q_detail, q_fleet, sections
+
+
+def render() -> None:
+    st.title("Node")
+    f = ui.filters()
+    all_nodes = query(q_fleet.node_list)
+    ui.stop_if(not all_nodes, "No nodes in the database yet: run `faultlens ingest` first.")
+    options = list(f.nodes) if f.nodes and f.nodes[0] in all_nodes else all_nodes
+    default = st.query_params.get("node")
+    index = options.index(default) if default in options else 0
+    node = st.selectbox("Node", options, index=index, key="node_pick")
+    summary = query(q_detail.node_summary, node, f)
+    risk = query(q_detail.node_risk, node, f)
+    lemon = query(q_detail.lemon_row, node, f.until) if f.until else None
+    c = st.columns(4)
+    c[0].metric("Events in range", f"{int(summary['events'].sum() or 0):,}")
+    bad = summary.filter(summary["severity"].is_in(["error", "critical"]))["events"].sum()
+    c[1].metric("Errors / critical", f"{int(bad or 0):,}")
+    c[2].metric("Risk score", f"{risk['score'][0]:.2f}" if risk.height else "-",
+                help="newest prediction run for this node")
+    c[3].metric("Lemon", ("yes" if lemon["flagged"] else "no") if lemon else "-",
+                help="models.lemons over the 28 days before the range's end")
+    st.plotly_chart(figures.fig_node_events(query(q_detail.node_event_points, node, f)),
+                    key="node_events")
+    metrics = query(q_detail.node_metrics, node)
+    if metrics:
+        temp = "DCGM_FI_DEV_GPU_TEMP"
+        metric = st.selectbox("Telemetry metric", metrics,
+                              index=metrics.index(temp) if temp in metrics else 0, key="node_m")
+        st.plotly_chart(figures.fig_telemetry(query(q_detail.node_telemetry, node, metric, f),
+                                              metric), key="node_tel")
+    else:
+        st.caption("No telemetry for this node.")
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Risk and reasons")
+        if risk.height:
+            st.dataframe(sections.risk_table(risk), hide_index=True)
+        else:
+            st.caption("No prediction for this node: run `faultlens predict`.")
+        st.subheader("Lemon evidence")
+        st.write(lemon["evidence"] if lemon and lemon.get("evidence") else "No lemon signal.")
+    with right:
+        st.subheader("Drains and outages")
+        st.dataframe(query(q_detail.node_outages, node, f), hide_index=True)
+    st.subheader("Jobs on this node")
+    st.dataframe(query(q_detail.node_jobs, node, f), hide_index=True)
+    st.subheader("Warnings and errors")
+    st.dataframe(query(q_detail.node_events, node, f), hide_index=True)
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

@@ -1,0 +1,39 @@
+"""Predictions: at-risk nodes and GPUs, the model card, model vs baselines, calibration."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import ui
+from app.dashboard.views import query
+from reports import figures, q_detail, q_fleet, sections
+
+
+def render() -> None:
+    st.title("Predictions")
+    f = ui.filters()
+    card = q_detail.model_card(ui.models_dir())
+    at_risk = query(q_fleet.latest_predictions, f, n=200)
+    ui.stop_if(card is None and at_risk.height == 0,
+               f"No trained model in `{ui.models_dir()}` and no predictions: run "
+               "`faultlens train` then `faultlens predict`.")
+    if at_risk.height:
+        st.caption(f"Run of {at_risk['made_at'][0]:%Y-%m-%d %H:%M} UTC, model "
+                   f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h")
+    left, right = st.columns(2)
+    left.plotly_chart(figures.fig_at_risk(at_risk), key="risk")
+    right.plotly_chart(figures.fig_calibration(query(q_detail.calibration, f)), key="calib")
+    st.subheader("At-risk nodes and GPUs")
+    st.dataframe(sections.risk_table(at_risk), hide_index=True)
+    if card is None:
+        st.info("No model card: run `faultlens train` to see the model against its baselines.")
+        return
+    st.subheader(f"Model card: {card.get('model_version', '?')}")
+    st.plotly_chart(figures.fig_model_vs_baselines(q_detail.baseline_metrics(card)), key="base")
+    st.dataframe(q_detail.baseline_metrics(card), hide_index=True)
+    with st.expander("Model card (JSON)"):
+        st.json(card, expanded=False)
+
+
+if __name__ == "__main__":  # run by st.navigation as a page script
+    render()

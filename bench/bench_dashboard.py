@@ -1,0 +1,203 @@
+"""Dashboard latency on a large database, measured from a real browser.
+
+Generates a database of ``--events`` events (default 50 million) directly in DuckDB (2,048 nodes,
+90 days, a realistic mix of kinds, Xid codes and severities; jobs, attributions, predictions and
+some telemetry), starts ``faultlens dashboard`` on a free port, and with headless Chromium
+(Playwright) measures for every page the first render (navigation to the end of the Streamlit run,
+charts drawn) and a filter change (one cluster chosen in the sidebar). Targets: first render
+<= 2 s, filter change <= 0.5 s.
+
+Usage: python -m bench.bench_dashboard [--events 50000000] [--db /tmp/bench_dash.duckdb] [--keep]
+Results: bench/out/bench_dashboard.json and .md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import duckdb
+
+from ingest.store import Store
+
+OUT = Path(__file__).resolve().parent / "out"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+PAGES = {"": "Fleet overview", "events": "Event explorer", "node": "Node", "jobs": "Failed jobs",
+         "predictions": "Predictions", "stragglers": "Stragglers",
+         "recovery": "Recovery what-if", "data-health": "Data health"}
+NAV = {"": "Overview", "events": "Events", "node": "Node", "jobs": "Jobs",
+       "predictions": "Predictions", "stragglers": "Stragglers", "recovery": "Recovery what-if",
+       "data-health": "Data health"}
+FIRST_RENDER_S, FILTER_S = 2.0, 0.5
+NODES, DAYS = 2048, 90
+
+EVENTS_SQL = """
+INSERT INTO events (ts, node, gpu, gpu_index, source, kind, code, severity, job_id, message,
+                    file, line)
+SELECT ts, node, gpu, gpu_index, source, kind, code, severity, NULL, message, file, line FROM (
+  SELECT TIMESTAMP '2025-01-01' + to_microseconds((hash(i) % (? * 86400000000))::BIGINT) AS ts,
+         CASE WHEN i % 2 = 0 THEN 'gpu' ELSE 'dgx' END || lpad(((i // 2) % (? // 2))::VARCHAR, 4,
+         '0') AS node,
+         (i % 8)::VARCHAR AS gpu, (i % 8)::INTEGER AS gpu_index,
+         (['kernel', 'nccl', 'slurm', 'dcgm'])[1 + (i % 4)] AS source,
+         CASE WHEN i % 1000 = 0 THEN 'xid' WHEN i % 97 = 0 THEN 'nccl_warn'
+              WHEN i % 89 = 0 THEN 'pcie' ELSE 'diag' END AS kind,
+         CASE WHEN i % 1000 = 0 THEN ([13, 31, 43, 48, 63, 74, 79, 94, 109, 119])[1 + (i // 1000)
+              % 10] END AS code,
+         CASE WHEN i % 1000 = 0 THEN 'critical' WHEN i % 97 = 0 THEN 'warning'
+              WHEN i % 89 = 0 THEN 'error' ELSE 'info' END AS severity,
+         'event ' || i AS message, '/logs/node' || (i % 2048) || '/kern.log' AS file,
+         i AS line
+  FROM range(?) t(i)
+) ORDER BY ts
+"""
+
+
+def build(db: Path, n_events: int) -> None:
+    if db.exists():
+        db.unlink()
+    Store(db).close()  # the schema
+    con = duckdb.connect(str(db))
+    t0 = time.perf_counter()
+    con.execute(EVENTS_SQL, [DAYS, NODES, n_events])
+    con.execute("""
+        INSERT INTO jobs (job_id, name, "user", partition, nodes, n_nodes, n_gpus, submit, start,
+                          "end", elapsed_s, state, source)
+        SELECT i::VARCHAR, 'train', 'u' || (i % 50), 'gpu',
+               [CASE WHEN i % 2 = 0 THEN 'gpu' ELSE 'dgx' END
+                || lpad((i % 1024)::VARCHAR, 4, '0')],
+               1, 8, s, s, s + INTERVAL 6 HOUR, 21600,
+               CASE WHEN i % 10 = 0 THEN 'NODE_FAIL' WHEN i % 7 = 0 THEN 'FAILED'
+                    ELSE 'COMPLETED' END, 'bench'
+        FROM (SELECT i, TIMESTAMP '2025-01-01' + to_microseconds((hash(i * 7) %
+              (? * 86400000000))::BIGINT) AS s FROM range(50000) t(i))
+    """, [DAYS - 1])
+    con.execute("""
+        INSERT INTO attributions SELECT job_id, state, "end", nodes[1],
+            (['gpu_hardware', 'gpu_memory', 'network', 'software', 'host'])
+                [1 + (hash(job_id) % 5)::BIGINT],
+            'xid', 79, "end", 48.0 FROM jobs WHERE state <> 'COMPLETED'
+    """)
+    con.execute("""
+        INSERT INTO predictions SELECT 'run-' || d, TIMESTAMP '2025-01-01' + INTERVAL (d) DAY,
+            node, NULL, 'failure', 24.0, (hash(node || d) % 1000) / 1000.0, 'none',
+            '[{"feature": "xid_24h", "value": 1, "contribution": 0.5}]', 'bench'
+        FROM (SELECT DISTINCT node FROM events), range(?) t(d)
+    """, [DAYS])
+    con.execute("""
+        INSERT INTO telemetry SELECT TIMESTAMP '2025-01-01' + INTERVAL (m * 10) MINUTE, node, g,
+            'DCGM_FI_DEV_GPU_TEMP', 50 + (hash(node || m || g) % 30)
+        FROM (SELECT DISTINCT node FROM events ORDER BY node LIMIT 64), range(? * 144) t(m),
+             range(8) u(g)
+    """, [DAYS])
+    con.execute("CHECKPOINT")
+    con.close()
+    print(f"built {n_events:,} events in {time.perf_counter() - t0:.0f} s "
+          f"({db.stat().st_size / 1e9:.2f} GB)", file=sys.stderr)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+IDLE_JS = ("() => document.querySelector('[data-testid=\"stApp\"]')"
+           "?.getAttribute('data-test-script-state') === 'notRunning'"
+           " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
+
+
+def measure(url: str) -> dict[str, dict[str, float]]:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    from playwright.sync_api import sync_playwright
+
+    results: dict[str, dict[str, float]] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(url)  # warm-up: the first snapshot of the database is taken here
+        page.get_by_role("heading", name="Fleet overview").wait_for(timeout=600_000)
+        page.wait_for_function(IDLE_JS, timeout=600_000)
+        nav = page.locator("[data-testid='stSidebarNav']")
+        for path, title in PAGES.items():
+            t0 = time.perf_counter()  # a click in the navigation, as a user moves between pages
+            nav.get_by_role("link", name=NAV[path]).click()
+            page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            first = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            sidebar = page.locator("[data-testid='stSidebar']")
+            sidebar.locator("[data-testid='stMultiSelect']").first.click()
+            page.get_by_role("option", name="dgx").click()
+            page.keyboard.press("Escape")
+            try:  # the rerun may start and end between two polls
+                page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')"
+                                       "?.getAttribute('data-test-script-state') === 'running'",
+                                       timeout=3_000)
+            except PlaywrightTimeout:
+                pass
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            change = time.perf_counter() - t0
+            errors = page.locator("[data-testid='stException']").count()
+            results[path or "overview"] = {"first_render_s": round(first, 3),
+                                           "filter_change_s": round(change, 3),
+                                           "exceptions": errors}
+            print(f"{path or 'overview':12s} first {first:.2f} s  filter {change:.2f} s"
+                  f"{'  EXCEPTION' if errors else ''}", file=sys.stderr)
+            # back to all clusters for the next page
+            sidebar.locator("[data-testid='stMultiSelect']").first.locator(
+                "[aria-label*='Clear']").first.click(timeout=5_000)
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+        browser.close()
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=50_000_000)
+    ap.add_argument("--db", type=Path, default=Path("/tmp/bench_dash.duckdb"))
+    ap.add_argument("--reuse", action="store_true", help="Use --db as it is.")
+    a = ap.parse_args()
+    if not a.reuse:
+        build(a.db, a.events)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "dashboard", "--db", str(a.db),
+                             "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.2)
+        results = measure(url)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    n = duckdb.connect(str(a.db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
+    doc = {"events": n[0], "targets": {"first_render_s": FIRST_RENDER_S, "filter_change_s":
+           FILTER_S}, "pages": results}
+    OUT.mkdir(exist_ok=True)
+    (OUT / "bench_dashboard.json").write_text(json.dumps(doc, indent=2))
+    lines = [f"# Dashboard latency, {n[0]:,} events (from Chromium)", "",
+             "| page | first render (s) | filter change (s) |", "|---|---:|---:|"]
+    for page, r in results.items():
+        lines.append(f"| {page} | {r['first_render_s']:.2f} | {r['filter_change_s']:.2f} |")
+    (OUT / "bench_dashboard.md").write_text("\n".join(lines) + "\n")
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,7 @@
+"""Batch reports and the charts the dashboard shares: figures, sections, HTML / PDF writers."""
+
+from __future__ import annotations
+
+from reports.build import build_report, demo_stage, parse_since
+
+__all__ = ["build_report", "demo_stage", "parse_since"]

@@ -1,0 +1,85 @@
+"""``build_report``: a snapshot of the database, the sections over a window, written as HTML / PDF.
+
+The window ends at the last data (or ``now`` if the data runs past it) and starts ``since`` before
+that: a report on last month's logs is not empty because it is run today.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ingest.errors import ConfigError, StoreError
+from reports import q_fleet
+from reports.filters import Filters
+from reports.render import ReportMeta, write_html, write_pdf
+from reports.sections import build_sections
+from reports.snapshot import SnapshotReader
+
+log = logging.getLogger(__name__)
+
+_SINCE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hdw])\s*$")
+_UNIT = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
+
+
+def parse_since(text: str) -> timedelta | datetime:
+    """``7d`` / ``36h`` / ``2w`` -> a duration; an ISO date or time -> that instant."""
+    m = _SINCE_RE.match(text)
+    if m:
+        return float(m.group(1)) * _UNIT[m.group(2)]
+    try:
+        return datetime.fromisoformat(text).replace(tzinfo=None)
+    except ValueError as e:
+        raise ConfigError(f"--since {text!r}: give a duration like 7d, 36h, 2w or a date") from e
+
+
+def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datetime,
+                 fmt: str = "html", models_dir: Path | None = None,
+                 workdir: Path | None = None) -> Path:
+    """Write the report of ``db`` over the window to ``out`` (html or pdf); returns the path."""
+    if fmt not in ("html", "pdf"):
+        raise ConfigError(f"--format {fmt!r}: html or pdf")
+    reader = SnapshotReader(db, workdir)
+    try:
+        snap = reader.refresh()
+        if snap is None:
+            raise StoreError(f"no database at {db}: run `faultlens ingest` or `faultlens demo`")
+        lo, hi = q_fleet.data_range(snap.store)
+        until = min(now, hi + timedelta(seconds=1)) if hi else now
+        start = since if isinstance(since, datetime) else until - since
+        start = max(start, lo) if lo else start  # no node-days before the first data
+        f = Filters(since=start, until=until)
+        sections = build_sections(snap.store, f, models_dir)
+        meta = ReportMeta(title="faultlens reliability report",
+                          window=f"{start:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC",
+                          db=str(db), as_of=snap.as_of, generated=now)
+        writer = write_pdf if fmt == "pdf" else write_html
+        return writer(sections, meta, out)
+    finally:
+        reader.close()
+
+
+def demo_stage(store: Any, truth: Any, console: Any) -> Path | None:
+    """The demo's report stage: the whole demo history as HTML in ``data/reports/``.
+
+    Reads the database the demo has open by its path (a snapshot copy, as any reader does);
+    prints the report's path to ``console``.
+    """
+    db = Path(getattr(store, "path", ":memory:"))
+    if str(db) == ":memory:":
+        console.print("report: the demo database is in memory, no report written")
+        return None
+    store.execute("CHECKPOINT")  # the snapshot copies the file: flush the WAL into it first
+    _, hi = q_fleet.data_range(store)
+    lo, _ = q_fleet.data_range(store)
+    now = hi or datetime(1970, 1, 1)
+    span = (hi - lo) if lo and hi else timedelta(days=7)
+    out_dir = db.resolve().parent / "reports"
+    out = out_dir / f"faultlens-report-{now:%Y%m%dT%H%M}.html"
+    path = build_report(db, out, since=span + timedelta(seconds=1), now=now + timedelta(seconds=1),
+                        models_dir=db.resolve().parent / "models")
+    console.print(f"report: {path}")
+    return path

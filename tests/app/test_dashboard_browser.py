@@ -1,0 +1,170 @@
+"""The dashboard and the report in a real headless Chromium (Playwright), one browser session.
+
+Starts ``faultlens dashboard`` on a free port, visits every page, changes a filter, checks the
+numbers and that no exception is shown, and saves screenshots; then opens the HTML report with all
+network requests blocked and checks its charts render.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.reports import smalldb
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+PAGES = {  # url path -> text the page must show ("" is the default page, the overview)
+    "": "Fleet overview", "events": "Event explorer", "node": "Node",
+    "jobs": "Failed jobs", "predictions": "Predictions", "stragglers": "Stragglers",
+    "recovery": "Recovery what-if", "data-health": "Data health",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"dashboard exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)  # polling a starting server
+    raise RuntimeError("dashboard did not start")
+
+
+@pytest.fixture
+def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail("chromium missing: apt-get install chromium (.ci/apt-packages.txt)")
+    db = smalldb.build(tmp_path / "small.duckdb")
+    port = _free_port()
+    env = dict(os.environ, FAULTLENS_DB=str(db))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "dashboard", "--db", str(db), "--port", str(port),
+         "--models-dir", str(tmp_path / "models")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_http(url, proc)
+        yield url, db
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=30)
+
+
+def _wait_idle(page) -> None:  # noqa: ANN001
+    """Until Streamlit finished the run (no 'Running...' status widget) and content is there."""
+    page.wait_for_selector("[data-testid='stMain']", timeout=30_000)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stApp\"]')"
+        "?.getAttribute('data-test-script-state') === 'notRunning'"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
+
+
+def _no_exception(page) -> None:  # noqa: ANN001
+    assert page.locator("[data-testid='stException']").count() == 0, page.content()[:2000]
+
+
+def test_dashboard_and_report_in_chromium(dashboard: tuple[str, Path], tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    url, db = dashboard
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    report = tmp_path / "report.html"
+    subprocess.run([sys.executable, "-m", "app.cli", "report", "--db", str(db), "--since", "30d",
+                    "--out", str(report)], check=True, capture_output=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        for path, title in PAGES.items():
+            page.goto(f"{url}/{path}")
+            page.get_by_role("heading", name=title).first.wait_for(timeout=60_000)
+            _wait_idle(page)
+            _no_exception(page)
+            page.screenshot(path=str(shots / f"{path or 'overview'}.png"), full_page=True)
+        _check_overview_numbers(page, url)
+        _check_report_offline(browser, report, shots)
+        browser.close()
+    assert len(list(shots.glob("*.png"))) == len(PAGES) + 2
+
+
+def _metric(page, label: str) -> str:  # noqa: ANN001
+    box = page.locator("[data-testid='stMetric']", has_text=label).first
+    return box.locator("[data-testid='stMetricValue']").inner_text().strip()
+
+
+def _check_overview_numbers(page, url: str) -> None:  # noqa: ANN001
+    page.goto(url)
+    page.get_by_role("heading", name="Fleet overview").wait_for(timeout=60_000)
+    _wait_idle(page)
+    # default range: the whole week of data (less than 30 days)
+    assert _metric(page, "Failures / 1000 node-days") == \
+        f"{smalldb.FAILURES * 1000 / (len(smalldb.NODES) * 7):.2f}"
+    assert _metric(page, "Jobs lost") == "2"
+    # change a filter: the dgx-b cluster only
+    sidebar = page.locator("[data-testid='stSidebar']")
+    sidebar.locator("[data-testid='stMultiSelect']").first.click()
+    page.get_by_role("option", name="dgx-b").click()
+    page.keyboard.press("Escape")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=\"stMetricValue\"]')]"
+        f".some(e => e.innerText.trim() === '{1000 / (2 * 7):.2f}')", timeout=60_000)
+    _wait_idle(page)
+    assert _metric(page, "Jobs lost") == "1"
+    _no_exception(page)
+
+
+def _check_report_offline(browser, report: Path, shots: Path) -> None:  # noqa: ANN001
+    context = browser.new_context(offline=True)
+    requests: list[str] = []
+
+    def block(route) -> None:  # noqa: ANN001
+        if not route.request.url.startswith("file:"):
+            requests.append(route.request.url)
+            route.abort()
+        else:
+            route.continue_()
+
+    context.route("**/*", block)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(report.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=30_000)
+    n_plots = page.locator(".js-plotly-plot").count()
+    assert n_plots >= 15
+    assert page.locator(".js-plotly-plot .main-svg").count() >= n_plots
+    assert not errors, errors
+    assert not [r for r in requests if not r.startswith("data:")], requests
+    # a log line holding markup stays text
+    assert page.get_by_text(smalldb.SCRIPT_LINE).count() >= 1
+    assert page.evaluate("() => typeof window.alert_called") == "undefined"
+    text = page.inner_text("body")
+    assert re.search(r"Jobs lost\s+2 of 3", text), text[:1500]
+    page.screenshot(path=str(shots / "report.png"), full_page=False)
+    page.screenshot(path=str(shots / "report-full.png"), full_page=True)
+    context.close()
