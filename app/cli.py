@@ -11,6 +11,7 @@ import typer
 
 from app import (
     cmd_ingest,
+    cmd_lake,
     cmd_models,
     cmd_replay,
     cmd_report,
@@ -38,7 +39,14 @@ def _root(
 
 # Each command module registers its commands here, explicitly.
 for _module in (
-    cmd_ingest, cmd_synth, cmd_models, cmd_stragglers, cmd_replay, cmd_run, cmd_report
+    cmd_ingest,
+    cmd_synth,
+    cmd_models,
+    cmd_stragglers,
+    cmd_replay,
+    cmd_run,
+    cmd_report,
+    cmd_lake,
 ):
     _module.register(app)
 

@@ -168,7 +168,7 @@ def _executor(dask: str | None, workers: int) -> Iterator[Any]:
                 n_workers=max(workers, 1),
                 threads_per_worker=1,
                 processes=True,
-                dashboard_address=None,
+                dashboard_address=":0",
             ) as cluster,
             Client(cluster) as client,
         ):

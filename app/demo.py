@@ -141,8 +141,10 @@ def _stages() -> list[Stage]:
     from app.demo_stages import stage_attribution, stage_fabric
     from models.stragglers import demo_stage as stage_stragglers
     from replay.demo import demo_stage as stage_replay
+    from reports.build import demo_stage as stage_report
 
-    return [stage_summary, stage_attribution, stage_fabric, stage_stragglers, stage_replay]
+    return [stage_summary, stage_attribution, stage_fabric, stage_stragglers, stage_replay,
+            stage_report]
 
 
 STAGES: list[Stage] = _stages()

@@ -1,15 +1,22 @@
-"""dcgm-exporter scrape ingest speed: ``grep -c`` vs faultlens, on a generated scrape archive.
+"""GPU telemetry ingest speed: ``grep -c`` vs faultlens, on generated dcgm-exporter data.
 
-    python -m bench.bench_ingest_dcgm --size-gb 1
+    python -m bench.bench_ingest_dcgm --size-gb 1            # both formats (JSON: 200 MB)
+    python -m bench.bench_ingest_dcgm --format json --json-mb 200
 
-Generates a file of repeated dcgm-exporter ``/metrics`` scrapes (many nodes x 8 GPUs x 12 DCGM
-fields, with ``# HELP`` / ``# TYPE`` lines, the exporter's usual labels and millisecond sample
-stamps, one Xid 79 episode) in a temp folder, then times, each in its own process and in the same
-run: (a) ``LC_ALL=C grep -c DCGM_FI_DEV_GPU_TEMP``; (b) faultlens ingest of the file into a fresh
-DuckDB through ``ingest.pipeline.ingest_paths`` (parse, normalize, write). Wall time includes
-interpreter start-up; peak RSS comes from ``wait4`` on that process alone. Prints a markdown
-table and writes it with the raw numbers to ``bench/out/`` (targets: >= 1M telemetry rows/s,
-peak RSS <= 1 GiB).
+Two inputs, each generated in a temp folder and timed in the same run:
+
+- ``scrape``: a file of repeated dcgm-exporter ``/metrics`` scrapes (many nodes x 8 GPUs x 12
+  DCGM fields, with ``# HELP`` / ``# TYPE`` lines, the exporter's usual labels and millisecond
+  sample stamps, one Xid 79 episode), ``--size-gb`` large;
+- ``json``: a Prometheus ``query_range`` export of the same series (``matrix``, one series per
+  line as the demo's synthetic cluster writes it: nodes x 8 GPUs x 12 fields x 1,440 points),
+  ``--json-mb`` large.
+
+For each, in its own process: (a) ``LC_ALL=C grep -c`` of one metric name; (b) faultlens ingest of
+the file into a fresh DuckDB through ``ingest.pipeline.ingest_paths`` (parse, normalize, write).
+Wall time includes interpreter start-up; peak RSS comes from ``wait4`` on that process alone.
+Prints a markdown table per format and writes it with the raw numbers to ``bench/out/``
+(targets for the scrape: >= 1M telemetry rows/s, peak RSS <= 1 GiB).
 """
 
 from __future__ import annotations
@@ -85,6 +92,46 @@ def generate(path: Path, size_bytes: int, nodes: int = 32) -> dict[str, int]:
     return {"bytes": path.stat().st_size, "lines": lines, "samples": samples, "scrapes": scrapes}
 
 
+JSON_POINTS = 1_440  # points per series (a day at one per minute)
+JSON_STEP_S = 60
+
+
+def generate_json(path: Path, size_bytes: int) -> dict[str, int]:
+    """Write a ``query_range`` export of about ``size_bytes`` (one series per line)."""
+    nodes, samples, lines = 0, 0, 2
+    stamps = [f'[{T0_MS // 1000 + i * JSON_STEP_S},"' for i in range(JSON_POINTS)]
+    with path.open("w") as f:
+        f.write('{"status":"success","data":{"resultType":"matrix","result":[\n')
+        written, sep = 0, ""
+        while written < size_bytes:
+            for name, _typ, _help in FIELDS:
+                for g in range(8):
+                    labels = json.dumps({
+                        "__name__": name, "gpu": str(g),
+                        "UUID": f"GPU-{nodes:08x}-{g:04x}-4c1e-9e63-0068f178c4a9",
+                        "pci_bus_id": f"00000000:{PCI[g]}:00.0", "device": f"nvidia{g}",
+                        "modelName": "NVIDIA H100 80GB HBM3", "Hostname": f"gpu-{nodes:04d}",
+                        "DCGM_FI_DRIVER_VERSION": "535.161.08",
+                        "instance": f"gpu-{nodes:04d}:9400", "job": "dcgm-exporter",
+                    }, separators=(",", ":"))
+                    if name != "DCGM_FI_DEV_XID_ERRORS":
+                        vals = [30 + (i + g) % 50 for i in range(JSON_POINTS)]
+                    else:  # one Xid 79 episode, on GPU 5 of the first node
+                        vals = [79 if (nodes, g) == (0, 5) and 40 <= i < 60 else 0
+                                for i in range(JSON_POINTS)]
+                    points = ",".join([f'{st}{v}"]' for st, v in zip(stamps, vals, strict=True)])
+                    text = f'{sep}{{"metric":{labels},"values":[{points}]}}'
+                    f.write(text)
+                    written += len(text)
+                    sep = ",\n"
+                    samples += JSON_POINTS
+                    lines += 1
+            nodes += 1
+        f.write("\n]}}\n")
+    return {"bytes": path.stat().st_size, "lines": lines, "samples": samples, "scrapes": 0,
+            "series": lines - 2}
+
+
 def _run(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
          ) -> dict[str, object]:
     """Run ``cmd``: wall seconds, its own peak RSS (MiB, from wait4) and stdout."""
@@ -119,45 +166,62 @@ def run_faultlens(path: str, db: str) -> None:
                       "rows": rows, "error": f.error}))
 
 
+def bench_one(fmt: str, tmp: Path, size_bytes: int) -> dict:
+    """Generate one input, time grep and faultlens on it; returns the results."""
+    path = tmp / ("dcgm-metrics.prom" if fmt == "scrape" else "prometheus_range.json")
+    t0 = time.perf_counter()
+    counts = generate(path, size_bytes) if fmt == "scrape" else generate_json(path, size_bytes)
+    gen_s = time.perf_counter() - t0
+    size_mb = counts["bytes"] / 1e6
+    subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm
+    pattern = "DCGM_FI_DEV_GPU_TEMP"
+    grep = _run(["grep", "-c", pattern, str(path)], {**os.environ, "LC_ALL": "C"}, ok=(0, 1))
+    db = tmp / f"bench-{fmt}.duckdb"
+    fl = _run([sys.executable, "-m", "bench.bench_ingest_dcgm", "--run-faultlens", str(path),
+               str(db)])
+    path.unlink()
+    db.unlink(missing_ok=True)
+    report = json.loads(str(fl["stdout"]).splitlines()[-1])
+    telemetry_rows = report["rows"]["telemetry"]
+    results = {
+        "format": fmt, "size_mb": size_mb, **counts, "generate_s": gen_s,
+        "grep": {"pattern": pattern, "wall_s": grep["wall_s"], "mb_s": size_mb / grep["wall_s"],
+                 "matches": int(str(grep["stdout"])), "rss_mib": grep["rss_mib"]},
+        "faultlens": {"wall_s": fl["wall_s"], "mb_s": size_mb / fl["wall_s"],
+                      "rows_s": telemetry_rows / fl["wall_s"],
+                      "peak_rss_mib": fl["rss_mib"], **report},
+        "load_avg": os.getloadavg(),
+    }
+    results["ratio_faultlens_grep"] = results["faultlens"]["mb_s"] / results["grep"]["mb_s"]
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-gb", type=float, default=1.0)
-    ap.add_argument("--keep", action="store_true", help="keep the generated file")
+    ap.add_argument("--size-gb", type=float, default=1.0, help="size of the scrape file")
+    ap.add_argument("--json-mb", type=float, default=None,
+                    help="size of the query_range export (default: 200 MB, scaled down with "
+                         "--size-gb below 1)")
+    ap.add_argument("--format", choices=("scrape", "json", "both"), default="both")
+    ap.add_argument("--keep", action="store_true", help="keep the temp folder")
     ap.add_argument("--run-faultlens", nargs=2, metavar=("PATH", "DB"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_faultlens:
         run_faultlens(*args.run_faultlens)
         return 0
+    json_mb = args.json_mb if args.json_mb is not None else 200 * min(1.0, args.size_gb)
+    sizes = {"scrape": int(args.size_gb * 1024**3), "json": int(json_mb * 1e6)}
+    fmts = ["scrape", "json"] if args.format == "both" else [args.format]
     tmp = Path(tempfile.mkdtemp(prefix="faultlens-bench-dcgm-"))
+    OUT.mkdir(exist_ok=True)
     try:
-        scrape = tmp / "dcgm-metrics.prom"
-        t0 = time.perf_counter()
-        counts = generate(scrape, int(args.size_gb * 1024**3))
-        gen_s = time.perf_counter() - t0
-        size_mb = counts["bytes"] / 1e6
-        subprocess.run(["cat", str(scrape)], stdout=subprocess.DEVNULL, check=True)  # warm
-        grep = _run(["grep", "-c", "DCGM_FI_DEV_GPU_TEMP", str(scrape)],
-                    {**os.environ, "LC_ALL": "C"}, ok=(0, 1))
-        fl = _run([sys.executable, "-m", "bench.bench_ingest_dcgm", "--run-faultlens",
-                   str(scrape), str(tmp / "bench.duckdb")])
-        report = json.loads(str(fl["stdout"]).splitlines()[-1])
-        telemetry_rows = report["rows"]["telemetry"]
-        results = {
-            "size_mb": size_mb, **counts, "generate_s": gen_s,
-            "grep": {"wall_s": grep["wall_s"], "mb_s": size_mb / grep["wall_s"],
-                     "lines_s": counts["samples"] / len(FIELDS) / grep["wall_s"],
-                     "matches": int(str(grep["stdout"])), "rss_mib": grep["rss_mib"]},
-            "faultlens": {"wall_s": fl["wall_s"], "mb_s": size_mb / fl["wall_s"],
-                          "rows_s": telemetry_rows / fl["wall_s"],
-                          "peak_rss_mib": fl["rss_mib"], **report},
-            "load_avg": os.getloadavg(),
-        }
-        results["ratio_faultlens_grep"] = results["faultlens"]["mb_s"] / results["grep"]["mb_s"]
-        table = render(results)
-        print(table)
-        OUT.mkdir(exist_ok=True)
-        (OUT / "bench_ingest_dcgm.json").write_text(json.dumps(results, indent=2))
-        (OUT / "bench_ingest_dcgm.md").write_text(table + "\n")
+        for fmt in fmts:
+            results = bench_one(fmt, tmp, sizes[fmt])
+            table = render(results)
+            print(table + "\n", flush=True)
+            stem = "bench_ingest_dcgm" if fmt == "scrape" else "bench_ingest_prom_json"
+            (OUT / f"{stem}.json").write_text(json.dumps(results, indent=2))
+            (OUT / f"{stem}.md").write_text(table + "\n")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -166,23 +230,28 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(r: dict) -> str:
     fl, gr = r["faultlens"], r["grep"]
+    what = (f"{r['scrapes']:,} scrapes" if r["format"] == "scrape"
+            else f"{r['series']:,} series x {JSON_POINTS:,} points")
     rows = [
         "| approach | wall s | MB/s | rows/s | peak RSS MiB |",
         "|---|---:|---:|---:|---:|",
-        f"| `LC_ALL=C grep -c DCGM_FI_DEV_GPU_TEMP` | {gr['wall_s']:.2f} | {gr['mb_s']:.0f} | "
-        f"({gr['matches']:,} matches) | {gr['rss_mib']:.0f} |",
+        f"| `LC_ALL=C grep -c {gr['pattern']}` | {gr['wall_s']:.2f} | {gr['mb_s']:.0f} | "
+        f"({gr['matches']:,} matching lines) | {gr['rss_mib']:.0f} |",
         f"| faultlens ingest -> DuckDB | {fl['wall_s']:.2f} | {fl['mb_s']:.0f} | "
         f"{fl['rows_s']:,.0f} | {fl['peak_rss_mib']:.0f} |",
     ]
+    target = (" (target >= 1,000,000); peak RSS "
+              f"{fl['peak_rss_mib']:.0f} MiB (target <= 1024)" if r["format"] == "scrape" else
+              f"; peak RSS {fl['peak_rss_mib']:.0f} MiB")
     return "\n".join([
+        f"### {r['format']}", "",
         f"File: {r['size_mb']:.0f} MB, {r['lines']:,} lines, {r['samples']:,} samples "
-        f"({r['scrapes']:,} scrapes); faultlens ({fl['format']}, status {fl['status']}): "
+        f"({what}); faultlens ({fl['format']}, status {fl['status']}): "
         f"{fl['parsed']:,} parsed, {fl['noise']:,} noise, {fl['quarantined']:,} quarantined; "
         f"rows {fl['rows']}. Load average during the run: "
         f"{', '.join(f'{x:.1f}' for x in r['load_avg'])}.", "", *rows, "",
         f"faultlens / grep = {r['ratio_faultlens_grep']:.2f}; telemetry rows/s "
-        f"{fl['rows_s']:,.0f} (target >= 1,000,000); peak RSS {fl['peak_rss_mib']:.0f} MiB "
-        f"(target <= 1024).",
+        f"{fl['rows_s']:,.0f}{target}.",
     ])
 
 

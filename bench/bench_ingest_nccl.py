@@ -6,7 +6,8 @@ DistBackendError blocks, nccl-tests rows, tqdm ``\\r`` lines and a few invalid U
 temporary folder, then times, each in its own subprocess:
 
 - ``LC_ALL=C grep -c 'NCCL WARN'`` (the floor);
-- a plain Python loop: text mode, literal pre-filter, ``re`` per candidate, same fields;
+- a plain Python loop: text mode, literal pre-filter, ``re`` per candidate, the same fields
+  (a fair baseline: see ``plain_python``);
 - faultlens: ``ingest.pipeline.ingest_paths`` into a fresh DuckDB file.
 
 Prints a markdown table (MB/s, rows/s, ratios, peak RSS) and writes it with the raw numbers to
@@ -138,41 +139,97 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> int:
 # -- the contenders (each runs in a child process) ------------------------------------------------
 
 
-def plain_python(path: str) -> dict[str, int]:
-    """The obvious loop: text mode, literal tests, ``re`` on candidate lines only."""
-    import re
+# The plain loop's patterns: the same fields as faultlens extracts from the generated shapes.
+_PY_NCCL = (r"^(.*?)([A-Za-z0-9][A-Za-z0-9._-]*):([0-9]+):([0-9]+) \[(-?[0-9]+)\] "
+            r"(?:([0-9]+\.[0-9]+) )?(?:([^ :]+):([0-9]+) )?NCCL (INFO|WARN|TRACE|ABORT) ?(.*)$")
+_PY_IB = (r"Got completion from peer (\S+?)<([0-9]+)> with (?:status=(?:([^()]*?)\()?([0-9]+)\)?|"
+          r"error ([0-9]+)),? opcode[= ](?:[^()\s]*\()?([0-9]+)\)?(?:,? len[= ]([0-9]+))?,? "
+          r"vendor[ _]err[ =]([0-9]+)(?: \(([A-Za-z ]+)\))?(?:\s*localGid (\S+))?"
+          r"(?:\s*remoteGids?(\S+))?(?:.*?hca (\S+))?")
+_PY_SOCK = r"(?:from|to|peer) ([^\s<]+)<([0-9]+)>.*?failed ?: ?(.+)$"
+_PY_CUDA = r"(?i)cuda failure (?:([0-9]+) )?'([^']*)'"
+_PY_WD = (r"\[E(?:([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?)? ProcessGroupNCCL"
+          r"\.cpp:[0-9]+\] \[(?:PG [^\]]*?)?Rank ([0-9]+)\] Watchdog caught collective operation "
+          r"timeout: WorkNCCL\((?:SeqNum=([0-9]+), )?OpType=([A-Za-z0-9_]+)(?:, NumelIn=(-?[0-9]+),"
+          r" NumelOut=(-?[0-9]+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=([0-9]+)\) ran for "
+          r"([0-9]+) milliseconds")
+_PY_ERR_IN = (r"([A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?NCCL error"
+              r"(?: in: ([^,]+))?[,:] (.*?)(?:, NCCL version ([0-9][0-9.]*[^\s,]*))?\s*$")
+_PY_ROW = (r"^ *([0-9]+) +([0-9]+) +([a-z][a-z0-9_]*) +([a-z]+) +(?:(-?[0-9]+) +)?([0-9.e+-]+) +"
+           r"([0-9.e+-]+) +([0-9.e+-]+) +(\S+)(?: +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+) +"
+           r"(\S+))? *$")
+_PY_INIT = (r"comm (0x[0-9a-fA-F]+) rank ([0-9]+) nranks ([0-9]+) cudaDev (-?[0-9]+)"
+            r".*?busId ([0-9a-fA-F]+)")
 
-    nccl_rx = re.compile(r"(\S+):([0-9]+):([0-9]+) \[(-?[0-9]+)\] (?:(\S+):([0-9]+) )?NCCL "
-                         r"(INFO|WARN) (.*)$")
-    ib_rx = re.compile(r"Got completion from peer (\S+?)<([0-9]+)> with (?:status=|error )"
-                       r"([0-9]+).*?vendor err ([0-9]+)")
-    wd_rx = re.compile(r"WorkNCCL\((?:SeqNum=([0-9]+), )?OpType=(\w+)(?:, NumelIn=([0-9]+), "
-                       r"NumelOut=([0-9]+))?, Timeout\(ms\)=([0-9]+)\) ran for ([0-9]+) milli")
-    row_rx = re.compile(r"^ *([0-9]+) +([0-9]+) +(\w+) +(\w+) +(-?[0-9]+) +([0-9.]+) +([0-9.]+) +"
-                        r"([0-9.]+) +(\S+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +(\S+) *$")
-    init_rx = re.compile(r"comm (0x[0-9a-f]+) rank ([0-9]+) nranks ([0-9]+) cudaDev ([0-9]+)"
-                         r".*?busId ([0-9a-f]+)")
+
+def plain_python(path: str) -> dict[str, int]:
+    """The obvious loop, as a fair baseline: text mode, a literal pre-filter (``in`` tests), then
+    ``re`` on candidate lines only, extracting the same fields as faultlens from the generated
+    shapes (node, pid, GPU, IB / socket / CUDA details, watchdog numbers and glog time, the
+    folded DistBackendError block, both halves of an nccl-tests row, the rank map), as Python
+    values in memory (no JSON, no database)."""
+    import re
+    from datetime import datetime
+
+    nccl_rx, ib_rx, sock_rx = re.compile(_PY_NCCL), re.compile(_PY_IB), re.compile(_PY_SOCK)
+    cuda_rx, wd_rx, err_rx = re.compile(_PY_CUDA), re.compile(_PY_WD), re.compile(_PY_ERR_IN)
+    row_rx, init_rx = re.compile(_PY_ROW), re.compile(_PY_INIT)
     rows: list[tuple] = []
+    block: list | None = None  # the DistBackendError block being folded
+    detail = False  # the next line is a "Last error:" detail
+
+    def node(host: str) -> str:
+        return host.lower().split(".", 1)[0]
+
     with open(path, encoding="utf-8", errors="replace", newline="\n") as f:
         for line in f:
+            if detail and block is not None:
+                block.append(line.strip())
+                detail = False
+                continue
             if "NCCL WARN" in line:
-                m = nccl_rx.search(line)
-                if m:
-                    ib = ib_rx.search(m[8])
-                    rows.append((m[1], m[2], m[4], m[8], ib.groups() if ib else None))
+                m = nccl_rx.match(line)
+                if not m:
+                    continue
+                msg = m[10].strip()
+                ib = ib_rx.search(msg)
+                extra = ib.groups() if ib else None
+                if extra is None and "cuda failure" in msg.lower():
+                    c = cuda_rx.search(msg)
+                    extra = c.groups() if c else None
+                if extra is None and "failed" in msg:
+                    s = sock_rx.search(msg)
+                    extra = s.groups() if s else None
+                rows.append((node(m[2]), int(m[3]), int(m[4]), int(m[5]), m[7], m[8], msg, extra))
             elif "Watchdog caught" in line:
                 m = wd_rx.search(line)
                 if m:
-                    rows.append(m.groups())
-            elif "NCCL error" in line or "ncclSystemError" in line or "Last error:" in line:
-                rows.append((line,))
+                    g = m.groups()
+                    ts = None
+                    if g[0]:
+                        md = g[0]
+                        ts = datetime(2024, int(md[:-2]), int(md[-2:]), int(g[1]), int(g[2]),
+                                      int(g[3]), int((g[4] or "0")[:6].ljust(6, "0")))
+                    rows.append((ts, *(int(x) if x and x.isdigit() else x for x in g[5:])))
+            elif "NCCL error" in line:
+                m = err_rx.search(line)
+                if m:
+                    block = [*m.groups()]
+                    rows.append(block)  # folded in place by the next lines
+            elif block is not None and ("ncclSystemError" in line or "Last error:" in line):
+                block.append(line.split(": ", 1)[-1].strip())
+                detail = "Last error:" in line
             elif " float " in line:
                 m = row_rx.match(line)
                 if m:
-                    rows.append(m.groups())
+                    g = m.groups()
+                    head = (int(g[0]), int(g[1]), g[2], g[3], int(g[4]) if g[4] else None)
+                    rows.append((*head, float(g[5]), float(g[6]), float(g[7]), g[8]))
+                    if g[9]:
+                        rows.append((*head, float(g[9]), float(g[10]), float(g[11]), g[12]))
             elif " nranks " in line or "NCCL version" in line:
                 m = init_rx.search(line)
-                rows.append(m.groups() if m else (line,))
+                rows.append(m.groups() if m else (line.strip(),))
     return {"rows": len(rows)}
 
 

@@ -40,6 +40,7 @@ from ingest.telemetry import (
     LABELS,
     conform_labels,
     conform_samples,
+    derive_labels,
     empty_samples,
     label_dicts_to_frame,
     samples_to_tables,
@@ -69,17 +70,23 @@ def reference_samples(line: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
 def reference_frames(
     items: list[tuple[int, dict[str, Any], dict[str, str]]]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(line, sample, labels) triples -> samples and labels frames (one label set per sample,
-    with negative keys so that they never meet the hashed keys of the fast path)."""
+    """(line, sample, labels) triples -> samples and labels frames (one series per sample,
+    with negative keys so that they never meet the keys of the fast path)."""
     first_key = -len(items)
     if not items:
         return empty_samples(), conform_labels(pl.DataFrame(schema=LABEL_SCHEMA))
     samples = pl.DataFrame(
-        [{**sample, "line": line, "key": first_key + i} for i, (line, sample, _) in
-         enumerate(items)],
-        infer_schema_length=None,
-    ).with_columns(pl.from_epoch(pl.col("ts").cast(pl.Int64), time_unit="ms").cast(TS))
-    labels = label_dicts_to_frame([lab for _, _, lab in items], first_key)
+        {
+            "line": [line for line, _, _ in items],
+            "value": [smp["value"] for _, smp, _ in items],
+            "ts": [smp["ts"] for _, smp, _ in items],
+            "key": list(range(first_key, 0)),
+        },
+        schema={"line": pl.Int64, "value": pl.Float64, "ts": pl.Int64, "key": pl.Int64},
+    ).with_columns(pl.from_epoch(pl.col("ts"), time_unit="ms").cast(TS))
+    labels = label_dicts_to_frame(
+        [lab for _, _, lab in items], first_key, metrics=[smp["metric"] for _, smp, _ in items]
+    )
     return conform_samples(samples), labels
 
 
@@ -118,13 +125,14 @@ class DcgmExporterParser:
         return Parsed({k: v.to_dicts() for k, v in tables.items() if v.height})
 
     def new_state(self, ctx: ParseContext) -> Any:
-        return {"xid": {}}
+        # "series": every series head seen in this file so far, parsed once (see SeriesCache)
+        return {"xid": {}, "series": SeriesCache(ctx)}
 
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
     ) -> ChunkResult:
-        frame = numbered(lines, first_line)
-        samples, labels, slow = split_samples(frame)
+        state = state if state is not None else self.new_state(ctx)
+        samples, labels, slow = split_samples(numbered(lines, first_line), state["series"])
         items: list[tuple[int, dict[str, Any], dict[str, str]]] = []
         qlines: list[int] = []
         qraws: list[str] = []
@@ -143,7 +151,7 @@ class DcgmExporterParser:
         if items:
             ref_samples, ref_labels = reference_frames(items)
             samples = pl.concat([samples, ref_samples])
-            labels = pl.concat([labels, ref_labels])
+            labels = pl.concat([labels, derive_labels(ref_labels, ctx)], how="vertical_relaxed")
         parsed = samples.get_column("line").n_unique() if samples.height else 0
         tables = samples_to_tables(samples, labels, ctx, source=self.source,
                                    xid_state=state["xid"])
@@ -154,65 +162,122 @@ class DcgmExporterParser:
         return ChunkResult()
 
 
-def split_samples(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
-    """Vectorized split of sample lines (columns line, raw).
+# -- the vectorized split --------------------------------------------------------------------------
 
-    Returns (samples, labels, left over lines): the samples with a ``key`` into the distinct
-    series heads (``name{labels}``, hashed), and the lines the fast path did not validate.
-    Heads repeat on every scrape, so they are validated and split once per distinct head.
+_SEEDS = (0, 0x5EED)  # two independent 64-bit hashes of a series head: key and check
+
+
+def _head_hashes(head: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(key, check) of a series head: two independent hashes (a module function so that tests
+    can force collisions)."""
+    key, check = (head.hash(seed).reinterpret(signed=True) for seed in _SEEDS)
+    return key, check
+
+
+def _split_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """Lines (line, raw) -> line, raw, he (end of the series head), key, check, value, ts_ms, ok.
+
+    A sample line is ``head value [timestamp]``; the head ends at the first ``} `` (or, for a
+    metric without labels, at the first space). Only cheap literal finds and slices run on every
+    line; comments and lines without ``} `` (few) are sorted out before anything else.
     """
-    c = pl.col("raw").str.find("} ", literal=True)
-    sp = pl.col("raw").str.find(" ", literal=True)
-    head_end = pl.coalesce(c + 1, sp)  # past "}" of name{labels}, or the bare name's end
-    split = (
-        frame.lazy()
-        .with_columns(head_end=head_end)
+    raw = pl.col("raw")
+    lf = frame.lazy().with_columns(he=raw.str.find("} ", literal=True) + 1)
+    bare = lf.filter(
+        pl.col("he").is_null() & raw.is_not_null() & ~raw.str.starts_with("#")
+    ).with_columns(he=raw.str.find(" ", literal=True))
+    head = raw.str.head(pl.col("he"))
+    key, check = _head_hashes(head)
+    tail = raw.str.slice(pl.col("he") + 1)
+    sp = pl.col("tail").str.find(" ", literal=True)
+    return (
+        pl.concat([lf.filter(pl.col("he").is_not_null()), bare])
+        .with_columns(key=key, check=check, tail=tail)
         .with_columns(
-            head=pl.col("raw").str.slice(0, pl.col("head_end")),
-            tail=pl.col("raw").str.slice(pl.col("head_end") + 1),
-        )
-        .with_columns(
-            key=pl.col("head").hash().reinterpret(signed=True),
-            parts=pl.col("tail").str.split_exact(" ", 1),
-        )
-        .with_columns(
-            value=pl.col("parts").struct.field("field_0").cast(pl.Float64, strict=False),
-            ts_s=pl.col("parts").struct.field("field_1"),
+            value=pl.coalesce(pl.col("tail").str.head(sp), pl.col("tail"))
+            .cast(pl.Float64, strict=False),
+            ts_s=pl.col("tail").str.slice(sp + 1),
         )
         .with_columns(ts_ms=pl.col("ts_s").cast(pl.Int64, strict=False))
-        .select("line", "raw", "head", "key", "value", "ts_s", "ts_ms")
+        .select(
+            "line", "raw", "he", "key", "check", "value", "ts_ms",
+            ok=(pl.col("value").is_not_null()
+                & (pl.col("ts_s").is_null() | pl.col("ts_ms").is_not_null())).fill_null(False),
+        )
         .collect()
     )
-    heads = split.select("key", "head").unique("key")
-    if heads.height != heads.unique().height:  # a hash collision: key by the text itself
-        split = split.with_columns(key=pl.col("head").rank("dense").cast(pl.Int64))
-        heads = split.select("key", "head").unique("key")
-    heads = _parse_heads(heads)
-    good = heads.filter(pl.col("ok"))
-    ok = (
-        pl.col("key").is_in(good.get_column("key").implode())
-        & pl.col("value").is_not_null()
-        & (pl.col("ts_s").is_null() | pl.col("ts_ms").is_not_null())
-    ).fill_null(False)
-    comment = pl.col("raw").is_null() | pl.col("raw").str.starts_with("#")
-    split = split.with_columns(ok=ok, skip=comment)
-    samples = split.filter(pl.col("ok")).select(
-        "line",
-        pl.col("key").replace_strict(good.get_column("key"), good.get_column("name"),
-                                     return_dtype=pl.String).alias("metric"),
-        "value",
-        pl.from_epoch(pl.col("ts_ms"), time_unit="ms").cast(TS).alias("ts"),
+
+
+def split_samples(
+    frame: pl.DataFrame, cache: SeriesCache
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Vectorized split of sample lines (columns line, raw).
+
+    Returns (samples, series, left over lines): the samples with a ``key`` into the series
+    (one per distinct head ``name{labels}``, parsed once per file in ``cache``), and the lines
+    the fast path did not validate (comments included; the caller sorts them out).
+    """
+    rows = _split_rows(frame)
+    series = cache.resolve(rows)
+    if series is None:  # a hash collision: key this chunk's heads by their text instead
+        rows = rows.with_columns(key=pl.col("raw").str.head(pl.col("he")).rank("dense")
+                                 .cast(pl.Int64))
+        heads = rows.filter(pl.col("key").is_not_null()).unique("key", keep="any").select(
+            "key", head=pl.col("raw").str.head(pl.col("he")))
+        series = derive_labels(_parse_heads(heads).filter(pl.col("ok")).drop("head", "ok"),
+                               cache.ctx)
+    ok = pl.col("ok") & pl.col("key").is_in(series.get_column("key").implode()).fill_null(False)
+    rows = rows.with_columns(ok=ok)
+    samples = rows.filter(pl.col("ok")).select(
+        "line", "value", pl.from_epoch(pl.col("ts_ms"), time_unit="ms").cast(TS).alias("ts"),
         "key",
     )
-    slow = split.filter(~pl.col("ok") & ~pl.col("skip")).select("line", "raw")
-    return samples, conform_labels(good), slow
+    slow = rows.filter(~pl.col("ok") & pl.col("raw").is_not_null()).select("line", "raw")
+    return samples, series, slow
+
+
+class SeriesCache:
+    """The series heads of one file, each parsed once: a scrape repeats the same few thousand
+    heads (one per metric per GPU) on every scrape, so after the first chunk a chunk only looks
+    its keys up here.
+
+    A head is known by two independent 64-bit hashes (``key`` and ``check``); two heads with the
+    same key but a different check are a collision, and the chunk falls back to keying by text.
+    """
+
+    def __init__(self, ctx: ParseContext) -> None:
+        self.ctx = ctx
+        self.known = pl.DataFrame(schema={"key": pl.Int64, "check": pl.Int64, "ok": pl.Boolean})
+        self.good: pl.DataFrame | None = None  # the valid series, derived (derive_labels)
+
+    def resolve(self, rows: pl.DataFrame) -> pl.DataFrame | None:
+        """The valid series (derived labels) for ``rows``' keys; None on a hash collision."""
+        pairs = rows.filter(pl.col("key").is_not_null()).select("key", "check").unique()
+        if pairs.get_column("key").n_unique() != pairs.height:
+            return None
+        seen = pairs.join(self.known.select("key", known=pl.col("check")), on="key", how="left")
+        if seen.filter(pl.col("known").is_not_null() & (pl.col("known") != pl.col("check"))
+                       ).height:
+            return None
+        new = seen.filter(pl.col("known").is_null()).get_column("key")
+        if new.len():
+            heads = rows.filter(pl.col("key").is_in(new.implode())).unique("key", keep="any")
+            heads = _parse_heads(heads.select(
+                "key", "check", head=pl.col("raw").str.head(pl.col("he"))))
+            self.known = pl.concat([self.known, heads.select("key", "check", "ok")])
+            good = derive_labels(heads.filter(pl.col("ok")).drop("head", "ok", "check"),
+                                 self.ctx)
+            self.good = good if self.good is None else pl.concat([self.good, good])
+        if self.good is None:
+            return derive_labels(conform_labels(pl.DataFrame(schema=LABEL_SCHEMA)), self.ctx)
+        return self.good
 
 
 def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
-    """Distinct ``name{labels}`` heads -> name, validity and one column per known label."""
+    """Distinct ``name{labels}`` heads -> name (metric), validity and one column per label."""
     o = pl.col("head").str.find("{", literal=True)
     heads = heads.with_columns(
-        name=pl.when(o.is_not_null()).then(pl.col("head").str.slice(0, o)).otherwise("head"),
+        metric=pl.when(o.is_not_null()).then(pl.col("head").str.slice(0, o)).otherwise("head"),
         labels=pl.when(o.is_not_null()).then(
             pl.col("head").str.slice(o + 1).str.strip_suffix("}")
         ),
@@ -226,10 +291,12 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
         .str.replace_all("\x00", "\\", literal=True)
         for key, col in LABELS.items()
     }
-    ok = pl.col("name").str.contains(_NAME_RE) & (
+    ok = pl.col("metric").str.contains(_NAME_RE) & (
         lab.is_null() | lab.str.contains(_LABEL_BLOCK_RE)
     )
-    return heads.with_columns(ok=ok.fill_null(False), **exprs)
+    heads = heads.with_columns(ok=ok.fill_null(False), **exprs)
+    return heads.select(*[c for c in heads.columns if c not in LABEL_SCHEMA and c != "labels"],
+                        *conform_labels(heads).columns)
 
 
 PARSERS = [DcgmExporterParser()]

@@ -53,6 +53,7 @@ from ingest.base import (
     numbered,
     quarantine_frame,
 )
+from ingest.kernel_families import family_events
 from ingest.kernel_line import Piece, Prefix, Record, classify_body, is_candidate, parse_prefix
 from ingest.kernel_misc import assemble, finish_record, rtc_boot_time
 from ingest.kernel_vec import PREFIXED, dp_events, prefix_frame, route_expr, sxid_events, xid_events
@@ -60,7 +61,7 @@ from ingest.reader import literal_regex
 from ingest.schema import EVENTS, Source, conform
 
 _EVENT_SCHEMA = EVENTS.polars_schema
-_PY_ROUTES = ("hw", "nvrm", "other")
+_PY_ROUTES = ("hw", "nvrm")
 # The pre-filter: a literal set as one regex (polars' literal-set search is faster than
 # ``str.contains_any`` on short lines).
 _CANDIDATE = pl.col("raw").str.contains(literal_regex(kp.LITERALS)).fill_null(False)
@@ -156,7 +157,16 @@ def classify_frame(pf: pl.DataFrame, ctx: ParseContext, state: KernelState,
             frames.append(ev)
             qframes.append(q)
     parsed = sum(f.height for f in frames)
-    rows, pieces, quar = _python_routes(pf.filter(pl.col("_route").is_in(_PY_ROUTES)), ctx, state)
+    if state.boot_time is None:
+        _learn_boot_time(pf, state)
+    other = pf.filter(pl.col("_route") == "other")
+    py_part = pf.filter(pl.col("_route").is_in(_PY_ROUTES))
+    if other.height:
+        split = family_events(other, ctx.file)
+        frames += split.events
+        qframes.append(split.quarantine)
+        parsed += split.parsed
+    rows, pieces, quar = _python_routes(py_part, ctx)
     ml_events, ml_quar, ml_parsed = assemble(pieces, state.open_recs, ctx, end_line)
     rows += ml_events
     quar += ml_quar
@@ -175,16 +185,26 @@ def classify_frame(pf: pl.DataFrame, ctx: ParseContext, state: KernelState,
     )
 
 
+def _learn_boot_time(pf: pl.DataFrame, state: KernelState) -> None:
+    """The boot time from the first ``rtc_cmos ... setting system clock to`` line that gives one."""
+    rtc = pf.filter(pl.col("body").str.contains("setting system clock to", literal=True)
+                    & pl.col("_route").is_in([*_PY_ROUTES, "other"]))
+    for body, ts, up, flag, node in rtc.select("body", "ts", "uptime_s", "ts_flag",
+                                               "node").iter_rows():
+        state.boot_time = rtc_boot_time(Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag,
+                                               node=node))
+        if state.boot_time is not None:
+            return
+
+
 def _python_routes(
-    part: pl.DataFrame, ctx: ParseContext, state: KernelState
+    part: pl.DataFrame, ctx: ParseContext
 ) -> tuple[list[dict[str, Any]], list[Piece], list[Any]]:
     rows: list[dict[str, Any]] = []
     pieces: list[Piece] = []
     quar: list[Any] = []
     for line, raw, body, ts, up, flag, node in part.select(PREFIXED).iter_rows():
         pre = Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag, node=node)
-        if state.boot_time is None and "setting system clock to" in pre.body:
-            state.boot_time = rtc_boot_time(pre)
         out = classify_body(pre, ctx)
         if isinstance(out, dict):
             out["line"] = line

@@ -12,6 +12,7 @@ from typing import Any
 
 from ingest import kernel_patterns as kp
 from ingest.base import ParseContext, Quarantined, normalize_pci
+from ingest.kernel_families import QUARANTINE_LITERALS, UNKNOWN_SHAPE, family_event, match_family
 from ingest.kernel_line import (
     _RE,
     MAX_GAP_LINES,
@@ -83,37 +84,17 @@ def _init_subkind(what: str) -> str:
 
 
 def classify_other(pre: Prefix, ctx: ParseContext) -> Outcome:
+    """A message without NVRM or ``[Hardware Error]``: the first matching family of
+    ``kernel_families.FAMILIES`` (the vectorized path reads the same table)."""
     body = pre.body
-    if "EDAC" in body:
-        m = _RE["EDAC_RE"].search(body)
-        if m:
-            return _edac_event(pre, ctx, m)
-    if "PCIe Bus Error" in body or "AER:" in body or "error received" in body:
-        m = _RE["AER_RE"].search(body)
-        if m:
-            return _aer_event(pre, ctx, m)
-    if "mlx5" in body:
-        m = _RE["IB_PORT_RE"].search(body)
-        if m:
-            down = m["state"] in ("DOWN", "DOWN_SPEED")
-            return event(pre, ctx, Kind.IB_PORT, subkind=m["state"],
-                         severity="warning" if down else "info", action="none",
-                         attrs={"nic_pci": normalize_pci(m["pci"]), "device": m["dev"],
-                                "port": _int(m["port"])})
-    m = _RE["CARRIER_RE"].match(body)
-    if m:
-        lost = m["state"] == "lost carrier"
-        return event(pre, ctx, Kind.IB_PORT, subkind="lost_carrier" if lost else "gained_carrier",
-                     severity="warning" if lost else "info", action="none",
-                     attrs={"interface": m["ifname"]})
-    m = _RE["HUNG_RE"].search(body)
-    if m:
-        return event(pre, ctx, Kind.HUNG_TASK, severity="warning", pid=_int(m["pid"]),
-                     process=m["proc"], attrs={"blocked_s": _int(m["secs"])})
-    if "NV_ERR_RESET_REQUIRED" in body:
-        return event(pre, ctx, Kind.RESET_REQUIRED, severity="error", action="reset_gpu")
-    if any(lit in body for lit in kp.STRONG_LITERALS):
-        return Quarantined("kernel GPU/RAS line with unknown shape")
+    hit = match_family(body)
+    if hit is not None:
+        fam, m = hit
+        if fam.custom:
+            return CUSTOM[fam.custom](pre, ctx, m)
+        return family_event(fam, m, pre, ctx)
+    if any(lit in body for lit in QUARANTINE_LITERALS):
+        return Quarantined(UNKNOWN_SHAPE)
     return None  # weak literal (mlx5, EDAC, AER, carrier chatter) without an error shape
 
 
@@ -129,7 +110,7 @@ def _edac_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, A
 
 
 def _aer_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, Any]:
-    sev_text = (m["sev"] or m["sev2"] or "").strip()
+    sev_text = (m["sev"] or m["sev2"] or "").strip(" \t")
     low = sev_text.lower()
     if "fatal" in low and "non-fatal" not in low:
         sev, act = "critical", "reboot_node"
@@ -145,6 +126,9 @@ def _aer_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, An
 
 
 # -- boot time -------------------------------------------------------------------------------------
+
+
+CUSTOM = {"edac": _edac_event, "aer": _aer_event}
 
 
 def rtc_boot_time(pre: Prefix) -> datetime | None:

@@ -46,6 +46,13 @@ PREFIX_GROUPS = (
     "go_date", "go_hms", "go_frac", "km_pri", "km_seq", "km_us", "rest",
 )
 
+# The plain RFC 3164 line (no priority, no fraction, a tag), with the kernel's own stamp if any:
+# what PREFIX_HEAD_RE + HOST_TAG_HEAD_RE + INNER_UPTIME_HEAD_RE read, as one small pattern.
+BSD_FAST_RE = (
+    rf"^(?P<head>(?P<bsd_mon>{_MON}) +(?P<bsd_day>[0-9]{{1,2}}) (?P<bsd_hms>{_HMS}) "
+    r"(?P<host>[^ \t]+)[ \t]+[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]?"
+    r"(?:\[ *(?P<up2>[0-9]{1,10}\.[0-9]{1,9})\][ \t]?)?)"
+)
 # After a syslog stamp: "host tag[pid]: message" (RFC 3164) ...
 HOST_TAG_HEAD_RE = (
     r"^(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?[ \t]?"
@@ -188,3 +195,91 @@ HUNG_RE = (
 RTC_RE = (
     r"setting system clock to (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9:]{8}) UTC"
 )
+
+# -- host storage, CPU thermal, NIC health, panics (kernel_families) -------------------------------
+# drivers/nvme/host/pci.c nvme_timeout(): "I/O %d QID %d timeout, aborting" (<= 6.2) and
+# "I/O tag %d (%04x) opcode %#x (%s) QID %d timeout, aborting req_op:%s(%u) size:%u" (6.3+).
+NVME_TIMEOUT_RE = (
+    r"(?:nvme )?(?P<ctrl>nvme[0-9]{1,4}): I/O (?:tag )?(?P<tag>[0-9]{1,10}) "
+    r"(?:\([0-9a-f]{4}\) )?(?:opcode 0x[0-9a-f]{1,4} \([^)]{0,40}\) )?QID (?P<qid>[0-9]{1,6}) "
+    r"timeout, (?P<recovery>aborting|reset controller|disable controller|completion polled)"
+)
+# drivers/nvme/host/core.c nvme_log_error() (6.0+):
+# "nvme0n1: Read(0x2) @ LBA 1234, 8 blocks, Unrecovered Read Error (sct 0x2 / sc 0x81) DNR"
+NVME_STATUS_RE = (
+    r"(?P<disk>nvme[0-9]{1,4}n[0-9]{1,4}|\?): (?P<op>[A-Za-z ]{1,40})\(0x[0-9a-f]{1,2}\) @ LBA "
+    r"(?P<lba>[0-9]{1,20}), (?P<blocks>[0-9]{1,10}) blocks, (?P<status>[^()]{1,80}) "
+    r"\(sct (?P<sct>0x[0-9a-f]{1,2}) / sc (?P<sc>0x[0-9a-f]{1,3})\)"
+)
+# block/blk-core.c blk_print_req_error() and its predecessors (blk_update_request:,
+# print_req_error:, end_request:): "I/O error, dev nvme0n1, sector 123 op 0x1:(WRITE) ..."
+_BLK_ERRORS = (
+    "I/O|timeout|critical space allocation|recoverable transport|critical target|critical nexus"
+    "|reservation conflict|critical medium|protection|kernel resource|device resource"
+    "|nonblocking retry|device offline|dm internal retry|open zones exceeded"
+    "|active zones exceeded|duration limit exceeded|operation not supported"
+)
+BLK_ERROR_RE = (
+    rf"(?P<error>{_BLK_ERRORS}) error, dev (?P<dev>[^ ,]{{1,64}}), sector (?P<sector>[0-9]{{1,20}})"
+    r"(?: op 0x[0-9a-f]{1,4}:\((?P<op>[A-Z_]{1,24})\))?"
+)
+# fs/buffer.c: "Buffer I/O error on dev nvme1n1p1, logical block 0, async page read"
+BUFFER_IO_RE = (
+    r"Buffer I/O error on (?:dev(?:ice)? )?(?P<dev>[^ ,]{1,64}), logical block "
+    r"(?P<block>[0-9]{1,20})"
+)
+# fs/ext4/super.c __ext4_error / _inode / _file: "EXT4-fs error (device %s): %s:%d: [inode #%lu: ]
+# [block %llu: ]comm %s: ..."; __ext4_std_error: "EXT4-fs error (device %s) in %s:%d: %s".
+FS_ERROR_RE = (
+    r"(?P<fs>EXT[234])-fs error \(device (?P<dev>[^)]{1,64})\)(?::| in) "
+    r"(?P<function>[A-Za-z0-9_]{1,64}):[0-9]{1,6}:(?: inode #(?P<inode>[0-9]{1,20}):)?"
+    r"(?: block (?P<block>[0-9]{1,20}):)?(?: comm (?P<comm>[^:]{1,64}):)?"
+)
+# ext4_handle_error(): "EXT4-fs (nvme1n1p1): Remounting filesystem read-only"
+FS_READONLY_RE = (
+    r"(?P<fs>EXT[234])-fs \((?P<dev>[^)]{1,64})\): Remounting filesystem read-only"
+)
+# arch/x86/kernel/cpu/mce/therm_throt.c: "CPU%d: %s temperature above threshold, cpu clock
+# throttled (total events = %lu)" (5.8+: "temperature is above threshold, cpu clock is
+# throttled"), then "CPU%d: %s temperature/speed normal".
+THERMAL_RE = (
+    r"CPU(?P<cpu>[0-9]{1,5}): (?P<level>Core|Package) (?P<state>temperature (?:is )?above "
+    r"threshold, cpu clock (?:is )?throttled|temperature/speed normal)"
+    r"(?: \(total events = (?P<events>[0-9]{1,20})\))?"
+)
+_MLX5_DEV = rf"mlx5_core (?P<pci>{_PCI_FULL})(?: (?P<dev>[a-z0-9_]+))?: "
+_MLX5_FUNC = r"(?:[A-Za-z0-9_]{1,64}:[0-9]{1,6}:\(pid [0-9]{1,10}\): )?"
+# drivers/net/ethernet/mellanox/mlx5/core/health.c poll_health(): "Fatal error %u detected",
+# "device's health compromised - reached miss count"
+MLX5_HEALTH_RE = (
+    _MLX5_DEV + _MLX5_FUNC
+    + r"(?P<what>Fatal error (?P<fatal_error>[0-9]{1,10}) detected|device's health compromised)"
+)
+# .../mlx5/core/events.c port_module(): "Port module event[error]: module %u, %s, %s" and
+# "Port module event: module %u, %s"
+MLX5_MODULE_RE = (
+    _MLX5_DEV + _MLX5_FUNC
+    + r"Port module event(?:\[error\])?: module (?P<module>[0-9]{1,4}), "
+    r"(?P<status>Cable plugged|Cable unplugged|Cable error|Cable disabled|Unknown status)"
+    r"(?:, (?P<error>[^\r\n]{1,160}))?"
+)
+# kernel/panic.c: "Kernel panic - not syncing: %s" and the closing "---[ end Kernel panic - ...".
+PANIC_END_RE = r"---\[ end Kernel panic - not syncing"
+PANIC_MCE_RE = (
+    r"Kernel panic - not syncing: (?P<reason>[^\r\n]{0,200}(?:[Mm]achine [Cc]heck|MCE|MCA "
+    r"|broadcast exception handler)[^\r\n]{0,200})"
+)
+PANIC_RE = (
+    r"Kernel panic - not syncing: ?(?P<reason>(?:Watchdog detected )?(?P<known>hung_task"
+    r"|softlockup|hard LOCKUP|Out of memory|Fatal exception|Attempted to kill init"
+    r"|VFS: Unable to mount root fs)?[^\r\n]{0,400})"
+)
+# drivers/edac + arch/x86 mce: "CMCI storm detected: switching to poll mode"
+CMCI_STORM_RE = r"CMCI storm (?P<state>detected|subsided)"
+
+STORAGE_LITERALS = ("QID", "@ LBA", "error, dev ", "Buffer I/O error", "-fs error",
+                    "Remounting filesystem read-only")
+HOST_LITERALS = ("above threshold", "temperature/speed normal", "Kernel panic", "CMCI storm")
+# Lines with these and no known shape are quarantined (like the strong literals).
+HOST_STRONG_LITERALS = ("Kernel panic - not syncing", "-fs error (device")
+LITERALS = LITERALS + STORAGE_LITERALS + HOST_LITERALS

@@ -46,7 +46,50 @@ def _update_year_state(frame: pl.DataFrame, ctx: ParseContext, state: Any) -> No
 
 
 def prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.DataFrame:
-    """(line, raw) -> (line, raw, body, ts, uptime_s, ts_flag, node): stamps, host and message."""
+    """(line, raw) -> (line, raw, body, ts, uptime_s, ts_flag, node): stamps, host and message.
+
+    A batch whose lines all have the plain RFC 3164 form (``Feb 14 05:03:41 host tag[pid]: [up]``,
+    the usual kern.log / syslog) is read with that form's one small regex; any other batch with
+    the general pattern of every form (``kernel_patterns.PREFIX_RE``)."""
+    fast = _bsd_prefix_frame(cand, ctx, state)
+    return fast if fast is not None else _generic_prefix_frame(cand, ctx, state)
+
+
+def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.DataFrame | None:
+    c = pl.col
+    f = cand.with_columns(c("raw").str.extract_groups(kp.BSD_FAST_RE).alias("_g")).unnest("_g")
+    if f.get_column("head").null_count():
+        return None
+    f = f.with_columns(_year=_year_expr(ctx, state))
+    _update_year_state(f, ctx, state)
+    month = c("bsd_mon").replace_strict(_MONTH_INT, default=None, return_dtype=pl.Int32)
+    day = c("bsd_day").cast(pl.Int32)
+    hms = c("bsd_hms")
+    first = pl.date(c("_year"), month, 1).cast(pl.Datetime("us"))
+    ts = first + pl.duration(days=day - 1, hours=hms.str.slice(0, 2).cast(pl.Int64),
+                             minutes=hms.str.slice(3, 2).cast(pl.Int64),
+                             seconds=hms.str.slice(6, 2).cast(pl.Int64))
+    valid = (day >= 1) & (ts.dt.month() == month) & (c("_year") >= 1)
+    f = f.with_columns(
+        body=c("raw").str.strip_prefix(c("head")),
+        ts=pl.when(valid).then(ts),
+        uptime_s=c("up2").cast(pl.Float64),
+        node=_mapped(f, "host", normalize_node),
+    )
+    f = f.with_columns(
+        ts_flag=pl.when(c("ts").is_not_null()).then(pl.lit(None, pl.String))
+        .when(c("uptime_s").is_not_null()).then(pl.lit("boot_relative"))
+        .otherwise(pl.lit("no_ts"))
+    )
+    if state.boot_time is None:
+        both = f.filter(c("ts").is_not_null() & c("uptime_s").is_not_null())
+        if both.height:
+            row = both.row(0, named=True)
+            state.boot_time = row["ts"] - timedelta(microseconds=round(row["uptime_s"] * 1e6))
+    return f.select(PREFIXED)
+
+
+def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.DataFrame:
     c = pl.col
     f = cand.with_columns(
         c("raw").str.extract_groups(kp.PREFIX_HEAD_RE).alias("_g"),

@@ -159,6 +159,9 @@ class NcclState:
     transports: dict[tuple[str | None, int], str] = field(default_factory=dict)
     test_hosts: set[str] = field(default_factory=set)
     procs: dict[tuple[str | None, int], dict[str, Any]] = field(default_factory=dict)
+    batch: list[pl.DataFrame] = field(default_factory=list)  # candidates not parsed yet
+    batch_rows: int = 0
+    batch_chunks: int = 0
 
 
 def job_id_of(ctx: ParseContext) -> str | None:
@@ -202,7 +205,8 @@ def handle(
         return _nccl_line(line_no, ng, st, ctx, sink)
     if rg is not None:
         return _test_row(line_no, rg, st, ctx, sink)
-    text = pytorch.strip_launcher(raw).rest
+    pre = pytorch.strip_launcher(raw)
+    text = pre.rest
     if text.startswith("#"):
         return _test_header(line_no, text, st, ctx)
     if text.startswith("NCCL version"):
@@ -217,7 +221,7 @@ def handle(
     if "NCCL WARN" in raw or "NCCL ABORT" in raw:
         sink.quarantine.append((line_no, raw, "NCCL WARN line without host:pid:tid [dev] header"))
         return False
-    return pytorch.handle_line(line_no, raw, st.torch, ctx, sink, st.job_id)
+    return pytorch.handle_line(line_no, raw, st.torch, ctx, sink, st.job_id, pre)
 
 
 def _nccl_line(
@@ -451,7 +455,6 @@ def _sniff_counts(head_lines: list[str]) -> tuple[int, int, int]:
     return total, nccl, torch
 
 
-_CAND_COLS = ("line", "raw", "is_row", "after_last_error")
 
 
 class NcclParser:
@@ -491,62 +494,23 @@ class NcclParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: NcclState
     ) -> ChunkResult:
-        """Vectorized: one ``contains_any`` pass; regex groups only for the candidate lines."""
-        if lines.len() == 0:
-            return ChunkResult()
-        # One pass over every line; everything else works on the few candidates.
-        hit = lines.str.contains(FILTER).fill_null(False)
-        hit_idx = hit.arg_true()
-        last_err = lines.gather(hit_idx).str.contains(LAST_ERROR, literal=True)
-        after = hit_idx.filter(last_err) + 1  # the detail line after "Last error:"
-        if state.prev_last_error and lines.len():
-            after = pl.concat([pl.Series([0], dtype=after.dtype), after])
-        state.prev_last_error = bool(hit_idx.len()) and hit_idx[-1] == lines.len() - 1 and bool(
-            last_err[-1])
-        after = after.filter(after < lines.len())
-        idx = pl.concat([hit_idx, after]).unique().sort()
-        cand = lines.gather(idx)
-        idx, cand = idx.filter(cand.is_not_null()), cand.drop_nulls()
-        if idx.len() == 0:
-            return ChunkResult()
-        frame = pl.DataFrame({
-            "line": idx.cast(pl.Int64) + first_line, "raw": cand,
-            "is_row": cand.str.contains(ROW_HINT),
-            "after_last_error": idx.is_in(after.implode()),
-            "ng": cand.str.extract_groups(NCCL_LINE),
-        }).unnest("ng")
+        """Vectorized: one literal-alternation pass selects the candidate lines, which are parsed
+        in batches over several chunks (``ingest.nccl_vec``)."""
         from ingest import nccl_vec  # imported here: it imports this module
 
-        warn_ev, warn_taken = nccl_vec.warn_events(frame, ctx, state.job_id)
-        wd_ev, wd_taken = nccl_vec.watchdog_events(frame, ctx, state.job_id)
-        slow = frame.filter(~(warn_taken | wd_taken))
-        ng_cols = [c for c in frame.columns if c not in _CAND_COLS]
-        ngs = slow.select(ng_cols).to_dicts()
-        rgs = iter(slow.filter("is_row")["raw"].str.extract_groups(TEST_ROW).struct.unnest()
-                   .to_dicts())
-        sink = Sink()
-        parsed = int(warn_taken.sum()) + int(wd_taken.sum())
-        for line_no, raw, ng, row in zip(slow["line"].to_list(), slow["raw"].to_list(), ngs,
-                                         slow["is_row"].to_list(), strict=True):
-            rg = next(rgs) if row else None
-            parsed += handle(line_no, raw, ng if ng["host"] is not None else None,
-                             rg if rg is not None and rg["size"] is not None else None,
-                             state, ctx, sink)
-        result = _result(sink, parsed)
-        fast = [f for f in (warn_ev, wd_ev) if f.height]
-        if fast:
-            result.tables["events"] = pl.concat([result.tables.get("events", _frame("events", [])),
-                                                 *fast])
-        return result
+        return nccl_vec.parse_chunk(lines, first_line, ctx, state)
 
     def finish(self, ctx: ParseContext, state: NcclState) -> ChunkResult:
+        from ingest import nccl_vec
+
+        batch = nccl_vec.flush(ctx, state)  # the last candidates, before what they left pending
         sink = Sink()
         pytorch.finish(state.torch, ctx, sink, state.job_id)
-        result = _result(sink, 0)
+        result = result_of(sink, 0)
         ranks = rank_rows(state)
         if ranks:
             result.tables["nccl_ranks"] = _frame("nccl_ranks", ranks)
-        return result
+        return batch.merge(result)
 
 
 def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
@@ -555,7 +519,7 @@ def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame({c: [r.get(c) for r in rows] for c in schema}, schema=schema)
 
 
-def _result(sink: Sink, parsed: int) -> ChunkResult:
+def result_of(sink: Sink, parsed: int) -> ChunkResult:
     tables = {name: _frame(name, rows) for name, rows in
               (("events", sink.events), ("link_health", sink.link_health)) if rows}
     quarantine = None
@@ -589,7 +553,7 @@ def reference_parse(
         rg = _ROW_RX.match(line) if row_hint else None
         parsed += handle(first_line + i, line, ng.groupdict() if ng else None,
                          rg.groupdict() if rg else None, st, ctx, sink)
-    result = _result(sink, parsed)
+    result = result_of(sink, parsed)
     return result.merge(parser.finish(ctx, st))
 
 

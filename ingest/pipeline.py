@@ -37,6 +37,7 @@ from ingest.reader import (
     iter_chunks,
     prefix_fingerprint,
     read_head_text,
+    tail_fingerprint,
 )
 from ingest.schema import conform
 from ingest.store import Store
@@ -175,15 +176,9 @@ def plan(
         ctx.job_id = infer_job(abspath)
     task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)
     for rec in store.files_matching(abspath, head.fingerprint).iter_rows(named=True):
-        if rec["status"] == "failed":
-            continue
-        same_start = rec["fingerprint"] == head.fingerprint or (
-            rec["head_len"] <= head.size
-            and prefix_fingerprint(path, rec["head_len"]) == rec["fingerprint"]
-        )
-        if not same_start or head.size < rec["bytes"]:
-            continue  # rotated or truncated: a new incarnation, read from the start
-        if head.size == rec["bytes"] or head.gzipped:
+        if rec["status"] == "failed" or not _same_content(path, head, rec):
+            continue  # another file, or a rotated / truncated one: read from the start
+        if head.size == rec["bytes"]:
             return FileReport(
                 path=abspath,
                 status="unchanged",
@@ -193,6 +188,8 @@ def plan(
                 noise=rec["noise"],
                 quarantined=rec["quarantined"],
             )
+        if head.gzipped:
+            continue  # a .gz is never appended to: a different size is a different file
         task.fmt = task.fmt or rec["format"]
         task.start_byte = rec["bytes"]
         task.start_line = rec["lines"] + 1
@@ -201,6 +198,24 @@ def plan(
         task.boot_time = rec.get("boot_time")
         break
     return task
+
+
+def _same_content(path: str, head: Any, rec: dict[str, Any]) -> bool:
+    """Whether ``path`` holds what registry row ``rec`` ingested, possibly grown since.
+
+    The first ``head_len`` bytes and the ``HEAD_BYTES`` before the stored end must both match.
+    """
+    if head.size < rec["bytes"]:
+        return False
+    same_start = rec["fingerprint"] == head.fingerprint or (
+        rec["head_len"] <= head.size
+        and prefix_fingerprint(path, rec["head_len"]) == rec["fingerprint"]
+    )
+    if not same_start:
+        return False
+    if rec.get("tail_fingerprint") is None:
+        return rec["path"] == str(Path(path).resolve())
+    return tail_fingerprint(path, rec["bytes"]) == rec["tail_fingerprint"]
 
 
 def sniff_format(task: FileTask) -> str:
@@ -375,12 +390,14 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
             quarantined = prior.get("quarantined", 0) + pf.quarantined
             noise = lines - parsed - quarantined
             status = "partial" if quarantined else "ok"
+            end = pf.end_byte if not task.gzipped else task.size
             store.record_file(
                 {
                     "path": task.path,
                     "fingerprint": task.fingerprint,
                     "head_len": task.head_len,
-                    "bytes": pf.end_byte if not task.gzipped else task.size,
+                    "bytes": end,
+                    "tail_fingerprint": tail_fingerprint(task.path, end),
                     "lines": lines,
                     "parsed": parsed,
                     "noise": noise,

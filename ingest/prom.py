@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -41,28 +42,154 @@ MAX_POINTS = 10_000  # Prometheus refuses more than 11,000 points per series per
 
 
 def result_to_frames(result: list[dict[str, Any]], line: int) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A ``data.result`` list -> samples and labels frames (key = series position)."""
-    label_sets, ts, values, keys = [], [], [], []
-    for key, series in enumerate(result):
-        labels = dict(series.get("metric") or {})
-        label_sets.append(labels)
+    """A ``data.result`` list -> samples and labels frames (key = series position).
+
+    The reference path (and the live pull): the points of each series become columns through one
+    list comprehension per series, not one Python call per point.
+    """
+    label_sets, ts, values, counts = [], [], [], []
+    for series in result:
+        label_sets.append(dict(series.get("metric") or {}))
         points = series.get("values")
         if points is None:
             points = [series["value"]] if "value" in series else []
-        ts.extend(float(p[0]) for p in points)
-        values.extend(float(p[1]) for p in points)
-        keys.extend([key] * len(points))
-    names = [ls.get("__name__") for ls in label_sets]
+        ts.append([p[0] for p in points])
+        values.append([p[1] for p in points])
+        counts.append(len(points))
     samples = pl.DataFrame(
-        {"ts_s": ts, "value": values, "key": keys},
+        {
+            "ts_s": [float(t) for seq in ts for t in seq],
+            "value": [float(v) for seq in values for v in seq],
+            "key": pl.Series(range(len(counts)), dtype=pl.Int64).repeat_by(
+                pl.Series(counts, dtype=pl.UInt32)).explode().drop_nulls()
+            if counts else pl.Series([], dtype=pl.Int64),
+        },
         schema={"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64},
-    ).with_columns(
-        ts=pl.from_epoch((pl.col("ts_s") * 1000).round().cast(pl.Int64), time_unit="ms").cast(TS),
-        metric=pl.col("key").replace_strict(list(range(len(names))), names,
-                                            return_dtype=pl.String, default=None),
-        line=pl.lit(line, pl.Int64),
     )
-    return conform_samples(samples), label_dicts_to_frame(label_sets)
+    return _samples(samples, line), label_dicts_to_frame(label_sets)
+
+
+def _samples(frame: pl.DataFrame, line: int) -> pl.DataFrame:
+    """(ts_s Float64 Unix seconds, value, key) -> ``SAMPLE_SCHEMA`` rows of ``line``."""
+    return conform_samples(frame.with_columns(
+        ts=pl.from_epoch((pl.col("ts_s") * 1000).round().cast(pl.Int64), time_unit="ms").cast(TS),
+        line=pl.lit(line, pl.Int64),
+    ))
+
+
+# -- the fast path: the export's text split with vectorized string expressions ---------------------
+
+_SERIES = '{"metric":'
+_WS = r"[ \t\r\n]*"
+_HEADER_RE = (
+    rf'^{_WS}\{{{_WS}"status"{_WS}:{_WS}"success"{_WS},{_WS}"data"{_WS}:{_WS}\{{{_WS}"resultType"'
+    rf'{_WS}:{_WS}"matrix"{_WS},{_WS}"result"{_WS}:{_WS}\[{_WS}$'
+)
+_PREFIX_RE = rf'^(\{{[^{{}}]*\}})({_WS},{_WS}"values"{_WS}:{_WS}\[)'
+_NUM = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_POINT = rf'\[{_NUM},"[^"\\]*"\]'
+_POINTS_RE = rf"^(?:{_POINT}(?:,{_POINT})*)?$"
+_TRAILER_RE = re.compile(rf"\]\}}({_WS}\]{_WS}\}}{_WS}\}}{_WS})$")
+_WS_CHARS = " \t\r\n"
+
+
+def fast_frames(lines: pl.Series, line: int) -> tuple[pl.DataFrame, pl.DataFrame] | None:
+    """``result_to_frames`` of a ``matrix`` export, without building a Python object per point.
+
+    The text is cut at each ``{"metric":`` (a literal that can only be structure: a quote inside
+    a JSON string is escaped); each piece must be a label object, ``"values":[``, points that are
+    exactly ``[number,"string"]`` (checked by one regex per series), ``]}`` and a comma (the last
+    one: the closing brackets). Series labels (few) go through ``json.loads``; the points are
+    split, exploded and cast as columns. Anything else (another layout, pretty-printed points,
+    ``vector`` answers, warnings, invalid JSON) returns None: the caller then takes the
+    reference path, which gives the same rows or the exact error.
+    """
+    text = lines.drop_nulls().str.join("\n")
+    end = _TRAILER_RE.search(text.str.tail(200).item() or "")
+    if end is None:
+        return None
+    text = text.str.head(text.str.len_chars().item() - len(end.group(1)))
+    pieces = text.str.split(_SERIES, literal=True).explode()
+    del text
+    if pieces.len() < 2 or not pieces.slice(0, 1).str.contains(_HEADER_RE).item():
+        return None
+    body = _series_pieces(pieces.slice(1))
+    del pieces
+    if body is None:
+        return None
+    labels = _labels_frame(body.get_column("labels"))
+    if labels is None:
+        return None
+    points = _points(body.filter(pl.col("pts") != ""))
+    if points is None:
+        return None
+    return _samples(points, line), labels
+
+
+def _points(body: pl.DataFrame) -> pl.DataFrame | None:
+    """Validated points blocks (``[t,"v"],[t,"v"]``, per series ``key``) -> ts_s, value, key.
+
+    The blocks become one CSV text (``],[`` -> newline) read by polars' CSV reader, which parses
+    the numbers (quoted values included) in bulk; None if a number does not parse.
+    """
+    if body.height == 0:
+        return pl.DataFrame(schema={"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64})
+    blocks = body.select(
+        "key",
+        n=pl.col("pts").str.count_matches("],[", literal=True) + 1,
+        csv=pl.col("pts").str.strip_prefix("[").str.strip_suffix("]")
+        .str.replace_all("],[", "\n", literal=True),
+    )
+    data = blocks.get_column("csv").str.join("\n").cast(pl.Binary).item()
+    blocks = blocks.drop("csv")
+    points = pl.read_csv(data, has_header=False, quote_char='"',
+                         schema={"ts_s": pl.Float64, "value": pl.Float64})
+    del data
+    keys = blocks.get_column("key").repeat_by(blocks.get_column("n")).explode()
+    if points.height != keys.len() or points.null_count().sum_horizontal().item():
+        return None  # a value the reference parser reads differently (never for valid JSON)
+    return points.with_columns(key=keys)
+
+
+def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:
+    """Pieces ``{labels},"values":[<points>]}`` + ``,`` (all but the last) -> key, labels (JSON
+    text), pts (``[t,"v"],...`` checked by ``_POINTS_RE``); None if one does not fit."""
+    last = pieces.len() - 1
+    g = pl.col("p").str.extract_groups(_PREFIX_RE)
+    rest = pl.col("p").str.strip_prefix(pl.concat_str(g.struct.field("1"), g.struct.field("2")))
+    body = (
+        pl.DataFrame({"p": pieces}).lazy()
+        .with_row_index("key")
+        .select(pl.col("key").cast(pl.Int64), labels=g.struct.field("1"),
+                rest=rest.str.strip_chars_end(_WS_CHARS))
+        .with_columns(comma=pl.col("rest").str.ends_with(","),
+                      rest=pl.col("rest").str.strip_suffix(",").str.strip_chars_end(_WS_CHARS))
+        .select(
+            "key", "labels",
+            pts=pl.col("rest").str.strip_suffix("]}"),
+            ok=pl.col("labels").is_not_null() & (pl.col("comma") == (pl.col("key") != last))
+            & pl.col("rest").str.ends_with("]}"),
+        )
+        .with_columns(ok=pl.col("ok") & pl.col("pts").str.contains(_POINTS_RE))
+        .collect()
+    )
+    if not body.get_column("ok").fill_null(False).all():
+        return None
+    return body.drop("ok")
+
+
+def _labels_frame(texts: pl.Series) -> pl.DataFrame | None:
+    """The label objects of the series (JSON text, one per series) -> labels frame; None if one
+    is not a valid JSON object. Each distinct text is decoded once."""
+    decoded: dict[str, Any] = {}
+    for t in texts.unique().to_list():
+        try:
+            decoded[t] = json.loads(t)
+        except (ValueError, TypeError):
+            return None
+        if not isinstance(decoded[t], dict):
+            return None
+    return label_dicts_to_frame([dict(decoded[t]) for t in texts.to_list()])
 
 
 def parse_export(text: str) -> list[dict[str, Any]]:
@@ -89,6 +216,22 @@ def parse_export(text: str) -> list[dict[str, Any]]:
             float(p[0])
             float(p[1])
     return result
+
+
+def _fast_or_none(lines: pl.Series, first_line: int
+                  ) -> tuple[pl.DataFrame, pl.DataFrame, int] | None:
+    """``fast_frames`` plus the accounting of the reference path (every non-empty line is
+    parsed; samples carry the first one's number), or None to take the reference path."""
+    present = (lines.is_not_null() & (lines != "")).fill_null(False)
+    idx = present.arg_true()
+    if idx.len() == 0:
+        return None
+    try:
+        frames = fast_frames(lines.filter(present), first_line + int(idx[0]))
+    except pl.exceptions.PolarsError:  # the reference path decides (and gives the reason)
+        log.debug("fast JSON path failed; using the reference parser", exc_info=True)
+        return None
+    return None if frames is None else (*frames, idx.len())
 
 
 class PrometheusJsonParser:
@@ -118,19 +261,24 @@ class PrometheusJsonParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
     ) -> ChunkResult:
-        content = [(i, t) for i, t in enumerate(lines.to_list(), start=first_line) if t]
-        if not content:
-            return ChunkResult()
-        try:
-            result = parse_export("\n".join(t for _, t in content))
-        except (ValueError, TypeError, KeyError, OverflowError) as e:
-            reason = f"Prometheus JSON export rejected: {e}"[:500]
-            nos, raws = zip(*content, strict=True)
-            return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws),
-                                                           [reason] * len(nos)))
-        samples, labels = result_to_frames(result, content[0][0])
+        frames = _fast_or_none(lines, first_line)
+        if frames is not None:
+            samples, labels, parsed = frames
+        else:
+            content = [(i, t) for i, t in enumerate(lines.to_list(), start=first_line) if t]
+            if not content:
+                return ChunkResult()
+            try:
+                result = parse_export("\n".join(t for _, t in content))
+            except (ValueError, TypeError, KeyError, OverflowError) as e:
+                reason = f"Prometheus JSON export rejected: {e}"[:500]
+                nos, raws = zip(*content, strict=True)
+                return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws),
+                                                               [reason] * len(nos)))
+            samples, labels = result_to_frames(result, content[0][0])
+            parsed = len(content)
         tables = samples_to_tables(samples, labels, ctx, source=self.source)
-        return ChunkResult(tables=tables, parsed=len(content))
+        return ChunkResult(tables=tables, parsed=parsed)
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
         return ChunkResult()

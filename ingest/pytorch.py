@@ -161,7 +161,14 @@ def strip_launcher(line: str) -> Prefix:
     if line[:1] not in ("[", "(") and ": " not in line[:64]:
         return p  # the common case: nothing to strip
     for _ in range(4):
+        first = p.rest[:1]
         for name, rx in _LAUNCHER_PARTS:
+            # each pattern's first character, tested before the pattern (the same outcome)
+            if name == "pdsh":
+                if p.host or not (first.isascii() and first.isalnum()):
+                    continue
+            elif first != ("(" if name == "ray" else "["):
+                continue
             m = rx.match(p.rest)
             if not m:
                 continue
@@ -240,7 +247,7 @@ def make_event(
         "ts": ts, "ts_flag": None if ts is not None else "no_ts", "node": node or ctx.node,
         "gpu": gpu, "gpu_index": gpu_index, "source": source.value, "kind": kind.value,
         "subkind": subkind, "severity": severity.value, "job_id": job_id, "pid": pid,
-        "message": message.strip(WS)[:MESSAGE_CHARS], "attrs": attrs_json(attrs or {}),
+        "message": message.strip(WS)[:MESSAGE_CHARS], "attrs": attrs_json(attrs) if attrs else "{}",
         "file": ctx.file, "line": line_no,
     }
 
@@ -264,13 +271,15 @@ def reason_subkind(reason: str) -> str | None:
 
 
 def handle_line(
-    line_no: int, raw: str, st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None
+    line_no: int, raw: str, st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None,
+    pre: Prefix | None = None,
 ) -> bool:
     """Extract one candidate line that is not a NCCL-format line. True if it became (part of) rows.
 
-    Lines that look like a watchdog report but do not parse are quarantined (added to ``sink``).
+    ``pre`` is ``strip_launcher(raw)`` when the caller has it already. Lines that look like a
+    watchdog report but do not parse are quarantined (added to ``sink``).
     """
-    pre = strip_launcher(raw)
+    pre = pre or strip_launcher(raw)
     text = pre.rest
     if st.pending is not None and line_no == st.pending_last + 1 and _continue(line_no, text, st):
         return True
@@ -355,8 +364,8 @@ def _nccl_error_in(
     st.pending = make_event(
         ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR,
         subkind=reason_subkind(m["reason"]) or "dist_backend", severity=Severity.ERROR,
-        message=text, attrs=attrs, **common)
-    st.pending["_attrs"] = attrs
+        message=text, **common)
+    st.pending["_attrs"] = attrs  # encoded by ``flush_pending``, once the block is complete
     st.pending_last = line_no
     return True
 

@@ -95,6 +95,18 @@ def file_head(path: str | Path) -> FileHead:
     )
 
 
+def tail_fingerprint(path: str | Path, end: int) -> str:
+    """sha256 of the ``HEAD_BYTES`` raw bytes before offset ``end`` (where ingest stopped).
+
+    With the head fingerprint it tells "the same file, grown" from "another file that starts
+    the same way" (dmesg files of identical nodes share their first kilobytes).
+    """
+    start = max(0, end - HEAD_BYTES)
+    with Path(path).open("rb") as f:
+        f.seek(start)
+        return hashlib.sha256(f.read(end - start)).hexdigest()
+
+
 def prefix_fingerprint(path: str | Path, head_len: int) -> str:
     """sha256 of the first ``head_len`` bytes of ``path`` (to recognize a grown file)."""
     with Path(path).open("rb") as f:

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Source(StrEnum):
@@ -48,6 +48,8 @@ class Kind(StrEnum):
     IB_PORT = "ib_port"  # mlx5 / InfiniBand port state change
     HUNG_TASK = "hung_task"
     THERMAL = "thermal"
+    STORAGE = "storage"  # NVMe timeouts, block-layer I/O errors, file-system errors
+    KERNEL_PANIC = "kernel_panic"  # "Kernel panic - not syncing" (machine-check panics: mce)
     DEVICE_UNHEALTHY = "device_unhealthy"  # k8s device plugin XidCriticalError
     NCCL_ERROR = "nccl_error"
     NCCL_TIMEOUT = "nccl_timeout"  # ProcessGroupNCCL watchdog
@@ -309,6 +311,7 @@ INGESTED_FILES = Table(
         _c("error", "VARCHAR"),
         _c("ingested_at", "TIMESTAMP"),
         _c("boot_time", "TIMESTAMP"),  # learned or given boot time, for a grown dmesg file
+        _c("tail_fingerprint", "VARCHAR"),  # sha256 of the raw bytes just before ``bytes``
     ),
 )
 

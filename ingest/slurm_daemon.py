@@ -176,7 +176,10 @@ def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         kind = state_kind(state)
         if kind is None:
             return None
-    ts, flag = _scalar_ts(g, ctx)
+    try:
+        ts, flag = _scalar_ts(g, ctx)
+    except (ValueError, OverflowError) as e:
+        return Quarantined(f"invalid timestamp: {e}")
     host = normalize_node(g["host"] or g["host2"]) or ctx.node
     nodes = _expand(grp["node"]) or [host]
     reason, by, _ = split_reason(grp["reason"])
@@ -284,8 +287,10 @@ def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkR
         for n, r in unmatched.select("line", "raw").iter_rows()
     ]
     ts, flag = _ts_exprs(ctx)
+    # Out-of-range stamps (year 0, month 13) stay null here; parse_line quarantines those lines.
+    sane = ts.dt.year().is_between(1900, 2200)
     cand = df.filter(keep & pl.col("msg").str.contains(_CANDIDATE)).with_columns(
-        ts.alias("ts"),
+        pl.when(sane).then(ts).alias("ts"),
         flag.alias("ts_flag"),
     )
     rows: list[dict[str, Any]] = []

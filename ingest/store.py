@@ -26,10 +26,15 @@ from ingest.schema import SCHEMA_VERSION, TABLES, conform
 log = logging.getLogger(__name__)
 
 DEFAULT_DB = Path("data/faultlens.duckdb")
+# DuckDB's own default is 80% of RAM; past this limit it spills to disk instead of growing.
+# ``$FAULTLENS_DUCKDB_MEMORY`` overrides it (e.g. "8GB" for feature building on a big fleet).
+DEFAULT_MEMORY = "1GB"
 
 # Migrations from version N-1 to N: each a list of SQL statements. Version 1 is the initial schema,
 # created from TABLES; later versions append ALTER statements here.
-MIGRATIONS: dict[int, list[str]] = {}
+MIGRATIONS: dict[int, list[str]] = {
+    2: ["ALTER TABLE ingested_files ADD COLUMN IF NOT EXISTS tail_fingerprint VARCHAR"],
+}
 
 
 def default_db_path() -> Path:
@@ -51,7 +56,11 @@ class Store:
                 raise StoreError(
                     f"no database at {self.path}: run `faultlens ingest` or `faultlens demo`"
                 )
-            self.con = duckdb.connect(self.path, read_only=read_only)
+            self.con = duckdb.connect(
+                self.path,
+                read_only=read_only,
+                config={"memory_limit": os.environ.get("FAULTLENS_DUCKDB_MEMORY", DEFAULT_MEMORY)},
+            )
         except duckdb.Error as e:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
         if not read_only:
@@ -194,10 +203,10 @@ class Store:
         )
 
     def record_file(self, row: dict[str, Any]) -> None:
-        """Upsert the registry row of one file incarnation (keyed by fingerprint)."""
+        """Upsert the registry row of one file incarnation (keyed by path and head fingerprint)."""
         self.execute(
-            "DELETE FROM ingested_files WHERE fingerprint = ? AND head_len = ?",
-            [row["fingerprint"], row["head_len"]],
+            "DELETE FROM ingested_files WHERE path = ? AND fingerprint = ? AND head_len = ?",
+            [row["path"], row["fingerprint"], row["head_len"]],
         )
         self.insert("ingested_files", pl.DataFrame([row]))
 

@@ -39,16 +39,21 @@ LABELS = {
     "DCGM_FI_DRIVER_VERSION": "driver",
     "instance": "instance",
 }
-# A chunk's samples: one row per sample; ``key`` points at its label set in the labels frame.
+# A chunk's samples: one row per sample; ``key`` points at its series in the labels frame.
 SAMPLE_SCHEMA: dict[str, Any] = {
     "line": pl.Int64,
-    "metric": pl.String,
     "value": pl.Float64,
     "ts": TS,
     "key": pl.Int64,
 }
-# The distinct label sets of a chunk (few: one per GPU per exporter), one column per known label.
-LABEL_SCHEMA: dict[str, Any] = {"key": pl.Int64, **{col: pl.String for col in LABELS.values()}}
+# The distinct series of a chunk (few: one per metric per GPU per exporter): the metric name and
+# one column per known label. Per-series work (label parsing, node normalization, the metric name)
+# is done once per series here, never once per sample.
+LABEL_SCHEMA: dict[str, Any] = {
+    "key": pl.Int64,
+    "metric": pl.String,
+    **{col: pl.String for col in LABELS.values()},
+}
 
 # Metrics that carry Xid errors: the last Xid code as the value (DCGM_FI_DEV_XID_ERRORS, with
 # err_code / err_msg labels in newer exporters), or a count per ``xid`` label.
@@ -87,19 +92,32 @@ def conform_labels(frame: pl.DataFrame) -> pl.DataFrame:
     return _conform(frame, LABEL_SCHEMA)
 
 
-def label_dicts_to_frame(label_sets: list[dict[str, str]], first_key: int = 0) -> pl.DataFrame:
-    """Prometheus label dicts -> a labels frame with keys ``first_key``, ``first_key + 1``, ..."""
+def label_dicts_to_frame(
+    label_sets: list[dict[str, str]], first_key: int = 0, metrics: list[str | None] | None = None
+) -> pl.DataFrame:
+    """Prometheus label dicts -> a labels frame with keys ``first_key``, ``first_key + 1``, ...
+
+    The metric of each set is ``metrics[i]`` if given, else its ``__name__`` label.
+    """
+    if metrics is None:
+        metrics = [labels.get("__name__") for labels in label_sets]
     rows = [
-        {"key": first_key + i, **{col: labels.get(name) for name, col in LABELS.items()}}
-        for i, labels in enumerate(label_sets)
+        {"key": first_key + i, "metric": metric,
+         **{col: labels.get(name) for name, col in LABELS.items()}}
+        for i, (labels, metric) in enumerate(zip(label_sets, metrics, strict=True))
     ]
     return conform_labels(pl.DataFrame(rows, schema=LABEL_SCHEMA)) if rows else conform_labels(
         pl.DataFrame(schema=LABEL_SCHEMA)
     )
 
 
-def _derive_labels(labels: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
-    """Per label set: normalized node, GPU index and PCI id (computed once per distinct set)."""
+def derive_labels(labels: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """Per series: normalized node, GPU index and PCI id (computed once per distinct series).
+
+    A frame that already has them (a parser's per-file cache of series) is returned as it is.
+    """
+    if "node" in labels.columns:
+        return labels
     inst_host = pl.col("instance").str.replace(r":[0-9]+$", "")
     from_device = pl.col("device").str.extract(r"^nvidia([0-9]+)$")
     return labels.with_columns(
@@ -117,27 +135,28 @@ def samples_to_tables(
     source: Source,
     xid_state: dict | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """Samples (``SAMPLE_SCHEMA``) and their label sets (``LABEL_SCHEMA``) -> telemetry, gpus
-    and events frames.
+    """Samples (``SAMPLE_SCHEMA``) and their series (``LABEL_SCHEMA``, or already passed through
+    ``derive_labels``) -> telemetry, gpus and events frames.
 
-    ``xid_state`` (kept by the caller across chunks) remembers the last Xid state per GPU so that
-    an Xid repeated by every scrape becomes one event, not one per scrape.
+    Per-sample work is one join on the integer ``key``; everything about a series (metric name,
+    node, GPU index, ...) is computed on the few distinct series. ``xid_state`` (kept by the caller
+    across chunks) remembers the last Xid state per GPU so that an Xid repeated by every scrape
+    becomes one event, not one per scrape.
     """
     if samples.height == 0:
         return {}
     ts0, flag = default_ts(ctx)
-    lab = _derive_labels(labels, ctx)
-    missing_ts = samples.get_column("ts").null_count() > 0
-    if missing_ts:
+    lab = derive_labels(labels, ctx)
+    if samples.get_column("ts").null_count() > 0:
         samples = samples.with_columns(
             ts_flag=pl.when(pl.col("ts").is_null()).then(pl.lit(flag)),
             ts=pl.coalesce(pl.col("ts"), pl.lit(ts0, TS)),
         )
     else:
         samples = samples.with_columns(ts_flag=pl.lit(None, pl.String))
-    telemetry = samples.join(lab.select("key", "node", "gpu_index"), on="key", how="left").select(
-        "ts", "node", pl.col("gpu_index").alias("gpu"), "metric", "value"
-    )
+    telemetry = samples.join(
+        lab.select("key", "node", "gpu_index", "metric"), on="key", how="left"
+    ).select("ts", "node", pl.col("gpu_index").alias("gpu"), "metric", "value")
     out = {"telemetry": telemetry, "gpus": _gpus(samples, lab, ctx, source)}
     events = _xid_events(samples, lab, ctx, source, xid_state if xid_state is not None else {})
     if events.height:
@@ -170,10 +189,13 @@ def _gpus(
 def _xid_events(
     samples: pl.DataFrame, lab: pl.DataFrame, ctx: ParseContext, source: Source, state: dict
 ) -> pl.DataFrame:
-    cand = samples.filter(pl.col("metric").is_in(XID_VALUE_METRICS + XID_COUNT_METRICS))
+    xid_keys = lab.filter(pl.col("metric").is_in(XID_VALUE_METRICS + XID_COUNT_METRICS))
+    if xid_keys.height == 0:
+        return empty_frame("events")
+    cand = samples.filter(pl.col("key").is_in(xid_keys.get_column("key").implode()))
     if cand.height == 0:
         return empty_frame("events")
-    cand = cand.join(lab, on="key", how="left")
+    cand = cand.join(xid_keys, on="key", how="left")
     is_count = pl.col("metric").is_in(XID_COUNT_METRICS)
     code = pl.coalesce(
         pl.col("xid").cast(pl.Int32, strict=False),

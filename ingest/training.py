@@ -169,7 +169,8 @@ def _segments(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _rank(groups: pl.Expr) -> pl.Expr:
-    return pl.coalesce(groups.struct.field("1"), groups.struct.field("2")).cast(pl.Int32)
+    ranks = pl.coalesce(groups.struct.field("1"), groups.struct.field("2"))
+    return ranks.cast(pl.Int32, strict=False)
 
 
 def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
@@ -182,8 +183,8 @@ def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
         framework=pl.lit("megatron"),
         rank=_rank(pl.col("g")),
         ts=pl.col("g").struct.field("3").str.to_datetime(_TS_FORMAT, strict=False),
-        step=pl.col("g").struct.field("4").cast(pl.Int64),
-        total_steps=pl.col("g").struct.field("5").cast(pl.Int64),
+        step=pl.col("g").struct.field("4").cast(pl.Int64, strict=False),
+        total_steps=pl.col("g").struct.field("5").cast(pl.Int64, strict=False),
         step_time_s=step_time_s,
         samples_per_s=gbs / step_time_s,
         loss=pl.col("seg").str.extract(MEGATRON_LOSS).cast(pl.Float64, strict=False),
@@ -200,7 +201,7 @@ def _titan(segs: pl.DataFrame) -> pl.DataFrame:
         framework=pl.lit("torchtitan"),
         rank=_rank(pl.col("g")),
         ts=stamp.str.to_datetime(_TS_FORMAT, strict=False),
-        step=pl.col("g").struct.field("5").cast(pl.Int64),
+        step=pl.col("g").struct.field("5").cast(pl.Int64, strict=False),
         tokens_per_s=pl.col("seg").str.extract(TITAN_TPS).str.replace_all(",", "")
         .cast(pl.Float64, strict=False),
         loss=pl.col("g").struct.field("6").cast(pl.Float64, strict=False),
@@ -221,7 +222,7 @@ def _bar_columns(g: pl.Expr, offset: int) -> dict[str, pl.Expr]:
     rate = f(7).cast(pl.Float64, strict=False)
     step_time_s = pl.when(f(8) == "s/it").then(rate).when(rate > 0).then(1.0 / rate)
     return {
-        "n": f(2).cast(pl.Int64),
+        "n": f(2).cast(pl.Int64, strict=False),
         "bar_total": f(3).cast(pl.Int64, strict=False),
         "elapsed_s": elapsed_s,
         "step_time_s": step_time_s,
@@ -246,7 +247,7 @@ def _lightning_bar(segs: pl.DataFrame) -> pl.DataFrame:
         pl.col("g").struct.field("3").is_not_null()
     )
     cols = _bar_columns(pl.col("g"), 1)
-    epoch = pl.col("g").struct.field("1").cast(pl.Int64)
+    epoch = pl.col("g").struct.field("1").cast(pl.Int64, strict=False)
     per_epoch = cols["bar_total"]
     return out.select(
         "order", "line", framework=pl.lit("lightning"),

@@ -152,7 +152,7 @@ class TrainConfig:
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
     max_train_rows: int = 600_000
-    max_calib_rows: int = 1_200_000  # calibration negatives beyond this are sampled, weighted
+    max_calib_rows: int = 800_000  # calibration negatives beyond this are sampled, weighted
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
 

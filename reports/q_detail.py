@@ -227,12 +227,13 @@ def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 # -- recovery what-if ------------------------------------------------------------------------------
-def whatif(store: Store, f: Filters, strategies: list[str], *, interval_min: float,
-           spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
-    """Rank ``strategies`` on the range's interruption trace (replay's public API)."""
+def whatif(store: Store, since: datetime | None, until: datetime | None, strategies: list[str],
+           *, interval_min: float, spares: int | None, job_gpus: int | None,
+           resamples: int = 20) -> list[Any]:
+    """Rank ``strategies`` on the fleet's interruption trace of the range (replay's public API)."""
     from replay import JobSpec, from_db, rank, replay
 
-    trace = from_db(store, f.since, f.until)
+    trace = from_db(store, since, until)
     if trace.n_events == 0:
         return []
     job = JobSpec(interval_min=float(interval_min), spares=spares, gpus=job_gpus)

@@ -6,7 +6,8 @@ here pulls the events table into Python. ``f`` is the shared ``Filters``.
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
@@ -55,18 +56,26 @@ def table_counts(store: Store) -> dict[str, int]:
 
 
 # -- overview --------------------------------------------------------------------------------------
-def failures(store: Store, f: Filters) -> pl.DataFrame:
-    """Hardware failure episodes (models.target) in the range, on the selected nodes."""
-    lo = f.since or datetime(1970, 1, 1)
-    hi = f.until or datetime(9999, 1, 1)
-    ep = failure_episodes(store, lo, hi)
-    if f.nodes:
-        ep = ep.filter(pl.col("node").is_in(list(f.nodes)))
-    if f.gpu and f.gpu.isdigit():
-        ep = ep.filter(pl.col("gpu") == f.gpu)
+def episodes_in(store: Store, since: datetime | None, until: datetime | None) -> pl.DataFrame:
+    """Hardware failure episodes (models.target) of the whole fleet in the time range."""
+    ep = failure_episodes(store, since or datetime(1970, 1, 1), until or datetime(9999, 1, 1))
     return ep.with_columns(
         pl.col("cause").replace_strict(COMPONENT_OF_CAUSE, default="other").alias("component")
     )
+
+
+def select_episodes(episodes: pl.DataFrame, f: Filters) -> pl.DataFrame:
+    """The episodes on the selected nodes / GPU (a small frame: filtered in polars)."""
+    if f.nodes:
+        episodes = episodes.filter(pl.col("node").is_in(list(f.nodes)))
+    if f.gpu and f.gpu.isdigit():
+        episodes = episodes.filter(pl.col("gpu") == f.gpu)
+    return episodes
+
+
+def failures(store: Store, f: Filters) -> pl.DataFrame:
+    """Hardware failure episodes in the range, on the selected nodes."""
+    return select_episodes(episodes_in(store, f.since, f.until), f)
 
 
 def failure_trend(episodes: pl.DataFrame, f: Filters, n_nodes: int) -> pl.DataFrame:
@@ -174,9 +183,10 @@ def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | N
     return " AND ".join(parts), params
 
 
-def event_facets(store: Store, f: Filters) -> dict[str, pl.DataFrame]:
-    """Counts by source, kind, severity and code: the explorer's filter choices."""
-    where, params = f.events_where()
+def event_facets(store: Store, since: datetime | None,
+                 until: datetime | None) -> dict[str, pl.DataFrame]:
+    """Counts by source, kind, severity and code in the time range: the explorer's choices."""
+    where, params = Filters(since=since, until=until).events_where()
     out = {}
     for col in ("source", "kind", "severity", "code"):
         out[col] = store.query(
@@ -213,15 +223,30 @@ def event_count(store: Store, f: Filters, facets: dict[str, list[Any]] | None = 
     return int(store.scalar(f"SELECT count(*) FROM events WHERE {where}", params) or 0)
 
 
+PAGE_WINDOWS = (timedelta(hours=6), timedelta(days=2), timedelta(days=14))
+
+
 def event_page(store: Store, f: Filters, facets: dict[str, list[Any]] | None = None,
                search: str | None = None, *, offset: int = 0, limit: int = 50) -> pl.DataFrame:
-    """One page of matching events, newest first, with the file and line they came from."""
-    where, params = event_where(f, facets, search)
+    """One page of matching events, newest first, with the file and line they came from.
+
+    Newest-first pages are looked for in the last hours of the range first (the table is stored
+    in time order, so a narrow window reads little), widening until the page is full."""
     cols = ", ".join(f'"{c}"' for c in EVENT_COLUMNS)
-    return store.query(
-        f"SELECT {cols} FROM events WHERE {where} ORDER BY ts DESC NULLS LAST, file, line "
-        "LIMIT ? OFFSET ?", [*params, int(limit), int(offset)],
-    )
+    sql = (f"SELECT {cols} FROM events WHERE {{where}} ORDER BY ts DESC NULLS LAST, file, line "
+           "LIMIT ? OFFSET ?")
+    if f.until is not None:
+        for window in PAGE_WINDOWS:
+            lo = f.until - window
+            if f.since is not None and lo <= f.since:
+                break
+            narrow = replace(f, since=lo)
+            where, params = event_where(narrow, facets, search)
+            page = store.query(sql.format(where=where), [*params, int(limit), int(offset)])
+            if page.height == limit:
+                return page
+    where, params = event_where(f, facets, search)
+    return store.query(sql.format(where=where), [*params, int(limit), int(offset)])
 
 
 # -- data health -----------------------------------------------------------------------------------

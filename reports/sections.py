@@ -40,11 +40,13 @@ class Section:
 
 
 # -- helpers shared with the dashboard -------------------------------------------------------------
-def fleet_ettr(store: Store, f: Filters) -> float | None:
-    """ETTR of a fleet-wide job checkpointing every 30 min, replayed on the range (no bootstrap)."""
+def fleet_ettr(store: Store, since: datetime | None, until: datetime | None) -> float | None:
+    """ETTR of a fleet-wide job checkpointing every 30 min, replayed on the range (no bootstrap).
+
+    The whole fleet's interruptions: node filters do not apply (a job spans the fleet)."""
     from replay import JobSpec, from_db, replay
 
-    trace = from_db(store, f.since, f.until)
+    trace = from_db(store, since, until)
     if trace.span_h <= 1.0 and trace.n_events == 0:
         return None
     return replay(trace, ["checkpoint"], JobSpec(), resamples=0)[0].ettr
@@ -108,7 +110,7 @@ def overview(store: Store, f: Filters) -> Section:
     node_days = f.node_days(len(nodes))
     lost = q_fleet.jobs_lost(store, f)
     risk = q_fleet.latest_predictions(store, f)
-    ettr = fleet_ettr(store, f)
+    ettr = fleet_ettr(store, f.since, f.until)
     per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     numbers = [
         ("Failures / 1000 node-days", f"{per_1000:.2f}"),
@@ -132,7 +134,7 @@ def overview(store: Store, f: Filters) -> Section:
 def events(store: Store, f: Filters) -> Section:
     total = q_fleet.event_count(store, f)
     critical = q_fleet.event_page(store, f, {"severity": ["critical", "error"]}, limit=50)
-    facets = q_fleet.event_facets(store, f)
+    facets = q_fleet.event_facets(store, f.since, f.until)
     return Section("Events", "events", [("Events", f"{total:,}")],
                    [F.fig_event_timeline(q_fleet.event_timeline(store, f))],
                    [("Events by kind", facets["kind"].rename({"value": "kind"}).head(20)),
@@ -180,8 +182,8 @@ def stragglers(store: Store, f: Filters) -> Section:
 
 
 def recovery(store: Store, f: Filters) -> Section:
-    scores = q_detail.whatif(store, f, list(REPORT_STRATEGIES), interval_min=30.0, spares=None,
-                             job_gpus=None)
+    scores = q_detail.whatif(store, f.since, f.until, list(REPORT_STRATEGIES), interval_min=30.0,
+                             spares=None, job_gpus=None)
     frame = q_detail.scores_frame(scores) if scores else pl.DataFrame()
     numbers = [("Best strategy", f"{frame['strategy'][0]} (ETTR {frame['ettr'][0]:.4f})")] \
         if scores else [("Best strategy", "no interruptions to replay")]

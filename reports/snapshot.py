@@ -14,6 +14,7 @@ refresh. The source is never locked, so writers are never blocked or failed by a
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import os
@@ -98,6 +99,8 @@ class SnapshotReader:
         self._current: Snapshot | None = None
         self._version = 0
         self.last_error: str | None = None
+        _remove_orphans(base)
+        atexit.register(self.close)
 
     @property
     def current(self) -> Snapshot | None:
@@ -164,3 +167,15 @@ def _remove(path: Path) -> None:
             p.unlink()
         except FileNotFoundError:
             pass
+
+
+def _remove_orphans(base: Path) -> None:
+    """Delete snapshot folders left by readers that died without cleaning up."""
+    for folder in base.glob("faultlens-snapshots-*-*"):
+        try:
+            pid = int(folder.name.split("-")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (ValueError, IndexError, PermissionError):
+            continue

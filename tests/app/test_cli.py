@@ -12,6 +12,12 @@ from tests.conftest import REPO
 
 runner = CliRunner()
 COMMANDS = sorted(c.name or c.callback.__name__ for c in app.registered_commands)
+# Command groups (``faultlens lake export``): each subcommand is checked like a command.
+SUBCOMMANDS = sorted(
+    (g.name, c.name or c.callback.__name__)
+    for g in app.registered_groups
+    for c in g.typer_instance.registered_commands
+)
 
 
 def test_the_contract_commands_exist() -> None:
@@ -26,6 +32,20 @@ def test_command_has_help_with_example_and_is_in_readme(name: str) -> None:
     assert "--db" in result.output or name in ("synth",)
     readme = (REPO / "README.md").read_text()
     assert re.search(rf"`faultlens {name}\b", readme), f"README does not mention faultlens {name}"
+
+
+@pytest.mark.parametrize(("group", "name"), SUBCOMMANDS)
+def test_subcommand_has_help_with_example_and_is_in_readme(group: str, name: str) -> None:
+    result = runner.invoke(app, [group, name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example:" in result.output
+    readme = (REPO / "README.md").read_text()
+    assert re.search(rf"`faultlens {group} {name}\b", readme), f"README lacks {group} {name}"
+
+
+def test_the_contract_commands_are_all_there() -> None:
+    assert {"ingest", "synth", "demo", "train", "predict", "stragglers", "replay", "report",
+            "dashboard", "run", "status"} <= set(COMMANDS)
 
 
 def test_status_on_missing_database_is_a_one_line_error(tmp_path) -> None:

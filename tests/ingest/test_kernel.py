@@ -327,6 +327,9 @@ def test_vectorized_and_line_paths_agree_on_every_real_file(corpus):
         "[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, ", "NVRM: The NVIDIA GPU 0000:b3:00.0",
         "   NVRM: (PCI ID: 10de:26b5) installed", "{1}[Hardware Error]: x: y",
         "Feb 30 01:02:03 h kernel: NVRM: Xid (PCI:0000:01:00): 13, x", "6,1,99,-;SXid (PCI:1:2): 5",
+        "nvme nvme0: I/O 1 QID 2 timeout, aborting", "Kernel panic - not syncing: ",
+        'EXT4-fs error (device "x\\): f:1: comm \x01"q: ', "CPU1: Core temperature/speed normal",
+        "mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, \"\\",
     ]),
 ), max_size=30))
 def test_arbitrary_lines_never_crash_and_are_accounted(lines):
@@ -415,3 +418,148 @@ def test_gzip_same_as_plain_truncated_gzip_fails(corpus, tmp_path, db_path):
         assert status == {"cut.log.gz": "failed", "blob.bin": "failed", src.name: "ok"}
         assert s.query("SELECT count(*) FROM events WHERE file LIKE '%cut.log.gz'").item() == 0
         assert s.count("events") == 6
+
+
+# -- host storage, CPU thermal, NIC health, panics -------------------------------------------------
+
+HOST = DATA / "syslog-host-storage-thermal-nic-panic.log"
+
+
+def test_host_storage_thermal_nic_panic_lines(store):
+    report = ingest(store, [HOST], year=2025)
+    f = report.files[0]
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (28, 24, 3, 1)
+    assert store.query("SELECT line, reason FROM quarantine").rows() == [
+        (12, "kernel GPU/RAS line with unknown shape")]
+    ev = events(store, HOST.name)
+    by_line = {r["line"]: r for r in ev.iter_rows(named=True)}
+    assert sorted(set(range(1, 29)) - set(by_line)) == [12, 13, 24, 27]
+
+    def row(line: int) -> tuple:
+        r = by_line[line]
+        return r["kind"], r["subkind"], r["severity"], r["action"], json.loads(r["attrs"] or "{}")
+
+    assert row(1) == ("storage", "nvme_timeout", "warning", "none",
+                      {"device": "nvme0", "qid": 4, "tag": 123, "recovery": "aborting"})
+    assert by_line[1]["ts"] == datetime(2025, 3, 3, 4, 12, 9)
+    assert by_line[1]["node"] == "gpu-21" and by_line[1]["uptime_s"] == pytest.approx(86400.123456)
+    assert row(2)[4] == {"device": "nvme0", "qid": 12, "tag": 817, "recovery": "aborting"}
+    assert row(3)[1:3] == ("nvme_timeout", "error")
+    assert row(4) == ("storage", "io_error", "error", "none",
+                      {"device": "nvme0n1", "error": "I/O", "op": "READ", "sector": 1953525160})
+    assert row(5)[4] == {"device": "sda", "error": "I/O", "op": "WRITE", "sector": 2048}
+    assert row(6)[4]["error"] == "critical medium"
+    assert row(7)[:2] == ("storage", "buffer_io_error")
+    assert row(7)[4] == {"device": "nvme0n1p2", "block": 0}
+    assert row(8) == ("storage", "nvme_error", "error", "none",
+                      {"device": "nvme0n1", "op": "Read", "lba": 3907029160, "blocks": 8,
+                       "status": "Unrecovered Read Error", "sct": "0x2", "sc": "0x81"})
+    assert row(9) == ("storage", "fs_error", "error", "none",
+                      {"fs": "EXT4", "device": "nvme0n1p2", "function": "ext4_find_entry",
+                       "inode": 2, "comm": "python3"})
+    assert row(10)[4] == {"fs": "EXT4", "device": "md0", "function": "ext4_reserve_inode_write"}
+    assert row(11) == ("storage", "fs_readonly", "error", "drain_node",
+                       {"fs": "EXT4", "device": "md0"})
+    assert row(14) == ("thermal", "cpu_throttled", "warning", "none",
+                       {"cpu": 12, "level": "Core", "total_events": 1})
+    assert row(15)[4] == {"cpu": 12, "level": "Package", "total_events": 7}
+    assert row(16)[4] == {"cpu": 40, "level": "Core", "total_events": 42}
+    assert row(17) == ("thermal", "cpu_normal", "info", "none", {"cpu": 12, "level": "Core"})
+    assert row(18)[:3] == ("mce", "cmci_storm", "warning")
+    assert row(19)[:2] == ("mce", "logged")
+    assert row(20) == ("ib_port", "fatal", "critical", "drain_node",
+                       {"nic_pci": "0000:5e:00.0", "fatal_error": 1})
+    assert row(21)[:2] == ("ib_port", "fatal") and "fatal_error" not in row(21)[4]
+    assert row(22) == ("ib_port", "module_error", "error", "none",
+                       {"nic_pci": "0000:5e:00.0", "module": 0, "error": "High Temperature"})
+    assert row(23)[1:3] == ("module_plugged", "info")
+    assert row(25)[:3] == ("mce", "exception", "critical")
+    assert row(26) == ("mce", "panic", "critical", "reboot_node",
+                       {"reason": "Fatal machine check"})
+    assert row(28) == ("kernel_panic", "hung_task", "critical", "reboot_node",
+                       {"reason": "hung_task: blocked tasks"})
+    assert by_line[28]["node"] == "gpu-22"
+
+
+def test_host_lines_both_paths_agree():
+    ctx = ParseContext(file=str(HOST), year=2025, node="n1")
+    ev, _ = _chunk_events(KERNEL, HOST, ctx)
+    rows, quarantined = [], []
+    for i, line in enumerate(HOST.read_text().split("\n"), start=1):
+        res = KERNEL.parse_line(line, ctx)
+        if isinstance(res, Parsed):
+            rows.extend({**r, "line": i} for r in res.rows["events"])
+        elif isinstance(res, Quarantined):
+            quarantined.append(i)
+    got = conform("events", pl.DataFrame(rows, schema=ev.schema)).sort("line")
+    assert got.to_dicts() == ev.sort("line").to_dicts()
+    assert ev.height == 24 and quarantined == [12]
+
+
+def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, store):
+    import dataclasses
+
+    from synth import SynthConfig, generate
+    from synth.config import LLAMA3_CAUSES
+
+    host = {"CPU", "NIC", "SSD", "System Memory"}  # rare in the real mix: made common here
+    causes = tuple(dataclasses.replace(c, count=10 if c.name in host else 3, precursor_p=1.0)
+                   for c in LLAMA3_CAUSES)
+    cfg = SynthConfig(n_nodes=8, days=7, seed=0, causes=causes, benign_episodes_per_node_day=1.0,
+                      failures_per_1000_node_days=150.0, write_job_logs=False,
+                      write_training=False, write_telemetry=False)
+    generate(cfg, tmp_path / "synth")
+    truth = json.loads((tmp_path / "synth" / "ground_truth.json").read_text())
+    report = ingest(store, sorted((tmp_path / "synth" / "nodes").glob("*/kern.log")),
+                    year=cfg.start.year)
+    assert report.totals["quarantined"] == 0 and report.totals["failed"] == 0
+    ev = store.query("SELECT node, ts, kind, subkind FROM events")
+    precursors = [p for p in truth["precursors"] if p["source"] == "kernel"]
+    templates = {p["template"] for p in precursors}
+    assert {"nvme_timeout", "cpu_throttle", "mlx5_module_temp", "mce_corrected"} <= templates
+
+    def near(node: str, ts: datetime, seconds: float) -> pl.DataFrame:
+        return ev.filter((pl.col("node") == node)
+                         & pl.col("ts").is_between(ts - timedelta(seconds=seconds),
+                                                   ts + timedelta(seconds=seconds)))
+
+    missed = [p for p in precursors
+              if near(p["node"], datetime.fromisoformat(p["ts"]), 1.0).height == 0]
+    assert missed == []
+    # what each host failure writes at the moment it happens
+    want = {"SSD": {("storage", "nvme_timeout"), ("storage", "io_error"), ("storage", "fs_error")},
+            "CPU": {("mce", "exception"), ("mce", "panic")},
+            "NIC": {("ib_port", "fatal")}}
+    seen = set()
+    for f in truth["failures"]:
+        if f["cause"] in want:
+            got = near(f["node"], datetime.fromisoformat(f["ts"]), 8.0)
+            assert want[f["cause"]] <= set(got.select("kind", "subkind").rows()), f
+            seen.add(f["cause"])
+    assert seen == set(want)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from([
+    "EXT4-fs error (device sd{0}): f:1: comm {0}: x", "Kernel panic - not syncing: {0}",
+    "mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, {0}",
+    "nvme0n1: Write(0x1) @ LBA 9, 1 blocks, {0} (sct 0x0 / sc 0x4)",
+    "mlx5_core 0000:01:00.0: Port module event: module 1, Unknown status",
+    "EDAC MC1: 2 UE {0} on DIMM_A1 (channel:1 count:7 page:0x1 {0} channel:2)",
+    "EDAC sbridge MC0: 1 CE x on {0}", "pcieport 0000:00:01.0: AER: {0} error received: 0000:01:00.0",
+    "nvidia 0000:3b:00.0: PCIe Bus Error: severity={0}, type=Data Link Layer, (Transmitter ID)",
+]), st.text(alphabet=st.characters(blacklist_characters="\n\r"), max_size=12)),
+    min_size=1, max_size=8))
+def test_family_attrs_json_same_on_both_paths(items):
+    lines = [tpl.format(text) for tpl, text in items]
+    ctx = ParseContext(file="f", node="n")
+    state = KERNEL.new_state(ctx)
+    res = KERNEL.parse_chunk(pl.Series("line", lines, dtype=pl.String), 1, ctx, state)
+    vec = res.tables.get("events", empty_frame("events"))
+    rows = []
+    for i, line in enumerate(lines, start=1):
+        out = KERNEL.parse_line(line, ctx)
+        if isinstance(out, Parsed):
+            rows.extend({**r, "line": i} for r in out.rows["events"])
+    got = conform("events", pl.DataFrame(rows, schema=vec.schema)) if rows else vec.clear()
+    assert got.sort("line").to_dicts() == conform("events", vec).sort("line").to_dicts()

@@ -100,7 +100,20 @@ class Slurm:
             self.run("scancel", "--full", "-u", "root", check=False)
         for name in ("slurmd", "slurmctld", "slurmdbd", "mariadb", "munged"):
             self.stop(name)
-        subprocess.run(["pkill", "-KILL", "-f", f"slurmstepd.*{self.root}"], check=False)
+        self._kill_strays()
+
+    def _kill_strays(self) -> None:
+        """Job processes left by a killed slurmd: those running in this cluster's job folder."""
+        import psutil
+
+        jobs = str(self.root / "jobs")
+        for proc in psutil.process_iter(["pid", "cwd"]):
+            cwd = proc.info.get("cwd") or ""
+            if cwd.startswith(jobs) and proc.pid != os.getpid():
+                try:
+                    proc.kill()
+                except psutil.Error:
+                    pass
 
     def start_slurmd(self) -> None:
         self._spawn("slurmd", ["slurmd", "-D", "-N", NODE, "-L", str(self.log("slurmd"))])

@@ -14,7 +14,7 @@ PAGE_SIZE = 50
 def render() -> None:
     st.title("Event explorer")
     f = ui.filters()
-    facet_counts = query(q_fleet.event_facets, f)
+    facet_counts = query(q_fleet.event_facets, f.since, f.until)
     cols = st.columns([2, 2, 2, 2, 3])
     chosen: dict[str, list] = {}
     for col, name in zip(cols[:4], ("source", "kind", "code", "severity"), strict=True):

@@ -29,8 +29,10 @@ def render() -> None:
                 help="newest prediction run for this node")
     c[3].metric("Lemon", ("yes" if lemon["flagged"] else "no") if lemon else "-",
                 help="models.lemons over the 28 days before the range's end")
-    st.plotly_chart(figures.fig_node_events(query(q_detail.node_event_points, node, f)),
-                    key="node_events")
+    fig = figures.fig_node_events(query(q_detail.node_event_points, node, f))
+    if f.since and f.until:
+        fig.update_xaxes(range=[f.since, f.until])
+    st.plotly_chart(fig, key="node_events")
     metrics = query(q_detail.node_metrics, node)
     if metrics:
         temp = "DCGM_FI_DEV_GPU_TEMP"

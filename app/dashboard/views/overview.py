@@ -14,11 +14,11 @@ def render() -> None:
     f = ui.filters()
     all_nodes = query(q_fleet.node_list)
     n_nodes = ui.fleet_size(f, all_nodes)
-    episodes = query(q_fleet.failures, f)
+    episodes = q_fleet.select_episodes(query(q_fleet.episodes_in, f.since, f.until), f)
     node_days = f.node_days(len(all_nodes))
     lost = query(q_fleet.jobs_lost, f)
     at_risk = query(q_fleet.latest_predictions, f)
-    ettr = query(sections.fleet_ettr, f)
+    ettr = query(sections.fleet_ettr, f.since, f.until)
     c = st.columns(5)
     per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     c[0].metric("Failures / 1000 node-days", f"{per_1000:.2f}",

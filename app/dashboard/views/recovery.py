@@ -14,6 +14,8 @@ DEFAULT = ("checkpoint", "young-daly", "in-memory", "hot-spares", "elastic")
 
 def render() -> None:
     st.title("Recovery what-if")
+    st.caption("Replays the whole fleet's interruptions in the time range; node filters do "
+               "not apply (the job spans the fleet).")
     f = ui.filters()
     n_nodes = len(query(q_fleet.node_list))
     ui.stop_if(n_nodes == 0, "No nodes in the database yet: run `faultlens demo` first.")
@@ -25,7 +27,8 @@ def render() -> None:
     gpus = c[2].slider("Job size (GPUs)", 8, max_gpus, max_gpus, step=8, key="rw_gpus")
     strategies = st.multiselect("Strategies", list(ALL_STRATEGIES), list(DEFAULT), key="rw_s")
     ui.stop_if(not strategies, "Pick at least one strategy.")
-    scores = query(q_detail.whatif, f, tuple(strategies), interval_min=float(interval),
+    scores = query(q_detail.whatif, f.since, f.until, tuple(strategies),
+                   interval_min=float(interval),
                    spares=int(spares), job_gpus=int(gpus))
     ui.stop_if(not scores, "No interruptions in this range to replay: widen the time range.")
     frame = q_detail.scores_frame(scores)

@@ -1,0 +1,60 @@
+"""The exactly-once registry: same file, grown file, rotated file, look-alike files."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from ingest.pipeline import infer_job, infer_node, ingest_paths
+from ingest.store import Store
+
+NOW = datetime(2025, 3, 3, 12, 0, 0)
+# A boot banner identical on every node of a homogeneous cluster: longer than the 4 KiB head.
+BANNER = "".join(
+    f"[    0.{i:06d}] ACPI: PCI Root Bridge [PC{i:02d}] (domain 0000 [bus {i:02x}-ff])\n"
+    for i in range(80)
+)
+
+
+def _xid(node: int, code: int) -> str:
+    return (f"[ 5107.64433{node}] NVRM: Xid (PCI:0000:{node:02x}:00): {code}, pid=42, "
+            "name=python3, GPU has fallen off the bus.\n")
+
+
+def test_look_alike_files_are_each_ingested(tmp_path: Path, store: Store) -> None:
+    assert len(BANNER.encode()) > 4096
+    a, b = tmp_path / "a" / "dmesg", tmp_path / "b" / "dmesg"
+    for path, node in ((a, 0x3B), (b, 0x5E)):
+        path.parent.mkdir()
+        path.write_text(BANNER + _xid(node, 79))
+    report = ingest_paths(store, [str(a), str(b)], now=NOW, fmt="kernel")
+    assert [f.status for f in report.files] == ["ok", "ok"]
+    got = store.query("SELECT node, gpu, code FROM events ORDER BY node").rows()
+    assert got == [("a", "0000:3b:00.0", 79), ("b", "0000:5e:00.0", 79)]
+    again = ingest_paths(store, [str(a), str(b)], now=NOW, fmt="kernel")
+    assert [f.status for f in again.files] == ["unchanged", "unchanged"]
+
+
+def test_rotated_copy_is_unchanged_and_growth_is_read_once(tmp_path: Path, store: Store) -> None:
+    log = tmp_path / "gpu07" / "kern.log"
+    log.parent.mkdir()
+    log.write_text(BANNER + _xid(0x3B, 48))
+    ingest_paths(store, [str(log)], now=NOW, fmt="kernel")
+    with log.open("a") as f:
+        f.write(_xid(0x3B, 79))
+    grown = ingest_paths(store, [str(log)], now=NOW, fmt="kernel").files[0]
+    assert (grown.status, grown.lines, grown.parsed) == ("ok", 1, 1)
+    rotated = log.rename(log.with_name("kern.log.1"))
+    log.write_text(_xid(0x3B, 94))  # the new incarnation under the old name
+    report = ingest_paths(store, [str(rotated), str(log)], now=NOW, fmt="kernel")
+    assert [f.status for f in report.files] == ["unchanged", "ok"]
+    codes = store.query("SELECT code, line FROM events ORDER BY code").rows()
+    assert codes == [(48, 81), (79, 82), (94, 1)]
+
+
+def test_per_node_and_per_job_folders() -> None:
+    assert infer_node("/logs/nodes/gpu0001/kern.log") == "gpu0001"
+    assert infer_node("/var/log/kern.log") is None
+    assert infer_node("/logs/jobs/100440/nccl.log") is None
+    assert infer_job("/logs/jobs/100440/nccl.log") == "100440"
+    assert infer_job("/logs/nodes/gpu0001/kern.log") is None
