@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json, is_tty, utc_now
+from ingest.attribution import refresh
 from ingest.base import ParseContext
 from ingest.catalog import load_catalog
 from ingest.pipeline import FileReport, expand_paths, ingest_paths
@@ -143,6 +144,8 @@ def ingest(
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
             )
+        if any(f.status in ("ok", "partial") for f in report.files):
+            refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
     if json:
         emit_json(report.to_json())
     elif not quiet:

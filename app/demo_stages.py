@@ -12,15 +12,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-from ingest.attribution import (
-    attribute_failures,
-    compare_with_truth,
-    link_events_to_jobs,
-    mtbf,
-    taxonomy,
-)
+from ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
 from ingest.store import Store
-from ingest.telemetry import resolve_gpu_indices
 
 
 def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
@@ -34,9 +27,8 @@ def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
 
 def stage_attribution(store: Store, truth: dict[str, Any], console: Console) -> None:
     """Join events to GPUs and jobs, attribute failed jobs, print the taxonomy and MTBF."""
-    resolve_gpu_indices(store)
-    link_events_to_jobs(store)
-    frame = attribute_failures(store)
+    refresh(store)
+    frame = store.query("SELECT * FROM attributions")
     tax = taxonomy(store)
     mix = _truth_mix(truth)
     if mix is not None:

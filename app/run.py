@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from app import alerts as am
+from ingest.attribution import refresh
 from ingest.catalog import load_catalog
 from ingest.errors import ConfigError, LockedError
 from ingest.pipeline import ingest_paths
@@ -141,6 +142,8 @@ def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
                 if store.count("xid_catalog") == 0:
                     store.load_xid_catalog(load_catalog())
                 report = ingest_paths(store, cfg.ingest_paths, now=now)
+                if any(f.status in ("ok", "partial") for f in report.files):
+                    refresh(store)
             pred = predict_failures(store, model.estimator, model.card, as_of=as_of,
                                     scheduler=cfg.scheduler)
             save_predictions(store, pred, model.card["horizon_h"])

@@ -283,13 +283,15 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         env = {**os.environ, "LC_ALL": "C"}
         me = [sys.executable, "-m", "bench.bench_ingest_nccl"]
+        load_before = os.getloadavg()[0]
         runs = {
             "grep -c 'NCCL WARN'": measure(["grep", "-c", "NCCL WARN", str(log)], env),
             "plain Python loop": measure([*me, "--child", "python", "--file", str(log)]),
             "faultlens ingest": measure([*me, "--child", "faultlens", "--file", str(log),
                                          "--db", str(Path(tmp) / "bench.duckdb")]),
         }
-    report = _report(runs, size, n_lines)
+        load = (load_before, os.getloadavg()[0])
+    report = _report(runs, size, n_lines, load)
     print(report["markdown"])
     OUT.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
@@ -298,12 +300,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _report(runs: dict[str, dict], size: int, n_lines: int) -> dict:
+def _report(runs: dict[str, dict], size: int, n_lines: int, load: tuple[float, float]) -> dict:
     mb = size / 1e6
     grep_s = runs["grep -c 'NCCL WARN'"]["wall_s"]
     py_s = runs["plain Python loop"]["wall_s"]
     lines = [
-        f"NCCL/PyTorch log: {mb:,.0f} MB, {n_lines:,} lines",
+        f"NCCL/PyTorch log: {mb:,.0f} MB, {n_lines:,} lines; load average {load[0]:.1f} before, "
+        f"{load[1]:.1f} after ({os.cpu_count()} CPUs)",
         "",
         "| approach | wall s | MB/s | rows | rows/s | x grep time | speed vs Python loop "
         "| peak RSS MiB |",
@@ -329,7 +332,8 @@ def _report(runs: dict[str, dict], size: int, n_lines: int) -> dict:
         f"{fl['vs_python']:.2f}x ({'met' if fl['vs_python'] >= 2 else 'NOT met'}); peak <= 1 GiB: "
         f"{fl['rss_mib']:,.0f} MiB ({'met' if fl['rss_mib'] <= 1024 else 'NOT met'}).",
     ]
-    return {"size_bytes": size, "lines": n_lines, "runs": table, "markdown": "\n".join(lines)}
+    return {"size_bytes": size, "lines": n_lines, "load_avg": load, "runs": table,
+            "markdown": "\n".join(lines)}
 
 
 if __name__ == "__main__":

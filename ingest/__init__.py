@@ -1,1 +1,1 @@
-"""Ingest: one module per log source, format sniffing, the normalized schema and the DuckDB store."""
+"""Ingest: one module per log source, format sniffing, the normalized schema, the DuckDB store."""

@@ -262,3 +262,15 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
         "hardware_match": share(hw),
         "mismatches": confusion.to_dicts(),
     }
+
+
+def refresh(store: Store) -> dict[str, int]:
+    """After an ingest: GPU indices from the inventory, events linked to jobs, failed jobs
+    attributed. Idempotent; each step is one statement or one transaction."""
+    from ingest.telemetry import resolve_gpu_indices
+
+    gpus = resolve_gpu_indices(store)
+    with store.transaction():
+        linked = link_events_to_jobs(store)
+    attributed = attribute_failures(store).height
+    return {"gpu_indices": gpus, "events_linked": linked, "jobs_attributed": attributed}

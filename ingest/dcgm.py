@@ -178,21 +178,17 @@ def _split_rows(frame: pl.DataFrame) -> pl.DataFrame:
     """Lines (line, raw) -> line, raw, he (end of the series head), key, check, value, ts_ms, ok.
 
     A sample line is ``head value [timestamp]``; the head ends at the first ``} `` (or, for a
-    metric without labels, at the first space). Only cheap literal finds and slices run on every
-    line; comments and lines without ``} `` (few) are sorted out before anything else.
+    metric without labels, at the first space). Only literal finds, slices, two hashes of the
+    head and two casts run on every line.
     """
     raw = pl.col("raw")
-    lf = frame.lazy().with_columns(he=raw.str.find("} ", literal=True) + 1)
-    bare = lf.filter(
-        pl.col("he").is_null() & raw.is_not_null() & ~raw.str.starts_with("#")
-    ).with_columns(he=raw.str.find(" ", literal=True))
-    head = raw.str.head(pl.col("he"))
-    key, check = _head_hashes(head)
-    tail = raw.str.slice(pl.col("he") + 1)
+    he = pl.coalesce(raw.str.find("} ", literal=True) + 1, raw.str.find(" ", literal=True))
+    key, check = _head_hashes(raw.str.head(pl.col("he")))
     sp = pl.col("tail").str.find(" ", literal=True)
     return (
-        pl.concat([lf.filter(pl.col("he").is_not_null()), bare])
-        .with_columns(key=key, check=check, tail=tail)
+        frame.lazy()
+        .with_columns(he=he)
+        .with_columns(key=key, check=check, tail=raw.str.slice(pl.col("he") + 1))
         .with_columns(
             value=pl.coalesce(pl.col("tail").str.head(sp), pl.col("tail"))
             .cast(pl.Float64, strict=False),
@@ -233,6 +229,7 @@ def split_samples(
         "key",
     )
     slow = rows.filter(~pl.col("ok") & pl.col("raw").is_not_null()).select("line", "raw")
+    slow = slow.filter(~pl.col("raw").str.starts_with("#"))  # comments: noise
     return samples, series, slow
 
 
@@ -252,8 +249,9 @@ class SeriesCache:
 
     def resolve(self, rows: pl.DataFrame) -> pl.DataFrame | None:
         """The valid series (derived labels) for ``rows``' keys; None on a hash collision."""
-        pairs = rows.filter(pl.col("key").is_not_null()).select("key", "check").unique()
-        if pairs.get_column("key").n_unique() != pairs.height:
+        pairs = rows.group_by("key").agg(check=pl.col("check").min(),
+                                         hi=pl.col("check").max())
+        if pairs.filter(pl.col("check") != pl.col("hi")).height:
             return None
         seen = pairs.join(self.known.select("key", known=pl.col("check")), on="key", how="left")
         if seen.filter(pl.col("known").is_not_null() & (pl.col("known") != pl.col("check"))

@@ -1,4 +1,4 @@
-"""The one exception hierarchy of faultlens; the CLI turns each into a one-line message and an exit code."""
+"""The one exception hierarchy of faultlens; the CLI turns each into a message and exit code."""
 
 from __future__ import annotations
 

@@ -108,10 +108,12 @@ def flush(ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
     state.batch, state.batch_rows, state.batch_chunks = [], 0, 0
     if not batch:
         return ChunkResult()
-    return parse_candidates(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
+    return parse_batch(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
 
 
-def parse_candidates(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
+def parse_batch(
+    cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState
+) -> ChunkResult:
     """Candidate lines (``line``, ``raw``, ``after_last_error``), in line order, into rows."""
     frame = nccl_groups(cand.with_columns(is_row=pl.col("raw").str.contains(nccl.ROW_HINT)))
     warn_ev, warn_taken = warn_events(frame, ctx, state.job_id)

@@ -120,35 +120,45 @@ def fast_frames(lines: pl.Series, line: int) -> tuple[pl.DataFrame, pl.DataFrame
     labels = _labels_frame(body.get_column("labels"))
     if labels is None:
         return None
-    points = _points(body.filter(pl.col("pts") != ""))
+    body = body.filter(pl.col("pts") != "").select("key", "pts")
+    points = _points(body)
+    del body
     if points is None:
         return None
     return _samples(points, line), labels
 
 
+CSV_BATCH_CHARS = 32_000_000  # points text turned into CSV and parsed at once (bounds memory)
+
+
 def _points(body: pl.DataFrame) -> pl.DataFrame | None:
     """Validated points blocks (``[t,"v"],[t,"v"]``, per series ``key``) -> ts_s, value, key.
 
-    The blocks become one CSV text (``],[`` -> newline) read by polars' CSV reader, which parses
-    the numbers (quoted values included) in bulk; None if a number does not parse.
+    The blocks become CSV text (``],[`` -> newline) read by polars' CSV reader, which parses
+    the numbers (quoted values included) in bulk, a batch of series at a time; None if a number
+    does not parse.
     """
-    if body.height == 0:
-        return pl.DataFrame(schema={"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64})
-    blocks = body.select(
-        "key",
-        n=pl.col("pts").str.count_matches("],[", literal=True) + 1,
-        csv=pl.col("pts").str.strip_prefix("[").str.strip_suffix("]")
-        .str.replace_all("],[", "\n", literal=True),
-    )
-    data = blocks.get_column("csv").str.join("\n").cast(pl.Binary).item()
-    blocks = blocks.drop("csv")
-    points = pl.read_csv(data, has_header=False, quote_char='"',
-                         schema={"ts_s": pl.Float64, "value": pl.Float64})
-    del data
-    keys = blocks.get_column("key").repeat_by(blocks.get_column("n")).explode()
-    if points.height != keys.len() or points.null_count().sum_horizontal().item():
-        return None  # a value the reference parser reads differently (never for valid JSON)
-    return points.with_columns(key=keys)
+    schema = {"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64}
+    body = body.with_columns(
+        batch=(pl.col("pts").str.len_bytes().cum_sum() // CSV_BATCH_CHARS).cast(pl.Int64))
+    parts = []
+    for _, part in body.group_by("batch", maintain_order=True):
+        blocks = part.select(
+            "key",
+            n=pl.col("pts").str.count_matches("],[", literal=True) + 1,
+            csv=pl.col("pts").str.strip_prefix("[").str.strip_suffix("]")
+            .str.replace_all("],[", "\n", literal=True),
+        )
+        data = blocks.get_column("csv").str.join("\n").cast(pl.Binary).item()
+        blocks = blocks.drop("csv")
+        points = pl.read_csv(data, has_header=False, quote_char='"',
+                             schema={"ts_s": pl.Float64, "value": pl.Float64})
+        del data
+        keys = blocks.get_column("key").repeat_by(blocks.get_column("n")).explode()
+        if points.height != keys.len() or points.null_count().sum_horizontal().item():
+            return None  # a value the reference parser reads differently (never valid JSON)
+        parts.append(points.with_columns(key=keys))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
 
 
 def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:

@@ -186,45 +186,47 @@ def _gpus(
     )
 
 
+_XID_GROUP = ["node", "gpu_index", "uuid", "metric", "xid"]  # one Xid state per group
+
+
 def _xid_events(
     samples: pl.DataFrame, lab: pl.DataFrame, ctx: ParseContext, source: Source, state: dict
 ) -> pl.DataFrame:
-    xid_keys = lab.filter(pl.col("metric").is_in(XID_VALUE_METRICS + XID_COUNT_METRICS))
-    if xid_keys.height == 0:
+    xid = lab.filter(pl.col("metric").is_in(XID_VALUE_METRICS + XID_COUNT_METRICS))
+    if xid.height == 0:
         return empty_frame("events")
-    cand = samples.filter(pl.col("key").is_in(xid_keys.get_column("key").implode()))
+    # Series -> group id (several series share a group, e.g. as the err_code label changes).
+    groups = xid.select(_XID_GROUP).unique(maintain_order=True).with_row_index("gid")
+    xid = xid.join(groups, on=_XID_GROUP, how="left", nulls_equal=True)
+    per_series = xid.select(
+        "key", "gid",
+        is_count=pl.col("metric").is_in(XID_COUNT_METRICS),
+        label_code=pl.coalesce(pl.col("xid").cast(pl.Int32, strict=False),
+                               pl.col("err_code").cast(pl.Int32, strict=False)),
+    )
+    cand = samples.join(per_series, on="key", how="inner")
     if cand.height == 0:
         return empty_frame("events")
-    cand = cand.join(xid_keys, on="key", how="left")
-    is_count = pl.col("metric").is_in(XID_COUNT_METRICS)
+    finite = pl.col("value").is_finite()
     code = pl.coalesce(
-        pl.col("xid").cast(pl.Int32, strict=False),
-        pl.col("err_code").cast(pl.Int32, strict=False),
-        pl.when(~is_count & pl.col("value").is_finite())
-        .then(pl.col("value"))
-        .cast(pl.Int32, strict=False),
+        pl.col("label_code"),
+        pl.when(~pl.col("is_count") & finite).then(pl.col("value")).cast(pl.Int32, strict=False),
     )
-    active = (
-        pl.when(pl.col("value").is_finite() & (pl.col("value") != 0)).then(code).otherwise(0)
-    ).cast(pl.Int64)
+    active = pl.when(finite & (pl.col("value") != 0)).then(code).otherwise(0).cast(pl.Int64)
     cand = cand.with_columns(code=code, active=active.fill_null(0)).sort("ts", "line")
     # Only changes matter: a GPU whose Xid gauge reads 79 on every scrape had one Xid 79.
-    group = ["node", "gpu_index", "uuid", "metric", "xid"]
-    cand = cand.with_columns(prev=pl.col("active").shift(1).over(group))
-    firsts = cand.filter(pl.col("prev").is_null()).select(group).unique()
-    carried = pl.DataFrame(
-        [(*k, state.get(k, 0)) for k in firsts.rows()],
-        schema={**{c: cand.schema[c] for c in group}, "carried": pl.Int64},
-        orient="row",
+    keys = groups.select(_XID_GROUP).rows()
+    carried = pl.Series("carried", [state.get(k, 0) for k in keys], dtype=pl.Int64)
+    cand = cand.with_columns(
+        prev=pl.coalesce(pl.col("active").shift(1).over("gid"),
+                         pl.col("gid").replace_strict(groups.get_column("gid"), carried)),
     )
-    cand = cand.join(carried, on=group, how="left", nulls_equal=True).with_columns(
-        prev=pl.coalesce("prev", "carried")
-    )
-    for row in cand.group_by(group).agg(pl.col("active").last()).rows():
-        state[tuple(row[:-1])] = row[-1]
+    for gid, last in cand.group_by("gid").agg(pl.col("active").last()).rows():
+        state[keys[gid]] = last
     ev = cand.filter((pl.col("active") != pl.col("prev")) & (pl.col("active") != 0))
     if ev.height == 0:
         return empty_frame("events")
+    ev = ev.drop("gid", "is_count", "label_code").join(xid.drop("gid"), on="key", how="left")
     severity, action = severity_action_expr(pl.col("code"))
     msg = pl.coalesce(
         pl.col("err_msg"),
