@@ -70,6 +70,8 @@ EVENT_CAUSE: dict[K, C] = {
     K.MEMORY: C.HOST,
     K.MCE: C.HOST,
     K.HUNG_TASK: C.HOST,
+    K.STORAGE: C.HOST,
+    K.KERNEL_PANIC: C.HOST,
     K.NODE_DOWN: C.HOST,
     K.NODE_NOT_RESPONDING: C.HOST,
     K.JOB_NODE_FAIL: C.HOST,
@@ -104,6 +106,8 @@ def _cause_case() -> str:
     for cat, cause in XID_CATEGORY_CAUSE.items():
         parts.append(f"WHEN e.kind = 'xid' AND x.category = '{cat}' THEN '{cause.value}'")
     parts.append(f"WHEN e.kind = 'xid' THEN '{C.USER_UNKNOWN.value}'")
+    # CPU thermal throttling (kernel therm_throt, sub-kinds cpu_*) is the host's, not the GPU's
+    parts.append(f"WHEN e.kind = 'thermal' AND e.subkind LIKE 'cpu_%' THEN '{C.HOST.value}'")
     for kind, cause in EVENT_CAUSE.items():
         parts.append(f"WHEN e.kind = '{kind.value}' THEN '{cause.value}'")
     parts.append("END")

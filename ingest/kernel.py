@@ -14,8 +14,17 @@ nvlink, subkind Fatal/Nonfatal, link/unit/data words in attrs), Xid 119 (kind gs
 SXid, the multi-line "has fallen off the bus" record (one event, all its lines counted as parsed),
 RmInitAdapter / probe failures, GSP RPC timeouts, NV_ERR_RESET_REQUIRED, PCIe AER, EDAC CE/UE,
 APEI/GHES blocks (one event per ``{N}[Hardware Error]`` record), MCE, mlx5 port state and
-``ibN: lost carrier``, hung tasks, device-plugin ``XidCriticalError`` / ``device marked unhealthy``.
+``ibN: lost carrier``, hung tasks, device-plugin ``XidCriticalError`` / ``device marked unhealthy``,
+and (``kernel_families``) mlx5 health ``Fatal error`` and port-module events (ib_port), CPU thermal
+throttling (thermal, sub-kind cpu_throttled / cpu_normal), NVMe timeouts and status errors,
+block-layer and buffer I/O errors, ext2/3/4 errors and read-only remounts (storage), kernel panics
+(kernel_panic; a machine-check panic is mce/panic) and CMCI storms (mce).
 Xid-coded events take severity and action from the Xid catalog.
+
+Speed: the frequent messages (Xid, SXid, device plugin) and every single-line family are extracted
+with one regex per family over all candidate lines of a batch; only NVRM / ``[Hardware Error]``
+lines other than Xid (rare; some are multi-line records) go through Python one at a time. A batch
+whose lines are all plain RFC 3164 (``kern.log``) is stamped with that form's one small regex.
 
 Time: wall stamps are UTC (dmesg -T and RFC 3164 stamps are taken as written; cluster nodes log
 in UTC). Year-less stamps take ``--year`` (the first line's year, +1 at each Dec->Jan rollover) or

@@ -1,7 +1,7 @@
-"""The rarer kernel messages (host RAS, PCIe AER, InfiniBand, NVRM init/GSP failures, hung tasks)
-and the multi-line records (NVRM "fallen off the bus", APEI/GHES hardware-error blocks).
-
-These lines are few, so both parser paths handle them here, one record at a time.
+"""The rarer kernel messages, one at a time: NVRM init/GSP failures, ``[Hardware Error]`` (MCE),
+the multi-line records (NVRM "fallen off the bus", APEI/GHES hardware-error blocks), and the
+per-line path of the ``kernel_families`` table (EDAC, AER, InfiniBand, storage, thermal, panics;
+the chunk path reads that table over whole frames).
 """
 
 from __future__ import annotations
