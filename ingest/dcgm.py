@@ -14,13 +14,15 @@ Two paths, as everywhere in ``ingest``:
   Prometheus project's code, not ours.
 - ``parse_chunk`` is the volume path. ``prometheus_client`` parses one line at a time in Python
   (about 100k lines/s), far from the million samples per second a multi-GB scrape archive needs,
-  so the chunk is split with literal ``find`` / ``slice`` expressions in polars (name ``{`` labels
-  ``} `` value [timestamp]); the label blocks, which repeat on every scrape, are validated and
-  split once per distinct block. Any line this fast path does not fully validate (odd spacing, an
-  escaped ``} `` inside a label value, ...) falls back to the reference parser, and what that
-  rejects is quarantined with its reason (a truncated scrape's last line, for instance).
-  tests/ingest/test_telemetry_dcgm.py proves both paths give the same rows on every real scrape
-  and on generated ones.
+  so each line is split once with literal ``find`` / ``head`` / ``slice`` expressions in polars
+  (head ``name{labels}``, then value [timestamp]) and its head is hashed. The heads repeat on every
+  scrape (one per metric per GPU), so they are validated and split into labels once per file
+  (``SeriesCache``, in the parser state): after the first chunk a line costs two finds, three
+  slices, two hashes, two casts and an integer join. Any line this fast path does not fully
+  validate (odd spacing, an escaped ``} `` inside a label value, non-ASCII before the value, ...)
+  falls back to the reference parser, and what that rejects is quarantined with its reason (a
+  truncated scrape's last line, for instance). tests/ingest/test_telemetry_dcgm.py proves both
+  paths give the same rows on every real scrape and on generated ones.
 
 Samples without a timestamp get the scrape time (``ctx.options['scrape_ts']``) or the file's
 mtime, and Xid events carry ``ts_flag`` saying which.
@@ -294,7 +296,7 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
     )
     heads = heads.with_columns(ok=ok.fill_null(False), **exprs)
     return heads.select(*[c for c in heads.columns if c not in LABEL_SCHEMA and c != "labels"],
-                        *conform_labels(heads).columns)
+                        *LABEL_SCHEMA)
 
 
 PARSERS = [DcgmExporterParser()]

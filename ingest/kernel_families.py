@@ -26,6 +26,7 @@ import polars as pl
 from ingest import kernel_patterns as kp
 from ingest.base import ParseContext, normalize_pci
 from ingest.kernel_line import Prefix, _int, event
+from ingest.kernel_vec import attrs_expr, event_columns, pci_of
 from ingest.reader import literal_regex
 from ingest.schema import Kind
 
@@ -223,8 +224,6 @@ class FamilySplit:
 
 def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
     """Messages routed ``other`` -> events per family and the unknown-shape ones."""
-    from ingest.kernel_vec import _base, attrs_expr, pci_of
-
     body = pl.col("body")
     frames: list[pl.DataFrame] = []
     parsed = 0
@@ -256,7 +255,7 @@ def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
                 attrs[key] = pl.col(grp)
         none = pl.lit(None, pl.String)
         frames.append(part.select(
-            *_base(), kind=pl.lit(fam.kind.value), subkind=fam.subkind.expr(),
+            *event_columns(), kind=pl.lit(fam.kind.value), subkind=fam.subkind.expr(),
             severity=fam.severity.expr(), action=fam.action.expr(),
             pid=(pl.col(fam.pid).str.extract(r"^([0-9]{1,18})$", 1).cast(pl.Int64) if fam.pid
                  else pl.lit(None, pl.Int64)),
@@ -280,8 +279,6 @@ def _json_str(e: pl.Expr) -> pl.Expr:
 
 
 def edac_events(f: pl.DataFrame, file: str) -> pl.DataFrame:
-    from ingest.kernel_vec import _base
-
     c = pl.col
     f = f.with_columns(c("body").str.extract_groups(kp.EDAC_RE).alias("_m")).unnest("_m")
     f = f.with_row_index("_r")
@@ -306,7 +303,7 @@ def edac_events(f: pl.DataFrame, file: str) -> pl.DataFrame:
     f = f.join(attrs, on="_r", how="left", maintain_order="left")
     ue = c("type") == "UE"
     return f.select(
-        *_base(), kind=pl.lit(Kind.MEMORY.value), subkind=c("type"),
+        *event_columns(), kind=pl.lit(Kind.MEMORY.value), subkind=c("type"),
         severity=pl.when(ue).then(pl.lit("critical")).otherwise(pl.lit("warning")),
         action=pl.when(ue).then(pl.lit("drain_node")).otherwise(pl.lit("none")),
         attrs=pl.concat_str([pl.lit("{"), c("attrs"), pl.lit("}")]), file=pl.lit(file),
@@ -314,8 +311,6 @@ def edac_events(f: pl.DataFrame, file: str) -> pl.DataFrame:
 
 
 def aer_events(f: pl.DataFrame, file: str) -> pl.DataFrame:
-    from ingest.kernel_vec import _base, attrs_expr, pci_of
-
     c = pl.col
     f = f.with_columns(c("body").str.extract_groups(kp.AER_RE).alias("_m")).unnest("_m")
     sev_text = pl.coalesce(c("sev"), c("sev2"), pl.lit("")).str.strip_chars(" \t")
@@ -325,7 +320,7 @@ def aer_events(f: pl.DataFrame, file: str) -> pl.DataFrame:
                 | low.str.contains("non-fatal", literal=True))
     reporter = pci_of(f, "pci")
     return f.select(
-        *_base(), gpu=pl.coalesce(pci_of(f, "src"), reporter), kind=pl.lit(Kind.PCIE.value),
+        *event_columns(), gpu=pl.coalesce(pci_of(f, "src"), reporter), kind=pl.lit(Kind.PCIE.value),
         subkind=sev_text,
         severity=pl.when(fatal).then(pl.lit("critical")).when(nonfatal).then(pl.lit("error"))
         .otherwise(pl.lit("info")),

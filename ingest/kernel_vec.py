@@ -258,7 +258,8 @@ def _split_ok(frame: pl.DataFrame, key: str, reason: str) -> tuple[pl.DataFrame,
     return frame.filter(pl.col(key).is_not_null()), q
 
 
-def _base(source: str = "kernel") -> list[pl.Expr]:
+def event_columns(source: str = "kernel") -> list[pl.Expr]:
+    """The columns every event takes from its prefixed line."""
     return [pl.col(n) for n in ("ts", "uptime_s", "ts_flag", "node", "line")] + [
         pl.col("body").alias("message"), pl.lit(source).alias("source")
     ]
@@ -296,7 +297,7 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     sev, act = severity_action_expr(code)
     proc = pl.col("proc")
     out = f.select(
-        *_base(),
+        *event_columns(),
         gpu=pci_of(f, "pci"),
         kind=pl.when(code.is_between(144, 150)).then(pl.lit("nvlink"))
         .when(code == kp.GSP_TIMEOUT_CODE).then(pl.lit("gsp_timeout")).otherwise(pl.lit("xid")),
@@ -319,7 +320,7 @@ def sxid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]
     sev_map = {k: v[0] for k, v in SXID_SEVERITY.items()}
     act_map = {k: v[1] for k, v in SXID_SEVERITY.items()}
     out = f.select(
-        *_base(),
+        *event_columns(),
         gpu=pci_of(f, "pci"), kind=pl.lit("sxid"), subkind=sub,
         code=pl.col("code").cast(pl.Int32),
         severity=sub.replace_strict(sev_map, default="error", return_dtype=pl.String),
@@ -338,12 +339,12 @@ def dp_events(f: pl.DataFrame, file: str, route: str) -> tuple[pl.DataFrame, pl.
         f, q = _split_ok(f, "code", "device-plugin Xid line with unknown shape")
         code = pl.col("code").cast(pl.Int32)
         sev, act = severity_action_expr(code)
-        return f.select(*_base("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
+        return f.select(*event_columns("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
                         subkind=pl.lit("xid_critical"), code=code, severity=sev, action=act,
                         file=pl.lit(file)), q
     f = f.with_columns(pl.col("body").str.extract_groups(kp.DP_UNHEALTHY_RE).alias("_m"))
     f, q = _split_ok(f.unnest("_m"), "dev", "device-plugin unhealthy line with unknown shape")
-    return f.select(*_base("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
+    return f.select(*event_columns("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
                     subkind=pl.lit("marked_unhealthy"), severity=pl.lit("error"),
                     file=pl.lit(file)), q
 

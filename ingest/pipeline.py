@@ -295,8 +295,11 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
     for chunk in chunks:
         lines = chunk.lines
         nbytes = lines.str.len_bytes()
-        if (nbytes.max() or 0) > MAX_LINE_BYTES:
-            too_long = (nbytes > MAX_LINE_BYTES).fill_null(False)
+        # A JSON document (a one-line `curl` export) may be one huge line: such parsers declare
+        # a larger ``max_line_bytes``.
+        limit = getattr(parser, "max_line_bytes", MAX_LINE_BYTES)
+        if (nbytes.max() or 0) > limit:
+            too_long = (nbytes > limit).fill_null(False)
             idx = too_long.arg_true()
             sink.add(_too_long(idx + chunk.first_line, nbytes.gather(idx),
                                lines.gather(idx).str.slice(0, 4000)))

@@ -6,6 +6,12 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   ``{"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {...},
   "values": [[1721000000, "41"], ...]}]}}`` (``vector`` answers too). A whole document: a
   half-written or invalid export quarantines all its lines with the JSON error, never a crash.
+  Two paths: ``fast_frames`` reads the usual layouts (Prometheus' compact answer, one series per
+  line as ``jq -c`` or the demo's synthetic cluster write it) with vectorized string expressions
+  and polars' CSV reader (over a million points per second here), with no Python object per point;
+  anything it does not fully validate goes to the reference path (``json.loads`` +
+  ``parse_export``), which gives the same rows or the exact error
+  (tests/ingest/test_telemetry_fastpaths.py).
 - ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
   then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
   transaction together with the metric's high-water mark, kept in ``ingested_files`` under the
@@ -85,10 +91,11 @@ _HEADER_RE = (
     rf'^{_WS}\{{{_WS}"status"{_WS}:{_WS}"success"{_WS},{_WS}"data"{_WS}:{_WS}\{{{_WS}"resultType"'
     rf'{_WS}:{_WS}"matrix"{_WS},{_WS}"result"{_WS}:{_WS}\[{_WS}$'
 )
-_PREFIX_RE = rf'^(\{{[^{{}}]*\}})({_WS},{_WS}"values"{_WS}:{_WS}\[)'
+_PREFIX_RE = rf'^(\{{"metric":)?(\{{[^{{}}]*\}})({_WS},{_WS}"values"{_WS}:{_WS}\[)'
 _NUM = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _POINT = rf'\[{_NUM},"[^"\\]*"\]'
 _POINTS_RE = rf"^(?:{_POINT}(?:,{_POINT})*)?$"
+_END_RE = rf"(\]\}}{_WS},?{_WS})$"  # a series' end: `]}` and a comma (not after the last)
 _TRAILER_RE = re.compile(rf"\]\}}({_WS}\]{_WS}\}}{_WS}\}}{_WS})$")
 _WS_CHARS = " \t\r\n"
 
@@ -104,16 +111,19 @@ def fast_frames(lines: pl.Series, line: int) -> tuple[pl.DataFrame, pl.DataFrame
     ``vector`` answers, warnings, invalid JSON) returns None: the caller then takes the
     reference path, which gives the same rows or the exact error.
     """
-    text = lines.drop_nulls().str.join("\n")
-    end = _TRAILER_RE.search(text.str.tail(200).item() or "")
-    if end is None:
-        return None
-    text = text.str.head(text.str.len_chars().item() - len(end.group(1)))
-    pieces = text.str.split(_SERIES, literal=True).explode()
-    del text
-    if pieces.len() < 2 or not pieces.slice(0, 1).str.contains(_HEADER_RE).item():
-        return None
-    body = _series_pieces(pieces.slice(1))
+    pieces = _line_pieces(lines.drop_nulls())
+    if pieces is None:
+        text = lines.drop_nulls().str.join("\n")
+        end = _TRAILER_RE.search(text.str.tail(200).item() or "")
+        if end is None:
+            return None
+        text = text.str.head(text.str.len_chars().item() - len(end.group(1)))
+        pieces = text.str.split(_SERIES, literal=True).explode()
+        del text
+        if pieces.len() < 2 or not pieces.slice(0, 1).str.contains(_HEADER_RE).item():
+            return None
+        pieces = pieces.slice(1)
+    body = _series_pieces(pieces)
     del pieces
     if body is None:
         return None
@@ -158,27 +168,40 @@ def _points(body: pl.DataFrame) -> pl.DataFrame | None:
         if points.height != keys.len() or points.null_count().sum_horizontal().item():
             return None  # a value the reference parser reads differently (never valid JSON)
         parts.append(points.with_columns(key=keys))
-    return pl.concat(parts) if parts else pl.DataFrame(schema=schema)
+    return pl.concat(parts, rechunk=False) if parts else pl.DataFrame(schema=schema)
+
+
+def _line_pieces(lines: pl.Series) -> pl.Series | None:
+    """The series lines of an export written one series per line (header line, series lines,
+    closing line), as they are: no copy of the text; None for any other layout."""
+    if lines.len() < 3 or not re.match(_HEADER_RE, lines[0]):
+        return None
+    if not re.fullmatch(rf"{_WS}\]{_WS}\}}{_WS}\}}{_WS}", lines[-1]):
+        return None
+    mid = lines.slice(1, lines.len() - 2)
+    return mid if mid.str.starts_with(_SERIES).all() else None
 
 
 def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:
-    """Pieces ``{labels},"values":[<points>]}`` + ``,`` (all but the last) -> key, labels (JSON
-    text), pts (``[t,"v"],...`` checked by ``_POINTS_RE``); None if one does not fit."""
+    """Pieces ``[{"metric":]{labels},"values":[<points>]}`` + ``,`` (all but the last) -> key,
+    labels (JSON text), pts (``[t,"v"],...`` checked by ``_POINTS_RE``); None if one does not
+    fit."""
     last = pieces.len() - 1
     g = pl.col("p").str.extract_groups(_PREFIX_RE)
-    rest = pl.col("p").str.strip_prefix(pl.concat_str(g.struct.field("1"), g.struct.field("2")))
+    head = pl.concat_str(g.struct.field("1").fill_null(""), g.struct.field("2"),
+                         g.struct.field("3")).str.len_chars()
+    end = pl.col("p").str.extract(_END_RE, 1)
     body = (
         pl.DataFrame({"p": pieces}).lazy()
         .with_row_index("key")
-        .select(pl.col("key").cast(pl.Int64), labels=g.struct.field("1"),
-                rest=rest.str.strip_chars_end(_WS_CHARS))
-        .with_columns(comma=pl.col("rest").str.ends_with(","),
-                      rest=pl.col("rest").str.strip_suffix(",").str.strip_chars_end(_WS_CHARS))
-        .select(
-            "key", "labels",
-            pts=pl.col("rest").str.strip_suffix("]}"),
-            ok=pl.col("labels").is_not_null() & (pl.col("comma") == (pl.col("key") != last))
-            & pl.col("rest").str.ends_with("]}"),
+        .with_columns(labels=g.struct.field("2"), head=head, end=end)
+        .select(  # one slice: the points between the head and the end (no copy chain)
+            pl.col("key").cast(pl.Int64), "labels",
+            pts=pl.col("p").str.slice(
+                pl.col("head"), pl.col("p").str.len_chars() - pl.col("head")
+                - pl.col("end").str.len_chars()),
+            ok=pl.col("labels").is_not_null() & pl.col("end").is_not_null()
+            & (pl.col("end").str.contains(",", literal=True) == (pl.col("key") != last)),
         )
         .with_columns(ok=pl.col("ok") & pl.col("pts").str.contains(_POINTS_RE))
         .collect()
@@ -248,6 +271,7 @@ class PrometheusJsonParser:
     name = "prometheus_json"
     source = Source.DCGM
     whole_file = True
+    max_line_bytes = 1 << 30  # a one-line `curl` / REST export is one document
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         text = "\n".join(head_lines[:50])[:20000]

@@ -281,6 +281,7 @@ class SlurmJsonParser:
 
     source = Source.SLURM
     whole_file = True
+    max_line_bytes = 1 << 30  # a one-line `curl` / REST export is one document
 
     def __init__(self, name: str, key: str) -> None:
         self.name = name

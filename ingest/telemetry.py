@@ -8,8 +8,10 @@ nvidia-smi, dcgmi) ends up in three tables:
   deduplicated by the ``gpu_inventory`` view;
 - ``events``: telemetry-borne faults (an Xid reported by dcgm-exporter, a failed diag, ...).
 
-``samples_to_tables`` turns a frame of Prometheus-style samples (metric, value, ts and the DCGM
-labels already split into columns) into those rows, vectorized. ``resolve_gpu_indices`` joins
+``samples_to_tables`` turns a frame of Prometheus-style samples (line, value, ts, series key) and
+the frame of their distinct series (metric name and the DCGM labels split into columns) into
+those rows, vectorized: everything about a series is computed once per series, and a sample
+only costs an integer join. ``resolve_gpu_indices`` joins
 events that name a GPU by PCI id (kernel Xid lines) to the GPU index telemetry uses.
 """
 

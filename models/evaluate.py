@@ -8,11 +8,27 @@ Every evaluation scores three things side by side on the same rows:
   the bus, or an uncorrectable / remap-failure counter increase in the last 24 h;
 - ``lemon_baseline``: failures of the node in the last 28 days (Meta's lemon-node signal).
 
-Metrics (``M``): ``pr_auc`` (average precision over node-hour rows), ``precision`` (share of
-alerting rows followed by a failure within the horizon) and ``recall`` (share of failure episodes
-with at least one alert in the horizon before them) at the operating threshold,
-``precision_at_k`` (each day, the k highest-scoring nodes: share that fail within the horizon),
-and ``median_lead_time_h`` (from the first alert in the horizon before a caught failure to it).
+Metrics (``M``), the same for all three scorers, computed on the test window (documented again in
+the model card):
+
+- ``pr_auc``: average precision over node-hour rows (the standard, threshold-free measure; the
+  label of a row is "a failure episode of this node starts within the horizon").
+- An **alert episode** is what an SRE sees: on one node, the score crossing the threshold opens
+  an alert; it stays open while the hourly score stays at or above the threshold, and it closes
+  when the score drops below it or when the node fails (a failure closes the alert it caught; if
+  the score is still high after it, that is a new alert). An alert open from ``start`` until
+  ``end`` (the last alerting hour + 1 h) and a failure episode of the same node at ``f``
+  **match** when ``start <= f < end + horizon``: the alert was open at some time in the horizon
+  before the failure.
+- ``precision``: alert episodes that match a failure episode / all alert episodes.
+- ``recall``: failure episodes matched by an alert episode / all failure episodes.
+- ``median_lead_time_h``: over caught failures, ``f - start`` of the earliest matching alert.
+- ``precision_at_k``: each day, the ``k`` highest-scoring nodes; the share of them with a failure
+  within the horizon of a row that day (an SRE who can drain ``k`` nodes a day).
+- ``alerts`` / ``failure_episodes`` / ``caught``: the counts behind precision and recall.
+
+The operating threshold is chosen on the calibration window with the same alert episodes
+(``choose_threshold``).
 """
 
 from __future__ import annotations
@@ -22,7 +38,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
-from sklearn.metrics import average_precision_score, precision_recall_curve
+from sklearn.metrics import average_precision_score
 
 RULE_COLUMNS = (
     "xid_critical_24h", "ecc_24h", "row_remap_24h", "off_bus_24h", "ecc_dbe_inc_24h",
@@ -30,6 +46,23 @@ RULE_COLUMNS = (
 )
 LEMON_COLUMN = "fail_28d"
 BASELINES = ("rule_baseline", "lemon_baseline")
+HOUR = timedelta(hours=1)
+# The short form of the module doc, for the model card.
+METRIC_DEFINITIONS = {
+    "pr_auc": "average precision over node-hour rows of the test window",
+    "alert": "an episode per node: opens when the hourly score reaches the threshold, stays "
+             "open while it stays there, closes when it drops or when the node fails",
+    "precision": "alert episodes followed by a failure of that node while open or within the "
+                 "horizon after / all alert episodes",
+    "recall": "failure episodes with an alert open within the horizon before them / all "
+              "failure episodes",
+    "median_lead_time_h": "median over caught failures of failure time - start of the "
+                          "earliest matching alert",
+    "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the "
+                      "horizon",
+    "threshold": "lowest threshold whose calibration-window alert precision reaches the target "
+                 "(and stays there above it) with at least min_alerts alerts",
+}
 
 
 def rule_score(frame: pl.DataFrame) -> np.ndarray:
@@ -56,10 +89,11 @@ class Split:
 
 
 def time_split(start: datetime, end: datetime, horizon_h: float, *, test_fraction: float = 0.25,
-               calib_fraction: float = 0.15, warmup_h: float = 168.0) -> Split:
+               calib_fraction: float = 0.25, warmup_h: float = 168.0) -> Split:
     """Train / calibration / test windows over ``[start, end]``: test is the last
-    ``test_fraction`` of the time, calibration the ``calib_fraction`` before it. Each window's
-    last row is a horizon before the next window starts, so no label reads the next window."""
+    ``test_fraction`` of the time, calibration the ``calib_fraction`` before it, training the rest
+    (by default: first half, third quarter, last quarter). Each window's last row is a horizon
+    before the next window starts, so no label reads the next window."""
     span = end - start
     h = timedelta(hours=horizon_h)
     test_start = end - span * test_fraction
@@ -74,42 +108,117 @@ def time_split(start: datetime, end: datetime, horizon_h: float, *, test_fractio
     )
 
 
-def choose_threshold(scores: np.ndarray, labels: np.ndarray, target_precision: float,
-                     weights: np.ndarray | None = None) -> float:
-    """Lowest threshold whose precision reaches ``target_precision`` (most recall at that
-    precision); if none does, the threshold of best F1."""
-    if labels.sum() == 0 or scores.size == 0:
-        return float(np.inf)
-    precision, recall, thresholds = precision_recall_curve(labels, scores, sample_weight=weights)
-    precision, recall = precision[:-1], recall[:-1]
-    ok = np.flatnonzero(precision >= target_precision)
-    if ok.size:
-        best = ok[np.argmax(recall[ok])]
-    else:
-        f1 = 2 * precision * recall / np.maximum(precision + recall, 1e-12)
-        best = int(np.argmax(f1))
-    return float(thresholds[best])
+# -- alert episodes --------------------------------------------------------------------------------
+
+_ALERT_SCHEMA = {"node": pl.String, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
 
 
-def event_recall_lead(rows: pl.DataFrame, episodes: pl.DataFrame, horizon_h: float,
-                      threshold: float) -> tuple[float | None, float | None]:
-    """Share of failure episodes with an alert in the horizon before them, and the median hours
-    from the first such alert to the failure. ``rows``: node, ts, score."""
-    if episodes.height == 0:
-        return None, None
-    h = timedelta(hours=horizon_h)
-    alerts = rows.filter(pl.col("score") >= threshold).select("node", pl.col("ts").alias("at"))
-    first = (
-        episodes.select("node", "ts").with_row_index("ep")
-        .join(alerts, on="node", how="inner")
-        .filter((pl.col("at") <= pl.col("ts")) & (pl.col("at") > pl.col("ts") - h))
-        .group_by("ep").agg((pl.col("ts") - pl.col("at")).max().alias("lead"))
+def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame) -> pl.DataFrame:
+    """Alert episodes (node, start, end) from hourly scores (``rows``: node, ts, score).
+
+    An episode opens at the first hour with ``score >= threshold`` and stays open through
+    consecutive alerting hours; a failure of the node (``failures``: node, ts) between two hours
+    closes it. ``end`` is the last alerting hour + 1 h."""
+    if rows.height == 0 or not np.isfinite(threshold):
+        return pl.DataFrame(schema=_ALERT_SCHEMA)
+    on = rows.select("node", "ts", "score").filter(pl.col("score") >= threshold)
+    if on.height == 0:
+        return pl.DataFrame(schema=_ALERT_SCHEMA)
+    fl = (
+        failures.select("node", pl.col("ts").cast(pl.Datetime("us")).alias("fts"))
+        .sort("node", "fts").with_columns(pl.int_range(1, pl.len() + 1).over("node").alias("nf"))
     )
-    recall = first.height / episodes.height
-    if first.height == 0:
-        return recall, None
-    lead_h = first["lead"].dt.total_seconds().to_numpy() / 3600.0
-    return recall, float(np.median(lead_h))
+    on = on.with_columns(pl.col("ts").cast(pl.Datetime("us"))).sort("node", "ts")
+    on = on.join_asof(fl, left_on="ts", right_on="fts", by="node", strategy="backward",
+                      check_sortedness=False,
+                      allow_exact_matches=False).with_columns(pl.col("nf").fill_null(0))
+    new = (
+        pl.col("ts").shift(1).over("node").is_null()
+        | (pl.col("ts") - pl.col("ts").shift(1).over("node") != HOUR)
+        | (pl.col("nf") != pl.col("nf").shift(1).over("node"))
+    )
+    return (
+        on.with_columns(new.cum_sum().alias("aid"))
+        .group_by("aid", maintain_order=True)
+        .agg(pl.col("node").first(), pl.col("ts").min().alias("start"),
+             (pl.col("ts").max() + HOUR).alias("end"))
+        .select(list(_ALERT_SCHEMA))
+    )
+
+
+def match_alerts(alerts: pl.DataFrame, failures: pl.DataFrame, horizon_h: float
+                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Alerts with ``true`` (it matched a failure), failures with ``lead_h`` (hours from the
+    earliest matching alert's start; null when no alert caught it). See the module doc."""
+    h = timedelta(hours=horizon_h)
+    a = alerts.with_row_index("aid")
+    f = failures.select("node", pl.col("ts").cast(pl.Datetime("us"))).with_row_index("fid")
+    pairs = (
+        a.join(f, on="node", how="inner")
+        .filter((pl.col("start") <= pl.col("ts")) & (pl.col("ts") < pl.col("end") + h))
+    )
+    true_ids = pairs["aid"].unique()
+    leads = pairs.group_by("fid").agg(
+        ((pl.col("ts") - pl.col("start")).max().dt.total_seconds() / 3600.0).alias("lead_h"))
+    a = a.with_columns(pl.col("aid").is_in(true_ids.implode()).alias("true")).drop("aid")
+    f = f.join(leads, on="fid", how="left").drop("fid")
+    return a, f
+
+
+def episode_metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: float,
+                    horizon_h: float, window: tuple[datetime, datetime]) -> dict[str, float | None]:
+    """Precision, recall and median lead time of alert episodes (module doc). Alerts are counted
+    when they start in ``window``, failures when they happen in it; matching may use alerts
+    that opened before the window (``rows`` may start a horizon early) and failures after it."""
+    lo, hi = window
+    alerts, fails = match_alerts(alert_episodes(rows, threshold, failures), failures, horizon_h)
+    alerts = alerts.filter(pl.col("start").is_between(lo, hi))
+    fails = fails.filter(pl.col("ts").is_between(lo, hi))
+    caught = fails.filter(pl.col("lead_h").is_not_null())
+    return {
+        "precision": float(alerts["true"].mean()) if alerts.height else None,
+        "recall": caught.height / fails.height if fails.height else None,
+        "median_lead_time_h": float(caught["lead_h"].median()) if caught.height else None,
+        "alerts": alerts.height,
+        "true_alerts": int(alerts["true"].sum()) if alerts.height else 0,
+        "failure_episodes": fails.height,
+        "caught": caught.height,
+    }
+
+
+def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
+                     window: tuple[datetime, datetime], target_precision: float,
+                     min_alerts: int = 10, tolerance: float = 0.1,
+                     candidates: np.ndarray | None = None) -> float:
+    """The operating threshold, from alert episodes on the calibration window.
+
+    Among thresholds with at least ``min_alerts`` alert episodes (the support rule: a precision
+    measured on three alerts means nothing), the lowest one whose alert precision reaches
+    ``target_precision`` while every higher supported threshold stays within ``tolerance`` of it
+    (one lucky low threshold below a dip is noise, not an operating point). If none does: the
+    supported threshold of best precision; with no supported threshold, ``inf`` (never alert).
+    ``rows``: node, ts, score."""
+    scores = rows["score"].to_numpy()
+    if candidates is None:
+        pos = scores[scores > 0]
+        if pos.size == 0:
+            return float("inf")
+        q = 1.0 - np.geomspace(0.5, 0.5 / max(pos.size, 2), 80)
+        candidates = np.quantile(pos, q)
+    cands = np.unique(np.asarray(candidates, dtype=float))
+    stats = []
+    for t in cands:
+        m = episode_metrics(rows, failures, threshold=float(t), horizon_h=horizon_h,
+                            window=window)
+        stats.append((float(t), m["alerts"], m["precision"] or 0.0))
+    sup = [(t, n, p) for t, n, p in stats if n >= min_alerts]
+    if not sup:
+        return float("inf")
+    for i, (t, _, p) in enumerate(sup):
+        if p >= target_precision and all(q >= target_precision - tolerance for _, _, q in sup[i:]):
+            return t
+    best = max(p for _, _, p in sup)
+    return next(t for t, _, p in sup if p == best)
 
 
 def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:
@@ -127,20 +236,23 @@ def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:
     return float(daily["label"].sum() / (k * days))
 
 
-def metrics(rows: pl.DataFrame, episodes: pl.DataFrame, *, threshold: float, horizon_h: float,
-            k: int) -> dict[str, float | None]:
-    """The metric set ``M`` for one scorer. ``rows``: node, ts, label, score."""
-    labels = rows["label"].to_numpy()
-    scores = rows["score"].to_numpy()
-    pr_auc = float(average_precision_score(labels, scores)) if labels.sum() else None
-    fired = scores >= threshold
-    precision = float(labels[fired].mean()) if fired.any() else None
-    recall, lead = event_recall_lead(rows, episodes, horizon_h, threshold)
+def metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: float, horizon_h: float,
+            k: int, window: tuple[datetime, datetime]) -> dict[str, float | None]:
+    """The metric set ``M`` for one scorer. ``rows``: node, ts, label, score; rows before
+    ``window`` only feed alert episodes (the lead-in), never PR-AUC or precision@k."""
+    inside = rows.filter(pl.col("ts").is_between(*window))
+    labels = inside["label"].to_numpy()
+    pr_auc = (float(average_precision_score(labels, inside["score"].to_numpy()))
+              if labels.sum() else None)
+    ep = episode_metrics(rows, failures, threshold=threshold, horizon_h=horizon_h,
+                         window=window)
     return {
-        "pr_auc": _round(pr_auc), "precision": _round(precision), "recall": _round(recall),
-        "precision_at_k": _round(precision_at_k(rows, k)), "median_lead_time_h": _round(lead),
+        "pr_auc": _round(pr_auc), "precision": _round(ep["precision"]),
+        "recall": _round(ep["recall"]), "precision_at_k": _round(precision_at_k(inside, k)),
+        "median_lead_time_h": _round(ep["median_lead_time_h"]),
         "threshold": _round(threshold if np.isfinite(threshold) else None),
-        "alerts": int(fired.sum()),
+        "alerts": ep["alerts"], "true_alerts": ep["true_alerts"],
+        "failure_episodes": ep["failure_episodes"], "caught": ep["caught"],
     }
 
 
@@ -148,26 +260,30 @@ def _round(x: float | None, nd: int = 4) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
-def evaluate_all(test: pl.DataFrame, model_scores: np.ndarray, episodes: pl.DataFrame, *,
-                 thresholds: dict[str, float], horizon_h: float, k: int) -> dict[str, dict]:
+def scorer_columns(frame: pl.DataFrame, model_scores: np.ndarray) -> dict[str, np.ndarray]:
+    return {"model": model_scores, "rule_baseline": rule_score(frame),
+            "lemon_baseline": lemon_score(frame)}
+
+
+def evaluate_all(test: pl.DataFrame, model_scores: np.ndarray, failures: pl.DataFrame, *,
+                 thresholds: dict[str, float], horizon_h: float, k: int,
+                 window: tuple[datetime, datetime]) -> dict[str, dict]:
     """Model and both baselines on the same test rows, with their operating thresholds."""
     base = test.select("node", "ts", "label")
-    scored = {
-        "model": model_scores,
-        "rule_baseline": rule_score(test),
-        "lemon_baseline": lemon_score(test),
-    }
     return {
-        name: metrics(base.with_columns(pl.Series("score", s)), episodes,
-                      threshold=thresholds[name], horizon_h=horizon_h, k=k)
-        for name, s in scored.items()
+        name: metrics(base.with_columns(pl.Series("score", s)), failures,
+                      threshold=thresholds[name], horizon_h=horizon_h, k=k, window=window)
+        for name, s in scorer_columns(test, model_scores).items()
     }
 
 
-def baseline_thresholds(calib: pl.DataFrame, target_precision: float,
-                        weights: np.ndarray | None = None) -> dict[str, float]:
-    """The rule fires at 1; the lemon count's threshold is chosen on calibration rows like the
-    model's (never below one failure)."""
-    labels = calib["label"].to_numpy()
-    lemon = choose_threshold(lemon_score(calib), labels, target_precision, weights)
+def baseline_thresholds(calib: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
+                        window: tuple[datetime, datetime], target_precision: float
+                        ) -> dict[str, float]:
+    """The rule fires at 1 (what SREs run); the lemon count's threshold is chosen on the
+    calibration window like the model's (never below one failure)."""
+    rows = calib.select("node", "ts").with_columns(pl.Series("score", lemon_score(calib)))
+    lemon = choose_threshold(rows, failures, horizon_h=horizon_h, window=window,
+                             target_precision=target_precision,
+                             candidates=np.unique(rows["score"].to_numpy()))
     return {"rule_baseline": 1.0, "lemon_baseline": max(1.0, lemon)}

@@ -134,10 +134,19 @@ COUNTER_WINDOWS: dict[str, tuple[int, ...]] = {
     "ecc_sbe_inc": (W1, W24, W7D), "pcie_replay_inc": (W1, W24, W7D),
     "nvlink_err_inc": (W1, W24, W7D),
 }
+# Per-hour increments below these floors are background, not evidence: NVLink CRC counters tick
+# now and then on healthy long links [assumed: a handful per hour]. Without a floor the feature
+# also says "this node is being scraped", which is not a property of the hardware.
+COUNTER_NOISE_FLOOR: dict[str, float] = {"nvlink_err_inc": 10.0}
+# Gauges. Only their excursions are features: ``temp_hot_*`` is degrees above TEMP_NORMAL_C
+# (H100 / B200 run about 60-80 C under load and slow down near 87 C [assumed]); a normal reading
+# and a missing one are the same 0. Raw temperature and power levels are left out on purpose:
+# they mostly say whether telemetry was collected for the node, and where telemetry is exported
+# (as in the synthetic cluster, around incidents) that would leak the answer.
 GAUGE_METRICS: dict[str, tuple[str, ...]] = {
     "temp": ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_MEMORY_TEMP"),
-    "power": ("DCGM_FI_DEV_POWER_USAGE",),
 }
+TEMP_NORMAL_C = 80.0
 THROTTLE_METRICS = ("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_CLOCKS_EVENT_REASONS")
 
 TELEMETRY_BASES: tuple[Base, ...] = (
@@ -146,9 +155,6 @@ TELEMETRY_BASES: tuple[Base, ...] = (
     Base("temp_max", "telemetry", (W1, W24, W7D), "max"),
     Base("temp_sum", "telemetry", (W24,)),
     Base("temp_n", "telemetry", (W24,)),
-    Base("power_max", "telemetry", (W24,), "max"),
-    Base("power_sum", "telemetry", (W24,)),
-    Base("power_n", "telemetry", (W24,)),
 )
 OTHER_BASES: tuple[Base, ...] = (
     Base("node_fail_single", "jobs", (W7D, W28D)),
@@ -160,7 +166,9 @@ OTHER_BASES: tuple[Base, ...] = (
 )
 BASES: tuple[Base, ...] = EVENT_BASES + TELEMETRY_BASES + OTHER_BASES
 # Helper columns that only feed derived features (means) and are not features themselves.
-_HELPERS = {"temp_sum_24h", "temp_n_24h", "power_sum_24h", "power_n_24h"}
+_HELPERS = {"temp_sum_24h", "temp_n_24h", "temp_max_1h", "temp_max_24h", "temp_max_7d"}
+_TEMP_HOT = {"temp_hot_1h": "temp_max_1h", "temp_hot_24h": "temp_max_24h",
+             "temp_hot_7d": "temp_max_7d"}
 
 
 def window_name(base: str, w: int) -> str:
@@ -173,7 +181,7 @@ def feature_names() -> list[str]:
     """The model's feature columns, in order."""
     names = [window_name(b.name, w) for b in BASES for w in b.windows]
     names = [n for n in names if n not in _HELPERS]
-    return [*names, "temp_mean_24h", "power_mean_24h", "hours_since_fail"]
+    return [*names, *_TEMP_HOT, "temp_hot_mean_24h", "hours_since_fail"]
 
 
 FEATURES: tuple[str, ...] = tuple(feature_names())
@@ -237,7 +245,8 @@ def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime
     names = [m for ms in groups.values() for m in ms]
     grps = [g for g, ms in groups.items() for _ in ms]
     inc = "CASE WHEN d IS NULL THEN 0 WHEN d >= 0 THEN d ELSE vmax END"
-    cols = [f"coalesce(sum({inc}) FILTER (WHERE grp = '{name}'), 0) AS {name}"
+    cols = [f"coalesce(sum(CASE WHEN {inc} >= {COUNTER_NOISE_FLOOR.get(name, 0.0)} THEN {inc} "
+            f"ELSE 0 END) FILTER (WHERE grp = '{name}'), 0) AS {name}"
             for name in COUNTER_METRICS]
     cols.append("coalesce(sum(nthr) FILTER (WHERE grp = 'throttle'), 0) AS throttle_hw")
     for g in GAUGE_METRICS:
@@ -279,9 +288,7 @@ def _telemetry_gauges_point(store: Store, lo: datetime, hi: datetime, as_of: dat
     """Gauge windows as of ``as_of`` straight from the samples: a window of ``w`` buckets
     anchored at ``as_of`` is exactly ``ts >= as_of - w h``."""
     src = {"temp_max": ("temp", "max(t.value)"), "temp_sum": ("temp", "sum(t.value)"),
-           "temp_n": ("temp", "count(*)"), "power_max": ("power", "max(t.value)"),
-           "power_sum": ("power", "sum(t.value)"), "power_n": ("power", "count(*)"),
-           "throttle_hw": ("throttle", "count(*)")}
+           "temp_n": ("temp", "count(*)"), "throttle_hw": ("throttle", "count(*)")}
     aggs: list[str] = []
     agg_params: list[object] = []
     for base in TELEMETRY_BASES:
@@ -390,10 +397,15 @@ def node_universe(store: Store, lo: datetime, hi: datetime) -> list[str]:
     return store.query(sql, [lo, hi, lo, hi, lo, hi])["node"].to_list()
 
 
+def _hot(expr: pl.Expr) -> pl.Expr:
+    return (expr.cast(pl.Float64) - TEMP_NORMAL_C).clip(lower_bound=0.0).fill_nan(0.0).fill_null(
+        0.0).cast(pl.Float32)
+
+
 def _derive(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.with_columns(
-        (pl.col("temp_sum_24h") / pl.col("temp_n_24h")).cast(pl.Float32).alias("temp_mean_24h"),
-        (pl.col("power_sum_24h") / pl.col("power_n_24h")).cast(pl.Float32).alias("power_mean_24h"),
+        *(_hot(pl.col(src)).alias(name) for name, src in _TEMP_HOT.items()),
+        _hot(pl.col("temp_sum_24h") / pl.col("temp_n_24h")).alias("temp_hot_mean_24h"),
     )
 
 

@@ -28,6 +28,7 @@ from ingest.errors import ModelError
 from ingest.store import Store
 from models.actions import RiskAction, Thresholds, command, decide
 from models.evaluate import (
+    METRIC_DEFINITIONS,
     Split,
     baseline_thresholds,
     choose_threshold,
@@ -146,13 +147,14 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
 class TrainConfig:
     horizon_h: float = DEFAULT_HORIZON_H
     test_fraction: float = 0.25
-    calib_fraction: float = 0.15
+    calib_fraction: float = 0.25
     warmup_h: float = 168.0
     target_precision: float = 0.9
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
     max_train_rows: int = 600_000
-    max_calib_rows: int = 800_000  # calibration negatives beyond this are sampled, weighted
+    max_calib_rows: int = 800_000  # calibrator fit: negatives beyond this are sampled, weighted
+    min_alerts: int = 10  # support rule of the threshold choice (alert episodes on calibration)
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -177,18 +179,22 @@ def data_range(store: Store, as_of: datetime) -> tuple[datetime, datetime]:
 
 
 def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig) -> dict[str, np.ndarray]:
+    """Rows per window. ``calib`` and ``test`` hold every row of their window plus a horizon of
+    lead-in before it (scored only, so that an alert open when the window starts is seen);
+    ``train`` negatives beyond ``max_train_rows`` are subsampled."""
     times = grid.row_times()
+    h = np.timedelta64(int(round(cfg.horizon_h * 3600)), "s")
     masks = {}
     for name in ("train", "calib", "test"):
         lo, hi = getattr(split, name)
-        in_window = (times >= np.datetime64(lo, "us")) & (times <= np.datetime64(hi, "us"))
+        lo64 = np.datetime64(lo, "us") - (h if name != "train" else np.timedelta64(0, "s"))
+        in_window = (times >= lo64) & (times <= np.datetime64(hi, "us"))
         masks[name] = np.broadcast_to(in_window & grid.labelable, grid.shape).copy()
-    rng = np.random.default_rng(cfg.seed)
-    for name, limit in (("train", cfg.max_train_rows), ("calib", cfg.max_calib_rows)):
-        keep = _keep_rate(masks[name], grid.labels, limit)
-        if keep < 1.0:
-            sampled = rng.random(grid.shape, dtype=np.float32) < keep
-            masks[name] = masks[name] & (grid.labels | sampled)
+    keep = _keep_rate(masks["train"], grid.labels, cfg.max_train_rows)
+    if keep < 1.0:
+        rng = np.random.default_rng(cfg.seed)
+        sampled = rng.random(grid.shape, dtype=np.float32) < keep
+        masks["train"] &= grid.labels | sampled
     return masks
 
 
@@ -199,6 +205,26 @@ def _keep_rate(mask: np.ndarray, labels: np.ndarray, limit: int) -> float:
     return min(1.0, max(limit - n_pos, 1) / max(n_neg, 1))
 
 
+def _calibration_rows(calib: pl.DataFrame, window: tuple[datetime, datetime], limit: int,
+                      seed: int) -> tuple[pl.DataFrame, np.ndarray]:
+    """Rows of the calibration window for the Platt fit, negatives beyond ``limit`` sampled;
+    returns them with their weights (1 / keep rate for the sampled negatives)."""
+    rows = calib.filter(pl.col("ts").is_between(*window))
+    labels = rows["label"].to_numpy().astype(bool)
+    keep = _keep_rate(np.ones(labels.size, bool), labels, limit)
+    if keep < 1.0:
+        pick = labels | (np.random.default_rng(seed).random(labels.size) < keep)
+        rows, labels = rows.filter(pl.Series(pick)), labels[pick]
+    return rows, np.where(labels, 1.0, 1.0 / keep)
+
+
+def _score(est: FailurePredictor, frame: pl.DataFrame, chunk: int = 500_000) -> np.ndarray:
+    if frame.height == 0:
+        return np.zeros(0)
+    return np.concatenate([est.predict_proba(frame[i:i + chunk].select(FEATURES).to_numpy())[:, 1]
+                           for i in range(0, frame.height, chunk)])
+
+
 def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | None = None,
                         now: datetime | None = None) -> TrainResult:
     """Train and evaluate on the data before ``as_of`` (see the module doc)."""
@@ -207,35 +233,29 @@ def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | Non
     grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
     split = time_split(grid.start, grid.end, cfg.horizon_h, test_fraction=cfg.test_fraction,
                        calib_fraction=cfg.calib_fraction, warmup_h=cfg.warmup_h)
-    masks = _masks(grid, split, cfg)
-    calib_neg_weight = 1.0 / _keep_rate(masks["calib"], grid.labels, cfg.max_calib_rows)
-    tables = grid.table(masks)
-    del masks
+    tables = grid.table(_masks(grid, split, cfg))
     train, calib, test = tables["train"], tables["calib"], tables["test"]
-    for name, t in (("training", train), ("calibration", calib)):
+    fit_cal, cal_w = _calibration_rows(calib, split.calib, cfg.max_calib_rows, cfg.seed)
+    for name, t in (("training", train), ("calibration", fit_cal)):
         if t["label"].sum() == 0:
             raise ModelError(f"no failure in the {name} window ({grid.episodes.height} failure "
                              "episodes in all): more history is needed to train")
     est = FailurePredictor(random_state=cfg.seed, **cfg.params)
-    cal_labels = calib["label"].to_numpy()
-    cal_w = np.where(cal_labels == 1, 1.0, calib_neg_weight)
     est.fit(train.select(FEATURES).to_numpy(), train["label"].to_numpy(),
-            X_calib=calib.select(FEATURES).to_numpy(), y_calib=cal_labels, calib_weight=cal_w)
-    cal_scores = est.predict_proba(calib.select(FEATURES).to_numpy())[:, 1]
-    op = choose_threshold(cal_scores, cal_labels, cfg.target_precision, cal_w)
-    now_thr = max(op, choose_threshold(cal_scores, cal_labels, cfg.drain_now_precision, cal_w))
+            X_calib=fit_cal.select(FEATURES).to_numpy(), y_calib=fit_cal["label"].to_numpy(),
+            calib_weight=cal_w)
+    cal_rows = calib.select("node", "ts").with_columns(pl.Series("score", _score(est, calib)))
+    pick = {"failures": grid.episodes, "horizon_h": cfg.horizon_h, "window": split.calib,
+            "min_alerts": cfg.min_alerts}
+    op = choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
+    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision,
+                                       **pick))
     thresholds = Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr)
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
-    test_scores = np.concatenate([
-        est.predict_proba(test[i:i + 500_000].select(FEATURES).to_numpy())[:, 1]
-        for i in range(0, test.height, 500_000)
-    ]) if test.height else np.zeros(0)
-    t_lo, t_hi = split.test
-    episodes = grid.episodes.filter(pl.col("ts").is_between(t_lo, t_hi))
-    metrics = evaluate_all(
-        test, test_scores, episodes, horizon_h=cfg.horizon_h, k=k,
-        thresholds={"model": op, **baseline_thresholds(calib, cfg.target_precision, cal_w)},
-    )
+    baselines = baseline_thresholds(calib, grid.episodes, horizon_h=cfg.horizon_h,
+                                    window=split.calib, target_precision=cfg.target_precision)
+    metrics = evaluate_all(test, _score(est, test), grid.episodes, horizon_h=cfg.horizon_h, k=k,
+                           thresholds={"model": op, **baselines}, window=split.test)
     card = _card(grid, split, cfg, est, thresholds, metrics, tables, k, now or as_of)
     return TrainResult(est, thresholds, split, metrics, card)
 
@@ -253,6 +273,7 @@ def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredict
         "windows": split.to_json(),
         "rows": {k_: t.height for k_, t in tables.items()},
         "positives": {k_: int(t["label"].sum()) for k_, t in tables.items()},
+        "metric_definitions": METRIC_DEFINITIONS,
         "nodes": len(grid.nodes),
         "failure_episodes": grid.episodes.height,
         "features": list(FEATURES),

@@ -2,16 +2,29 @@
 
 A **hardware failure** of a node (and, where the evidence names one, of a GPU) is any of:
 
-- an uncorrectable GPU event: Xid 48 (double-bit ECC), 64 (row-remap / retirement failure),
-  79 (fallen off the bus), 94 / 95 (contained / uncontained ECC), 140 (ECC escaped containment);
-- an event of kind ``fallen_off_bus`` or ``gpu_init_fail`` (the GPU is gone or will not start);
-- a ``row_remap`` event that is a failure (severity critical, or a sub-kind naming a failure);
-- an ``ecc`` event that is uncorrectable (severity critical, or a sub-kind naming DBE /
-  uncorrectable / uncontained);
-- a job failure the attribution step (``attributions``) blamed on this node's hardware
-  (cause ``gpu_hardware``, ``gpu_memory`` or ``host``; a switch or cable is not the node's);
-- a Slurm ``node_down`` event whose reason names hardware (GPU, Xid, ECC, PCIe, NVLink, memory,
-  power supply, fan, thermal, ...).
+- an uncorrectable GPU event: Xid 48 (double-bit ECC), 64 (row-remap failure), 79 (fallen off
+  the bus), 95 (uncontained ECC), 140 (ECC escaped containment). Xid 94 (*contained* ECC: the
+  driver killed the one process that touched the page, the GPU keeps serving) is not a failure
+  of the node; it is one of the strongest precursors of one;
+- a fatal NVLink error: Xid 74 whose text says ``fatal error`` (not ``nonfatal``), or an NVLink5
+  Xid 144-150 tagged ``Fatal`` (kind ``nvlink``, sub-kind ``Fatal``) - a "Faulty GPU" in the
+  Llama 3 table includes its NVLink;
+- an event of kind ``fallen_off_bus``, ``gpu_init_fail`` or ``reset_required`` (the GPU is gone,
+  will not start, or the driver refuses it until a reset: the GSP failure signature);
+- a ``row_remap`` event that is a failure, an ``ecc`` event that is uncorrectable;
+- a critical host hardware event: an uncorrected (fatal) PCIe AER error, an uncorrectable EDAC
+  memory error, a fatal machine check, a kernel panic;
+- a Slurm ``node_down`` event (Slurm set the node DOWN: it stopped responding, or an admin or
+  health check downed it naming hardware) and a ``node_drain`` whose reason names hardware
+  (Xid, ECC, NVLink, GPU, diag, NVMe, PSU, ...); never a drain or down that faultlens itself asked
+  for (reason starting ``faultlens``) and never a network reason (IB link, HCA, switch);
+- a NODE_FAIL job the attribution step (``attributions``) blamed on this node's hardware (cause
+  ``gpu_hardware``, ``gpu_memory`` or ``host``; a switch or cable is not the node's). A FAILED job
+  is not enough: a software crash next to a correctable error is attributed to the hardware.
+
+Snapshot counters (``nvidia-smi -q``: "uncorrectable errors since boot") are not events at their
+timestamp and never make a target. Matching is on the event text without the node's own name
+(``gpu0401`` would otherwise match ``gpu``).
 
 Target events of one node less than ``EPISODE_GAP`` apart are one **failure episode**, stamped with
 the time of its first event: a GPU that falls off the bus logs Xid 79, the job dies with NODE_FAIL,
@@ -33,35 +46,56 @@ from ingest.store import Store
 DEFAULT_HORIZON_H = 24.0
 EPISODE_GAP = timedelta(hours=1)
 
-TARGET_XIDS: tuple[int, ...] = (48, 64, 79, 94, 95, 140)
-TARGET_KINDS: tuple[str, ...] = (Kind.FALLEN_OFF_BUS.value, Kind.GPU_INIT_FAIL.value)
+TARGET_XIDS: tuple[int, ...] = (48, 64, 79, 95, 140)
+NVLINK_XIDS: tuple[int, ...] = (74, 144, 145, 146, 147, 148, 149, 150)
+TARGET_KINDS: tuple[str, ...] = (
+    Kind.FALLEN_OFF_BUS.value, Kind.GPU_INIT_FAIL.value, Kind.RESET_REQUIRED.value,
+    Kind.KERNEL_PANIC.value,
+)
+HOST_CRITICAL_KINDS: tuple[str, ...] = (Kind.PCIE.value, Kind.MEMORY.value, Kind.MCE.value)
 HARDWARE_CAUSES: tuple[str, ...] = (
     CauseCategory.GPU_HARDWARE.value,
     CauseCategory.GPU_MEMORY.value,
     CauseCategory.HOST.value,
 )
-# A Slurm down reason that names hardware (matched case-insensitively).
+SNAPSHOT_SOURCES: tuple[str, ...] = ("nvidia_smi",)
+# A Slurm down / drain reason that names hardware (matched case-insensitively).
 HARDWARE_REASON_RE = (
     r"(gpu|xid|ecc|pcie|nvlink|hbm|memory|dimm|fallen|bus|power supply|psu|fan|thermal|"
-    r"hardware|\bhw\b|row.?remap|nic|mlx|disk|ssd|cpu|mce)"
+    r"hardware|\bhw\b|row.?remap|disk|ssd|nvme|cpu|mce|diag|not responding)"
 )
+# Reasons that are never the node's hardware: our own drains, the fabric.
+NOT_HARDWARE_REASON_RE = r"(^faultlens|\bib\b|infiniband|hca|switch|cable|link down)"
 _UNCORRECTABLE_RE = r"(dbe|double|uncorrect|uncontained|fatal|fail)"
+_REASON_TEXT = (
+    "replace(lower(coalesce(e.subkind, '') || ' ' || coalesce(e.message, '') || ' '"
+    " || coalesce(e.attrs, '')), lower(e.node), '')"
+)
 
 # One SQL predicate over ``events`` (alias e) and its parameters, used everywhere.
 TARGET_EVENT_SQL = (
-    "((e.kind = 'xid' AND list_contains(?::INTEGER[], e.code))"
+    "(NOT list_contains(?::VARCHAR[], coalesce(e.source, '')) AND ("
+    " (e.kind = 'xid' AND list_contains(?::INTEGER[], e.code))"
     " OR list_contains(?::VARCHAR[], e.kind)"
+    " OR ((e.kind = 'nvlink' OR (e.kind = 'xid' AND list_contains(?::INTEGER[], e.code)))"
+    "     AND (lower(coalesce(e.subkind, '')) = 'fatal'"
+    "          OR regexp_matches(lower(coalesce(e.message, '')), '(^|[^n])fatal')))"
     " OR (e.kind = 'row_remap' AND (e.severity = 'critical'"
     "     OR regexp_matches(lower(coalesce(e.subkind, '')), 'fail')))"
     " OR (e.kind = 'ecc' AND (e.severity = 'critical'"
     "     OR regexp_matches(lower(coalesce(e.subkind, '')), ?)))"
-    " OR (e.kind = 'node_down'"
-    "     AND regexp_matches(lower(coalesce(e.message, '') || ' ' || coalesce(e.attrs, '')), ?)))"
+    " OR (list_contains(?::VARCHAR[], e.kind) AND e.severity = 'critical')"
+    " OR (e.kind IN ('node_down', 'node_drain')"
+    f"     AND regexp_matches({_REASON_TEXT}, ?)"
+    f"     AND NOT regexp_matches(trim(lower(coalesce(e.subkind, ''))), ?)"
+    f"     AND NOT regexp_matches({_REASON_TEXT}, ?))))"
 )
 
 
 def target_event_params() -> list[object]:
-    return [list(TARGET_XIDS), list(TARGET_KINDS), _UNCORRECTABLE_RE, HARDWARE_REASON_RE]
+    return [list(SNAPSHOT_SOURCES), list(TARGET_XIDS), list(TARGET_KINDS), list(NVLINK_XIDS),
+            _UNCORRECTABLE_RE, list(HOST_CRITICAL_KINDS), HARDWARE_REASON_RE,
+            NOT_HARDWARE_REASON_RE, NOT_HARDWARE_REASON_RE]
 
 
 def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
@@ -82,7 +116,7 @@ def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
         SELECT a.node, NULL AS gpu, a."end" AS ts, 'attributed:' || a.cause AS cause
         FROM attributions a
         WHERE a."end" >= ? AND a."end" < ? AND a.node IS NOT NULL
-          AND list_contains(?::VARCHAR[], a.cause)
+          AND a.state LIKE 'NODE_FAIL%' AND list_contains(?::VARCHAR[], a.cause)
     """
     params = [start, end, *target_event_params(), start, end, list(HARDWARE_CAUSES)]
     return store.query(sql, params)

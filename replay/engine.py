@@ -68,29 +68,51 @@ class Timeline:
     spare_idle: float  # node-hours of idle hot spares
 
 
-def timeline(plan: Plan, span_h: float) -> Timeline:
+def timeline(plan: Plan, span_h: float, full: bool = True) -> Timeline:
+    """Down periods and runs of ``plan``; ``full=False`` skips what only the badput needs (down
+    parts, restarts, idle spares): enough for ``productive_many``."""
     t, parts = plan.t, plan.parts
     n = len(t)
     down = {b: 0.0 for b in PARTS}
     if n == 0:
         return _finish(plan, span_h, down, np.array([span_h]), np.zeros(1),
-                       np.array([KEEP], dtype=np.int8), 0)
+                       np.array([KEEP], dtype=np.int8), 0, full)
     v = t + parts.sum(axis=1)
     end = np.maximum.accumulate(v)
-    prev = np.empty(n)
-    prev[0] = -np.inf
-    prev[1:] = end[:-1]
-    own = v >= prev
     t_next = np.empty(n)
     t_next[:-1] = t[1:]
     t_next[-1] = span_h
     gap_down = np.minimum(end, t_next) - t
+    restarts = 0
+    if full:
+        prev = np.empty(n)
+        prev[0] = -np.inf
+        prev[1:] = end[:-1]
+        own = v >= prev
+        _down_totals(t, parts, v, own, t_next, gap_down, down)
+        restarts = int(np.count_nonzero(own & plan.counts))
+    run_start = np.empty(n + 1)
+    run_start[0] = 0.0
+    run_start[1:] = t + gap_down
+    runs = np.empty(n + 1)
+    runs[:-1] = t
+    runs[-1] = span_h
+    runs -= run_start
+    end_mode = np.empty(n + 1, dtype=np.int8)
+    end_mode[:-1] = plan.mode
+    end_mode[-1] = KEEP
+    return _finish(plan, span_h, down, runs, run_start, end_mode, restarts, full)
+
+
+def _down_totals(t: np.ndarray, parts: np.ndarray, v: np.ndarray, own: np.ndarray,
+                 t_next: np.ndarray, gap_down: np.ndarray, down: dict[Badput, float]) -> None:
+    """Hours spent in each part of the down plans (cut short by a later plan or the window)."""
     # most plans start and finish inside their own gap; only the rest need the overlap arithmetic
     simple = own & (v <= t_next)
-    totals = simple.astype(float) @ parts
+    totals = (parts * simple[:, None]).sum(axis=0)  # not `@`: threaded BLAS stalls a busy host
     rest = np.flatnonzero(~simple)
     if len(rest):
-        active = np.maximum.accumulate(np.where(own, np.arange(n), 0))[rest]
+        active = np.maximum.accumulate(np.where(own, np.arange(len(t)), 0))[rest]
         o0 = t[rest] - t[active]
         o1 = o0 + gap_down[rest]
         p = parts[active]
@@ -100,29 +122,39 @@ def timeline(plan: Plan, span_h: float) -> Timeline:
         totals = totals + share.sum(axis=0)
     for k, b in enumerate(PARTS):
         down[b] = float(totals[k])
-    run_start = np.empty(n + 1)
-    run_start[0] = 0.0
-    run_start[1:] = t + gap_down
-    run_end = np.empty(n + 1)
-    run_end[:-1] = t
-    run_end[-1] = span_h
-    end_mode = np.empty(n + 1, dtype=np.int8)
-    end_mode[:-1] = plan.mode
-    end_mode[-1] = KEEP
-    restarts = int(np.count_nonzero(own & plan.counts))
-    return _finish(plan, span_h, down, run_end - run_start, run_start, end_mode, restarts)
 
 
 def _finish(plan: Plan, span_h: float, down: dict[Badput, float], runs: np.ndarray,
-            run_start: np.ndarray, end_mode: np.ndarray, restarts: int) -> Timeline:
+            run_start: np.ndarray, end_mode: np.ndarray, restarts: int,
+            full: bool = True) -> Timeline:
     frac = _out_frac(plan, run_start, runs)
+    keep = None if frac is None else 1.0 - frac
+    groups = _groups(end_mode, runs, keep)
+    reduced = 0.0 if frac is None else float((runs * frac).sum())
+    idle = spare_idle_node_h(plan, span_h) if full else 0.0
+    return Timeline(down, runs, run_start, end_mode, restarts, groups, reduced, idle)
+
+
+def _groups(end_mode: np.ndarray, runs: np.ndarray,
+            keep: np.ndarray | None) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+    """Runs (and capacity kept) by the rollback mode of the event that ends them."""
+    present = np.bincount(end_mode, minlength=4)
+    modes = np.flatnonzero(present)
+    last = int(end_mode[-1])
+    if len(modes) <= 2 and present[last] == 1 and len(end_mode) > 1:
+        # one mode for every event, and the window's end: slices, no masks
+        before = [int(m) for m in modes if m != last]
+        out = {last: (runs[-1:], None if keep is None else keep[-1:])}
+        if before:
+            out[before[0]] = (runs[:-1], None if keep is None else keep[:-1])
+        return out
     groups: dict[int, tuple[np.ndarray, np.ndarray | None]] = {}
-    for mode in np.unique(end_mode):
+    for mode in modes:
+        if present[mode] == len(end_mode):
+            return {int(mode): (runs, keep)}
         sel = end_mode == mode
-        groups[int(mode)] = (runs[sel], None if frac is None else 1.0 - frac[sel])
-    reduced = 0.0 if frac is None else float(runs @ frac)
-    return Timeline(down, runs, run_start, end_mode, restarts, groups, reduced,
-                    spare_idle_node_h(plan, span_h))
+        groups[int(mode)] = (runs[sel], None if keep is None else keep[sel])
+    return groups
 
 
 def _out_frac(plan: Plan, run_start: np.ndarray, runs: np.ndarray) -> np.ndarray | None:
@@ -180,40 +212,125 @@ def cycle_totals(plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray,
 
     ``tau``, ``every_n`` and ``step`` have one entry per cycle; the result arrays too. A run of
     length ``r`` holds ``k = floor(r / c)`` full cycles and a remainder ``rem``; a rollback to the
-    ``j``-th snapshot loses ``rem - excess + (k - j) tau`` of compute.
+    ``j``-th snapshot loses ``rem - excess + (k - j) tau`` of compute. Many cycles over many runs
+    are summed from the sorted runs' prefix sums (``_group_sorted``), otherwise run by run.
     """
-    w = plan.write_h
-    tau = np.asarray(tau, dtype=float)[:, None]
-    every = np.asarray(every_n, dtype=float)[:, None]
-    step = np.asarray(step, dtype=float)[:, None]
-    c = tau + w
+    tau = np.atleast_1d(np.asarray(tau, dtype=float))
+    every = np.atleast_1d(np.asarray(every_n, dtype=float))
+    step = np.atleast_1d(np.asarray(step, dtype=float))
     save = np.zeros(len(tau))
     lost = np.zeros(len(tau))
     kept = np.zeros(len(tau))
     for mode, (r, keep) in tl.groups.items():
-
-        def total(x: np.ndarray, keep: np.ndarray | None = keep) -> np.ndarray:
-            return x.sum(axis=-1) if keep is None else x @ keep
-
-        k = np.floor(r / c)
-        rem = r - k * c
-        exc = np.maximum(rem - tau, 0.0)
-        s_exc = total(exc)
-        save += w * total(k) + s_exc
-        kept += total(r)
-        if mode == FINE:
-            lost += total(rem) - s_exc
-        elif mode == DURABLE:
-            behind = 0.0
-            if plan.persist_h > 0 or np.any(every > 1):
-                j = np.floor(k / every) * every
-                if plan.persist_h > 0:
-                    j = j - every * ((r - j * c < plan.persist_h) & (j >= every))
-                behind = total(k - j) * tau[:, 0]
-            lost += total(rem) - s_exc + behind
-        elif mode == STEP:
-            lost += total(np.minimum(rem - exc, step))
+        group = _group_sorted if _sorted_pays(r, tau, plan.write_h) else _group_direct
+        g_save, g_lost, g_kept = group(plan, mode, r, keep, tau, every, step)
+        save += g_save
+        lost += g_lost
+        kept += g_kept
     return {"save": save, "lost": lost, "productive": kept - save - lost}
+
+
+def _sorted_pays(r: np.ndarray, tau: np.ndarray, w: float) -> bool:
+    """Whether prefix sums over the sorted runs beat the run-by-run arithmetic (cycle counts)."""
+    n, m = len(r), len(tau)
+    if m < 2 or n < 64 or r.min() < 0:
+        return False
+    cycles = r.max() / (tau.min() + w) + 3.0
+    log_n = float(np.log2(n))
+    return n * log_n + 4.0 * m * cycles * log_n < 8.0 * m * n
+
+
+def _group_direct(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
+                  tau_: np.ndarray, every_: np.ndarray,
+                  step_: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Save, lost and kept of one rollback mode's runs: every run against every cycle."""
+    w = plan.write_h
+    tau, every, step = tau_[:, None], every_[:, None], step_[:, None]
+    c = tau + w
+
+    def total(x: np.ndarray) -> np.ndarray:
+        return x.sum(axis=-1) if keep is None else (x * keep).sum(axis=-1)
+
+    k = np.floor(r / c)
+    rem = r - k * c
+    exc = np.maximum(rem - tau, 0.0)
+    s_exc = total(exc)
+    save = w * total(k) + s_exc
+    kept = np.broadcast_to(total(r), save.shape)
+    lost = np.zeros(len(tau_))
+    if mode == FINE:
+        lost = total(rem) - s_exc
+    elif mode == DURABLE:
+        behind = 0.0
+        if plan.persist_h > 0 or np.any(every > 1):
+            j = np.floor(k / every) * every
+            if plan.persist_h > 0:
+                j = j - every * ((r - j * c < plan.persist_h) & (j >= every))
+            behind = total(k - j) * tau_
+        lost = total(rem) - s_exc + behind
+    elif mode == STEP:
+        lost = total(np.minimum(rem - exc, step))
+    return save, lost, kept
+
+
+def _group_sorted(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
+                  tau: np.ndarray, every: np.ndarray,
+                  step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_group_direct`` from weighted counts and sums of the sorted runs over the intervals
+    ``[j c, j c + tau)`` (compute) and ``[j c + tau, (j + 1) c)`` (snapshot) of each cycle."""
+    w = plan.write_h
+    if keep is None:
+        rs = np.sort(r)
+        cq = np.arange(len(rs) + 1, dtype=float)
+        cr = np.concatenate(([0.0], np.cumsum(rs)))
+    else:
+        order = np.argsort(r)
+        rs = r[order]
+        q = keep[order]
+        cq = np.concatenate(([0.0], np.cumsum(q)))
+        cr = np.concatenate(([0.0], np.cumsum(q * rs)))
+    total_q, total_r = cq[-1], cr[-1]
+    c = (tau + w)[:, None]
+    n_cycles = int(np.ceil(rs[-1] / c.min())) + 2
+    grid = np.arange(n_cycles + 1, dtype=float)[None, :]
+    base = grid * c  # (cycles, J + 1): the start of cycle j
+    s0 = np.searchsorted(rs, base)
+    s1 = np.searchsorted(rs, base[:, :-1] + tau[:, None])
+    hi = s0[:, 1:]
+    k_sum = (total_q - cq[hi]).sum(axis=1)  # sum of q floor(r / c)
+    exc = (cr[hi] - cr[s1]) - (base[:, :-1] + tau[:, None]) * (cq[hi] - cq[s1])
+    s_exc = exc.sum(axis=1)
+    save = w * k_sum + s_exc
+    kept = np.full(len(tau), total_r)
+    rem = total_r - c[:, 0] * k_sum  # sum of q (r - k c)
+    lost = np.zeros(len(tau))
+    if mode == FINE:
+        lost = rem - s_exc
+    elif mode == DURABLE:
+        behind = 0.0
+        if plan.persist_h > 0 or np.any(every > 1):
+            e = every[:, None]
+            durable = (np.mod(grid, e) == 0) & (grid >= 1)  # cycles ending in a durable copy
+            m_sum = np.where(durable, total_q - cq[s0], 0.0).sum(axis=1)
+            fresh = 0.0
+            if plan.persist_h > 0:  # the newest durable copy is still being written
+                top = np.searchsorted(rs, np.minimum(base + plan.persist_h, base + e * c))
+                fresh = np.where(durable, cq[top] - cq[s0], 0.0).sum(axis=1)
+            behind = (k_sum - every * m_sum + every * fresh) * tau
+        lost = rem - s_exc + behind
+    elif mode == STEP:
+        a = np.minimum(tau, step)[:, None]
+        lo = s0[:, :-1]
+        mid = np.searchsorted(rs, base[:, :-1] + a)
+        lost = ((cr[mid] - cr[lo]) - base[:, :-1] * (cq[mid] - cq[lo])
+                + a * (cq[hi] - cq[mid])).sum(axis=1)
+    return save, lost, kept
+
+
+def productive_many(plan: Plan, span_h: float, tau: np.ndarray, every_n: np.ndarray,
+                    step: np.ndarray) -> np.ndarray:
+    """Productive job-hours of ``plan`` for several checkpoint cycles (no badput breakdown)."""
+    return cycle_totals(plan, timeline(plan, span_h, full=False), tau, every_n, step)["productive"]
 
 
 def account_many(plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray,

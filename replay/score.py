@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ingest.errors import ConfigError
-from replay.engine import Plan, account, account_many, timeline
+from replay.engine import Plan, account, account_many, productive_many, timeline
 from replay.generate import block_bootstrap, fit_to_job
 from replay.model import BUCKETS, JOB_FIELDS, JobSpec, Trace
 from replay.strategies import H, Strategy, resolve
@@ -136,8 +136,8 @@ def replay(
         ettr_grid = np.zeros((resamples, len(jobs)))
         for k in range(resamples):
             traces = [fitted[j.gpus][k] for j in jobs]
-            for m, acc in enumerate(_run_grid(s, traces, jobs, param)):
-                ettr_grid[k, m] = acc["productive"] / traces[m].span_h
+            spans = np.array([tr.span_h for tr in traces])
+            ettr_grid[k] = _productive_grid(s, traces, jobs, param) / spans
         for m, (j, v) in enumerate(zip(jobs, values, strict=True)):
             extra = {} if v is None else {"sweep": {sweep[0]: v}}  # type: ignore[index]
             out.append(_score(s, base[j.gpus], j, accs[m], ettr_grid[:, m], extra))
@@ -162,6 +162,22 @@ def _run_grid(s: Strategy, traces: list[Trace], jobs: list[JobSpec],
         cycles = np.array([_cycle(plan, s, traces[0], j) for j in jobs])
         return account_many(plan, tl, cycles[:, 0], cycles[:, 1], cycles[:, 2])
     return [evaluate(s, t, j) for t, j in zip(traces, jobs, strict=True)]
+
+
+def _productive_grid(s: Strategy, traces: list[Trace], jobs: list[JobSpec],
+                     param: str | None) -> np.ndarray:
+    """Productive job-hours of ``_run_grid``'s replays, without the badput breakdown."""
+    if param == "interval_min" and s.interval == "young-daly" and len(jobs) > 1:
+        plan = s.plan(traces[0], jobs[0])
+        one = np.ones(1)
+        value = productive_many(plan, traces[0].span_h, one * plan.tau_h, one * plan.every_n,
+                                one * plan.step_h)
+        return np.repeat(value, len(jobs))
+    if param in CYCLE_ONLY and len(jobs) > 1:
+        plan = s.plan(traces[0], jobs[0])
+        cycles = np.array([_cycle(plan, s, traces[0], j) for j in jobs])
+        return productive_many(plan, traces[0].span_h, cycles[:, 0], cycles[:, 1], cycles[:, 2])
+    return np.array([evaluate(s, t, j)["productive"] for t, j in zip(traces, jobs, strict=True)])
 
 
 def _cycle(plan: Plan, s: Strategy, trace: Trace, job: JobSpec) -> tuple[float, float, float]:

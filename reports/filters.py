@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, time, timedelta
 from typing import Any
 
 _CLUSTER_RE = re.compile(r"[-_.]?\d+$")
@@ -106,6 +106,21 @@ class Filters:
 
 def _join(parts: list[str]) -> str:
     return " AND ".join(parts) if parts else "TRUE"
+
+
+DEFAULT_DAYS = 30
+
+
+def default_days(lo: datetime, hi: datetime) -> tuple[date, date]:
+    """The dashboard's default range in whole days: the last 30 days of data (or all of it)."""
+    first, last = lo.date(), hi.date()
+    return max(first, last - timedelta(days=DEFAULT_DAYS)), last
+
+
+def default_range(lo: datetime, hi: datetime) -> tuple[datetime, datetime]:
+    """``default_days`` as [since, until) instants: until is the midnight after the last day."""
+    start, end = default_days(lo, hi)
+    return datetime.combine(start, time()), datetime.combine(end + timedelta(days=1), time())
 
 
 def bucket_for(since: datetime | None, until: datetime | None) -> tuple[str, timedelta]:

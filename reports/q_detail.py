@@ -11,17 +11,32 @@ from typing import Any
 import polars as pl
 
 from ingest.store import Store
+from reports import rollups
 from reports.filters import Filters
 
 log = logging.getLogger(__name__)
 
-OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
+OUT_KINDS = rollups.OUT_KINDS
+
+
+def _notable(store: Store) -> str:
+    """The table holding every warning-or-worse and out-of-service event: the rollup copy (in
+    node order, a one-node query reads little) when the snapshot has it."""
+    return "rollup_notable" if rollups.available(store) else "events"
 
 
 # -- node ------------------------------------------------------------------------------------------
 def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
     """Events of one node by kind and severity in the range."""
-    where, params = _node_filters(f, node).events_where()
+    nf = _node_filters(f, node)
+    if rollups.grain_for(store, nf, per_node=True) == "node":
+        where, params = rollups.where(nf, "node")
+        return store.query(
+            "SELECT kind, severity, sum(n)::BIGINT AS events, min(first_ts) AS first, "
+            "max(last_ts) AS last FROM rollup_node_day "
+            f"WHERE {where} GROUP BY ALL ORDER BY events DESC, kind", params,
+        )
+    where, params = nf.events_where()
     return store.query(
         f"SELECT kind, severity, count(*) AS events, min(ts) AS first, max(ts) AS last "
         f"FROM events WHERE {where} GROUP BY ALL ORDER BY events DESC, kind", params,
@@ -31,8 +46,8 @@ def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
 def node_events(store: Store, node: str, f: Filters, limit: int = 200) -> pl.DataFrame:
     where, params = _node_filters(f, node).events_where()
     return store.query(
-        "SELECT ts, gpu, source, kind, code, severity, job_id, message, file, line FROM events "
-        f"WHERE {where} AND severity IN ('warning', 'error', 'critical') "
+        "SELECT ts, gpu, source, kind, code, severity, job_id, message, file, line "
+        f"FROM {_notable(store)} WHERE {where} AND severity IN ('warning', 'error', 'critical') "
         "ORDER BY ts DESC NULLS LAST LIMIT ?", [*params, limit],
     )
 
@@ -41,8 +56,9 @@ def node_event_points(store: Store, node: str, f: Filters, limit: int = 5000) ->
     """Warning-or-worse events of the node for the timeline scatter (capped)."""
     where, params = _node_filters(f, node).events_where()
     return store.query(
-        "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, message FROM events "
-        f"WHERE {where} AND ts IS NOT NULL AND severity IN ('warning', 'error', 'critical') "
+        "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, message "
+        f"FROM {_notable(store)} WHERE {where} AND ts IS NOT NULL "
+        "AND severity IN ('warning', 'error', 'critical') "
         "ORDER BY ts LIMIT ?", [*params, limit],
     )
 
@@ -87,7 +103,8 @@ def node_outages(store: Store, node: str, f: Filters) -> pl.DataFrame:
     """Down / drain / resume events of the node: its time out of service."""
     where, params = _node_filters(f, node).events_where()
     return store.query(
-        "SELECT ts, kind, message FROM events WHERE kind IN (SELECT unnest(?::VARCHAR[])) "
+        f"SELECT ts, kind, message FROM {_notable(store)} "
+        "WHERE kind IN (SELECT unnest(?::VARCHAR[])) "
         f"AND {where} ORDER BY ts", [list(OUT_KINDS), *params],
     )
 
@@ -116,18 +133,20 @@ def reasons(top_features: str | None) -> list[dict[str, Any]]:
 
 
 def lemon_row(store: Store, node: str, as_of: datetime) -> dict[str, Any] | None:
-    from models.lemons import lemon_table
+    return lemon_of(lemons(store, as_of, n=None), node)
 
-    table = lemon_table(store, as_of)
+
+def lemon_of(table: pl.DataFrame, node: str) -> dict[str, Any] | None:
+    """The node's row of a ``lemons`` table, if it has any signal."""
     rows = table.filter(pl.col("node") == node) if table.height else table
     return rows.row(0, named=True) if rows.height else None
 
 
-def lemons(store: Store, as_of: datetime, n: int = 20) -> pl.DataFrame:
+def lemons(store: Store, as_of: datetime, n: int | None = 20) -> pl.DataFrame:
     from models.lemons import lemon_table
 
     table = lemon_table(store, as_of)
-    return table.head(n) if table.height else table
+    return table.head(n) if table.height and n is not None else table
 
 
 def _node_filters(f: Filters, node: str) -> Filters:
@@ -193,31 +212,50 @@ def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
 
     tw, tparams = f.time_where("p.made_at")
     where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
+    if rollups.available(store):  # the target events, already selected (attributions aside)
+        targets, target_sql, target_params = (
+            "rollup_target_events", "e.cause NOT LIKE 'attributed:%'", [])
+    else:
+        targets, target_sql, target_params = "events", TARGET_EVENT_SQL, target_event_params()
     return store.query(
         f"""
         WITH p AS (SELECT row_number() OVER () AS pid, * FROM predictions p WHERE {where}),
         hit AS (
             SELECT p.pid, any_value(p.score) AS score, bool_or(e.ts IS NOT NULL) AS failed
-            FROM p LEFT JOIN events e ON e.node = p.node AND e.ts >= p.made_at
+            FROM p LEFT JOIN {targets} e ON e.node = p.node AND e.ts >= p.made_at
              AND e.ts < p.made_at + to_microseconds(CAST(p.horizon * 3.6e9 AS BIGINT))
-             AND {TARGET_EVENT_SQL}
+             AND {target_sql}
             GROUP BY p.pid
         )
         SELECT least(floor(score * ?), ? - 1) / ? AS bin_lo, avg(score) AS predicted,
                avg(CAST(failed AS DOUBLE)) AS observed, count(*) AS rows
         FROM hit GROUP BY 1 ORDER BY 1
         """,
-        [*tparams, *target_event_params(), bins, bins, bins],
+        [*tparams, *target_params, bins, bins, bins],
     )
 
 
 # -- stragglers ------------------------------------------------------------------------------------
 def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(stragglers, per-job cost) for jobs that ended in the range, on the selected nodes."""
+    found, jobs = detected_stragglers(store, f.job_id, f.since)
+    return select_stragglers(found, jobs, f)
+
+
+def detected_stragglers(store: Store, job_id: str | None,
+                        since: datetime | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(stragglers, per-job cost) of every job (or one) that ended after ``since``: the detection
+    run the dashboard keeps per snapshot; node and end-of-range filters apply afterwards."""
     from models.stragglers import detect
 
-    report = detect(store, job_id=f.job_id, since=f.since)
-    s, j = report.stragglers, report.jobs
+    report = detect(store, job_id=job_id, since=since)
+    return report.stragglers, report.jobs
+
+
+def select_stragglers(found: pl.DataFrame, jobs: pl.DataFrame,
+                      f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The detections whose onset is before the range's end, on the selected nodes."""
+    s, j = found, jobs
     if f.until is not None and s.height and "onset" in s.columns:
         s = s.filter(pl.col("onset") < f.until)
         j = j.filter(pl.col("job_id").is_in(s["job_id"].unique().to_list()))
@@ -231,13 +269,28 @@ def whatif(store: Store, since: datetime | None, until: datetime | None, strateg
            *, interval_min: float, spares: int | None, job_gpus: int | None,
            resamples: int = 20) -> list[Any]:
     """Rank ``strategies`` on the fleet's interruption trace of the range (replay's public API)."""
-    from replay import JobSpec, from_db, rank, replay
+    return whatif_on(interruption_trace(store, since, until), strategies,
+                     interval_min=interval_min, spares=spares, job_gpus=job_gpus,
+                     resamples=resamples)
 
-    trace = from_db(store, since, until)
+
+def interruption_trace(store: Store, since: datetime | None, until: datetime | None) -> Any:
+    """The fleet's interruption trace of the range (``replay.from_db``): the part of a what-if
+    that reads the database, computed once per snapshot and range."""
+    from replay import from_db
+
+    return from_db(store, since, until)
+
+
+def whatif_on(trace: Any, strategies: list[str] | tuple[str, ...], *, interval_min: float,
+              spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
+    """Rank ``strategies`` replayed on ``trace`` (no database access)."""
+    from replay import JobSpec, rank, replay
+
     if trace.n_events == 0:
         return []
     job = JobSpec(interval_min=float(interval_min), spares=spares, gpus=job_gpus)
-    return rank(replay(trace, strategies, job, resamples=resamples))
+    return rank(replay(trace, list(strategies), job, resamples=resamples))
 
 
 def scores_frame(scores: list[Any]) -> pl.DataFrame:

@@ -13,7 +13,8 @@ from typing import Any
 import polars as pl
 
 from ingest.store import Store
-from models.target import failure_episodes
+from models.target import EPISODE_GAP, episodes_from_events, failure_episodes
+from reports import rollups
 from reports.filters import Filters, bucket_for
 
 # Failure causes of models.target, grouped into the components an SRE counts MTBF for.
@@ -31,6 +32,9 @@ EVENT_COLUMNS = ("ts", "node", "gpu", "source", "kind", "code", "severity", "job
 
 def data_range(store: Store) -> tuple[datetime | None, datetime | None]:
     """First and last timestamp of events and jobs (the dashboard's default time range)."""
+    if rollups.available(store):
+        row = store.query("SELECT lo, hi FROM rollup_info").row(0, named=True)
+        return row["lo"], row["hi"]
     row = store.query(
         "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
         "SELECT min(ts) AS lo, max(ts) AS hi FROM events "
@@ -40,6 +44,8 @@ def data_range(store: Store) -> tuple[datetime | None, datetime | None]:
 
 
 def node_list(store: Store) -> list[str]:
+    if rollups.available(store):
+        return list(store.scalar("SELECT nodes FROM rollup_info") or [])
     frame = store.query(
         "SELECT DISTINCT node FROM (SELECT DISTINCT node FROM events UNION ALL "
         "SELECT node FROM gpus UNION ALL SELECT unnest(nodes) FROM jobs) "
@@ -58,7 +64,13 @@ def table_counts(store: Store) -> dict[str, int]:
 # -- overview --------------------------------------------------------------------------------------
 def episodes_in(store: Store, since: datetime | None, until: datetime | None) -> pl.DataFrame:
     """Hardware failure episodes (models.target) of the whole fleet in the time range."""
-    ep = failure_episodes(store, since or datetime(1970, 1, 1), until or datetime(9999, 1, 1))
+    lo, hi = since or datetime(1970, 1, 1), until or datetime(9999, 1, 1)
+    if rollups.available(store):  # the target events of the whole history, computed once
+        targets = store.query("SELECT * FROM rollup_target_events WHERE ts >= ? AND ts < ?",
+                              [lo - EPISODE_GAP, hi])
+        ep = episodes_from_events(targets).filter(pl.col("ts") >= lo)
+    else:
+        ep = failure_episodes(store, lo, hi)
     return ep.with_columns(
         pl.col("cause").replace_strict(COMPONENT_OF_CAUSE, default="other").alias("component")
     )
@@ -125,7 +137,18 @@ def jobs_lost(store: Store, f: Filters) -> dict[str, Any]:
             "node_fail_jobs": int(row["node_fail"]), "jobs": int(total or 0)}
 
 
+XID_KINDS = ("xid", "nvlink", "fallen_off_bus", "gsp_timeout")
+
+
 def top_xids(store: Store, f: Filters, n: int = 10) -> pl.DataFrame:
+    if rollups.grain_for(store, f, per_node=True) == "node":
+        where, params = rollups.where(f, "node")
+        return store.query(
+            "SELECT r.code AS xid, any_value(c.name) AS name, sum(r.n)::BIGINT AS events, "
+            "count(DISTINCT r.node) AS nodes FROM rollup_node_day r "
+            "LEFT JOIN xid_catalog c ON c.xid = r.code "
+            f"WHERE r.kind IN (SELECT unnest(?::VARCHAR[])) AND r.code IS NOT NULL AND {where} "
+            "GROUP BY r.code ORDER BY events DESC, xid LIMIT ?", [list(XID_KINDS), *params, n])
     where, params = f.events_where("e")
     return store.query(
         "SELECT e.code AS xid, any_value(c.name) AS name, count(*) AS events, "
@@ -186,7 +209,16 @@ def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | N
 def event_facets(store: Store, since: datetime | None,
                  until: datetime | None) -> dict[str, pl.DataFrame]:
     """Counts by source, kind, severity and code in the time range: the explorer's choices."""
-    where, params = Filters(since=since, until=until).events_where()
+    f = Filters(since=since, until=until)
+    grain = rollups.grain_for(store, f)
+    if grain is not None:
+        table, _ = rollups.table(grain)
+        where, params = rollups.where(f, grain)
+        return {col: store.query(
+            f"SELECT {col} AS value, sum(n)::BIGINT AS n FROM {table} WHERE {where} "
+            f"AND {col} IS NOT NULL GROUP BY 1 ORDER BY n DESC, value LIMIT 200", params,
+        ) for col in ("source", "kind", "severity", "code")}
+    where, params = f.events_where()
     out = {}
     for col in ("source", "kind", "severity", "code"):
         out[col] = store.query(
@@ -201,13 +233,21 @@ def event_timeline(store: Store, f: Filters, facets: dict[str, list[Any]] | None
     """Events per time bucket and ``by`` (kind / source / severity); the rest grouped as other."""
     if by not in ("kind", "source", "severity"):
         raise ValueError(f"cannot group the timeline by {by!r}")
-    where, params = event_where(f, facets, search)
     bucket, _ = bucket_for(f.since, f.until)
+    grain = rollups.grain_for(store, f, bucket=bucket, search=search)
+    if grain is not None:
+        table, ts = rollups.table(grain)
+        where, params = rollups.where(f, grain, facets)
+        counted = "sum(n)"
+    else:
+        table, ts, counted = "events", "ts", "count(*)"
+        where, params = event_where(f, facets, search)
     return store.query(
         f"""
         WITH b AS (
-            SELECT time_bucket(INTERVAL '{bucket}', ts) AS bucket, {by} AS grp, count(*) AS n
-            FROM events WHERE ts IS NOT NULL AND {where} GROUP BY ALL
+            SELECT time_bucket(INTERVAL '{bucket}', {ts}) AS bucket, {by} AS grp,
+                   {counted} AS n
+            FROM {table} WHERE {ts} IS NOT NULL AND {where} GROUP BY ALL
         ), t AS (SELECT grp FROM b GROUP BY grp ORDER BY sum(n) DESC LIMIT ?)
         SELECT bucket, CASE WHEN grp IN (SELECT grp FROM t) THEN coalesce(grp, '?')
                ELSE 'other' END AS "{by}", sum(n)::BIGINT AS events
@@ -219,6 +259,11 @@ def event_timeline(store: Store, f: Filters, facets: dict[str, list[Any]] | None
 
 def event_count(store: Store, f: Filters, facets: dict[str, list[Any]] | None = None,
                 search: str | None = None) -> int:
+    grain = rollups.grain_for(store, f, search=search)
+    if grain is not None:
+        table, _ = rollups.table(grain)
+        where, params = rollups.where(f, grain, facets)
+        return int(store.scalar(f"SELECT sum(n) FROM {table} WHERE {where}", params) or 0)
     where, params = event_where(f, facets, search)
     return int(store.scalar(f"SELECT count(*) FROM events WHERE {where}", params) or 0)
 

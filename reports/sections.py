@@ -44,9 +44,15 @@ def fleet_ettr(store: Store, since: datetime | None, until: datetime | None) -> 
     """ETTR of a fleet-wide job checkpointing every 30 min, replayed on the range (no bootstrap).
 
     The whole fleet's interruptions: node filters do not apply (a job spans the fleet)."""
-    from replay import JobSpec, from_db, replay
+    from replay import from_db
 
-    trace = from_db(store, since, until)
+    return ettr_of(from_db(store, since, until))
+
+
+def ettr_of(trace: Any) -> float | None:
+    """ETTR of a fleet-wide job checkpointing every 30 min replayed on ``trace`` (no bootstrap)."""
+    from replay import JobSpec, replay
+
     if trace.span_h <= 1.0 and trace.n_events == 0:
         return None
     return replay(trace, ["checkpoint"], JobSpec(), resamples=0)[0].ettr

@@ -21,7 +21,11 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ import polars as pl
 
 from ingest.errors import StoreError
 from ingest.store import Store
+from reports import rollups
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +55,13 @@ def _wal(path: Path) -> Path:
 
 
 class SnapshotStore(Store):
-    """A read-only ``Store`` over a snapshot file; each query uses its own cursor (thread-safe)."""
+    """A read-only ``Store`` over a snapshot file; each query uses its own cursor (thread-safe).
 
-    def __init__(self, path: str | Path) -> None:
+    ``rollups`` says whether the aggregate tables of ``reports.rollups`` are in the file."""
+
+    def __init__(self, path: str | Path, *, rollups: bool = False) -> None:
         super().__init__(path, read_only=True)
+        self.rollups = rollups
 
     def query(self, sql: str, params: Any = None) -> pl.DataFrame:
         cur = self.con.cursor()
@@ -78,6 +86,50 @@ class SnapshotStore(Store):
         return rows[0][0] if rows else None
 
 
+def freeze(value: Any) -> Any:
+    """A hashable stand-in for arguments (dicts and lists become sorted / plain tuples)."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, freeze(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple | set):
+        items = [freeze(v) for v in value]
+        return tuple(sorted(items, key=repr) if isinstance(value, set) else items)
+    return value
+
+
+class Memo:
+    """Results computed on one snapshot, each once: a caller asking for a key being computed
+    waits for that computation instead of repeating it. Failures are not kept."""
+
+    def __init__(self, max_entries: int = 512) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Hashable, Future] = OrderedDict()
+        self.max_entries = max_entries
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        with self._lock:
+            fut = self._items.get(key)
+            owner = fut is None
+            if fut is None:
+                fut = self._items[key] = Future()
+                while len(self._items) > self.max_entries:
+                    self._items.popitem(last=False)
+            else:
+                self._items.move_to_end(key)
+        if owner:
+            try:
+                fut.set_result(compute())
+            except BaseException as e:
+                with self._lock:
+                    self._items.pop(key, None)
+                fut.set_exception(e)
+                raise
+        return fut.result()
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+
 @dataclass
 class Snapshot:
     store: SnapshotStore
@@ -85,19 +137,31 @@ class Snapshot:
     source_stat: tuple[Stat, Stat]
     as_of: datetime  # the source file's mtime (UTC) when it was copied
     version: int  # increases with every new snapshot: a cache key for query results
+    build: dict[str, Any] = field(default_factory=dict)  # seconds spent copying / rolling up
+    memo: Memo = field(default_factory=Memo)  # query results on this snapshot
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(store, *args, **kwargs)``, computed once per snapshot and arguments."""
+        key = (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
+        return self.memo.get(key, lambda: fn(self.store, *args, **kwargs))
 
 
 class SnapshotReader:
     """The latest consistent snapshot of ``source``; ``refresh()`` copies it again if it changed."""
 
-    def __init__(self, source: str | Path, workdir: str | Path | None = None) -> None:
+    def __init__(self, source: str | Path, workdir: str | Path | None = None, *,
+                 with_rollups: bool = True,
+                 warm: Callable[[Snapshot], None] | None = None) -> None:
         self.source = Path(source).resolve()
+        self.with_rollups = with_rollups
+        self.warm = warm  # runs on a new snapshot before it is served (fills its memo)
         digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:12]
         base = Path(workdir) if workdir else Path(tempfile.gettempdir())
         self.workdir = base / f"faultlens-snapshots-{os.getpid()}-{digest}"
         self._lock = threading.Lock()
         self._current: Snapshot | None = None
         self._version = 0
+        self._background: threading.Thread | None = None
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -132,26 +196,68 @@ class SnapshotReader:
                 log.warning("%s", self.last_error)
                 _remove(target)
                 return self._current
+            self._warm(snap)
             old, self._current = self._current, snap
             self.last_error = None
             if old is not None:
                 _remove(old.path)  # open handles keep the old file alive until they close
             return snap
 
+    def refresh_in_background(self) -> Snapshot | None:
+        """The snapshot being served; a changed source is copied in a background thread.
+
+        The first snapshot is taken in the caller's thread (there is nothing to serve before it);
+        later ones are built while the previous one keeps answering."""
+        if self._current is None:
+            return self.refresh()
+        with self._lock:
+            busy = self._background is not None and self._background.is_alive()
+        if not busy and self.stale():
+            thread = threading.Thread(target=self.refresh, name="faultlens-snapshot", daemon=True)
+            with self._lock:
+                self._background = thread
+            thread.start()
+        return self._current
+
     def _copy(self, before: tuple[Stat, Stat], target: Path) -> Snapshot:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
         shutil.copyfile(self.source, target)
         if before[1] is not None:
             shutil.copyfile(_wal(self.source), _wal(target))
         after = self._source_stats()
         if after != before:
             raise StoreError("the database changed while it was being copied")
-        store = SnapshotStore(target)
+        build: dict[str, Any] = {"copy_s": round(time.perf_counter() - t0, 2)}
+        has_rollups = self.with_rollups and self._roll_up(target, build)
+        store = SnapshotStore(target, rollups=has_rollups)
         store.scalar("SELECT count(*) FROM information_schema.tables")
         as_of = datetime.fromtimestamp(before[0][1] / 1e9, UTC).replace(tzinfo=None)
         if before[1] is not None:
             as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
-        return Snapshot(store, target, before, as_of, self._version)
+        return Snapshot(store, target, before, as_of, self._version, build)
+
+    def _warm(self, snap: Snapshot) -> None:
+        if self.warm is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            self.warm(snap)
+        except Exception:  # a view that fails to warm computes (and reports) when it is opened
+            log.exception("warming the snapshot's views failed")
+        snap.build["warm_s"] = round(time.perf_counter() - t0, 2)
+
+    @staticmethod
+    def _roll_up(target: Path, build: dict[str, Any]) -> bool:
+        """Build the rollup tables in the private copy; without them queries read ``events``."""
+        try:
+            with Store(target) as rw:
+                build["rollups"] = rollups.build(rw)
+                rw.execute("CHECKPOINT")
+        except (StoreError, ValueError) as e:
+            log.warning("no rollups for this snapshot, pages read the events table: %s", e)
+            return False
+        return True
 
     def close(self) -> None:
         with self._lock:

@@ -32,21 +32,25 @@ _AT_FAILURE: dict[tuple[str, str], list[str]] = {
     ("Software Bug", "app_fault"): ["xid13", "xid43"],
 }
 
-# Precursor episodes: (key, how many, earliest and latest lead time in hours before the failure).
-_PRECURSORS: dict[str, list[tuple[str, int, float, float]]] = {
-    "Faulty GPU/bus": [("aer_corrected", 3, 2, 48)],
-    "Faulty GPU/nvlink": [("nvlink_nonfatal", 4, 0.5, 24)],
-    "GPU HBM3 Memory": [("xid92", 2, 12, 72), ("xid63", 3, 6, 60), ("xid94", 1, 0.5, 6)],
-    "GPU SRAM Memory": [("xid94_sram", 2, 1, 24)],
-    "GPU System Processor": [("xid119", 1, 2, 48)],
-    "Network Switch/Cable": [("ib_flap", 3, 0.5, 24)],
-    "NIC": [("ib_flap", 2, 1, 24), ("mlx5_module_temp", 1, 1, 12)],
-    "SSD": [("nvme_timeout", 3, 2, 72)],
-    "Server Chassis": [("aer_corrected", 3, 2, 48)],
-    "IO Expansion Board": [("aer_corrected", 3, 2, 48)],
-    "CPU": [("mce_corrected", 3, 6, 72)],
-    "System Memory": [("edac_ce", 4, 6, 96)],
-    "GPU Thermal Interface + Sensor": [("thermal_only", 1, 2, 24)],  # telemetry, not kernel
+# Precursor episodes: (key, fewest and most events, earliest and latest lead time in hours before
+# the failure). A part on its way out escalates: several warnings of one or more kinds over hours
+# to days (correctable ECC, then row remaps, then a contained error before the uncontained one;
+# repeated non-fatal NVLink errors before link loss; corrected AER errors before the GPU drops
+# off the bus), where a healthy part's blip is one or two isolated lines (``benign_events``).
+_PRECURSORS: dict[str, list[tuple[str, int, int, float, float]]] = {
+    "Faulty GPU/bus": [("aer_corrected", 3, 8, 2, 48)],
+    "Faulty GPU/nvlink": [("nvlink_nonfatal", 3, 8, 1, 36)],
+    "GPU HBM3 Memory": [("xid92", 1, 3, 12, 72), ("xid63", 2, 4, 4, 60), ("xid94", 0, 1, 0.5, 6)],
+    "GPU SRAM Memory": [("xid94_sram", 2, 4, 1, 24)],
+    "GPU System Processor": [("xid119", 2, 4, 2, 48)],
+    "Network Switch/Cable": [("ib_flap", 1, 3, 0.5, 24)],
+    "NIC": [("ib_flap", 1, 2, 1, 24), ("mlx5_module_temp", 1, 1, 1, 12)],
+    "SSD": [("nvme_timeout", 3, 6, 2, 72)],
+    "Server Chassis": [("aer_corrected", 3, 6, 2, 48)],
+    "IO Expansion Board": [("aer_corrected", 3, 6, 2, 48)],
+    "CPU": [("mce_corrected", 3, 6, 6, 72)],
+    "System Memory": [("edac_ce", 3, 8, 6, 96)],
+    "GPU Thermal Interface + Sensor": [("thermal_only", 1, 1, 2, 24)],  # telemetry, not kernel
 }
 
 # Benign episodes on healthy hardware (false-positive precursors), with relative weights.
@@ -85,8 +89,8 @@ def _precursors(f: Failure, node: Node, rng: np.random.Generator) -> list[KEvent
     name = f.cause.name
     key = f"{name}/{f.variant}" if f"{name}/{f.variant}" in _PRECURSORS else name
     out = []
-    for pkey, n_max, lo_h, hi_h in _PRECURSORS.get(key, []):
-        n = int(rng.integers(1, n_max + 1))
+    for pkey, n_min, n_max, lo_h, hi_h in _PRECURSORS.get(key, []):
+        n = int(rng.integers(n_min, n_max + 1))
         leads = np.sort(rng.uniform(lo_h, hi_h, size=n))[::-1]
         for lead in leads:
             extra = {"port": int(rng.integers(len(node.nic_pci)))} if pkey == "ib_flap" else {}
@@ -97,7 +101,9 @@ def _precursors(f: Failure, node: Node, rng: np.random.Generator) -> list[KEvent
 
 def benign_events(config: SynthConfig, nodes: list[Node], rng: np.random.Generator
                   ) -> list[KEvent]:
-    """Precursor-like episodes on hardware that does not fail (the false-positive noise)."""
+    """Precursor-like episodes on hardware that does not fail (the false-positive noise): one or
+    two isolated events, or with probability ``benign_burst_share`` a burst of three to six that
+    looks like a failing part and leads nowhere."""
     keys = [k for k, _ in _BENIGN]
     w = np.array([x for _, x in _BENIGN])
     w /= w.sum()
@@ -109,7 +115,8 @@ def benign_events(config: SynthConfig, nodes: list[Node], rng: np.random.Generat
     for i, t, k in zip(node_i.tolist(), ts.tolist(), kinds.tolist(), strict=True):
         key = keys[k]
         gpu = int(rng.integers(len(nodes[i].gpus))) if key in _GPU_KEYS else None
-        reps = int(rng.integers(1, 4))
+        burst = rng.random() < config.benign_burst_share
+        reps = int(rng.integers(3, 7)) if burst else int(rng.integers(1, 3))
         for r in range(reps):
             extra = {"port": int(rng.integers(8))} if key == "ib_flap" else {}
             out.append(KEvent(t + r * float(rng.uniform(60, 4 * HOUR)), i, gpu, key, None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from synth.cluster import Failure, Job, Node, kill_job, still_running
-from synth.config import Cause, SynthConfig
+from synth.config import VARIANT_PRECURSOR_P, Cause, SynthConfig
 
 HOUR = 3600.0
 DAY = 86400.0
@@ -122,7 +122,8 @@ def _pick_variant(f: Failure, node: Node, rng: np.random.Generator) -> None:
     elif name in ("Network Switch/Cable", "NIC"):
         f.variant = f.variant or "link"
         f.gpu = None
-    f.has_precursors = f.primary is None and rng.random() < f.cause.precursor_p
+    p = VARIANT_PRECURSOR_P.get((name, f.variant), f.cause.precursor_p)
+    f.has_precursors = f.primary is None and rng.random() < p
 
 
 def place_job_failures(config: SynthConfig, nodes: list[Node], jobs: list[Job],

@@ -24,7 +24,7 @@ PRECURSOR_KIND: dict[str, tuple[str, int | None]] = {
     "xid92": ("ecc", 92), "xid63": ("row_remap", 63), "xid94": ("ecc", 94),
     "xid94_sram": ("ecc", 94), "nvlink_nonfatal": ("nvlink", None), "xid119": ("gsp_timeout", 119),
     "aer_corrected": ("pcie", None), "ib_flap": ("ib_port", None),
-    "mlx5_module_temp": ("ib_port", None), "nvme_timeout": ("io", None),
+    "mlx5_module_temp": ("ib_port", None), "nvme_timeout": ("storage", None),
     "mce_corrected": ("mce", None), "edac_ce": ("memory", None), "thermal_only": ("thermal", None),
     "cpu_throttle": ("thermal", None), "hung_task": ("hung_task", None),
 }

@@ -16,7 +16,7 @@ import streamlit as st
 
 from ingest.store import default_db_path
 from reports import q_fleet
-from reports.filters import Filters, cluster_of, nodes_for
+from reports.filters import Filters, cluster_of, default_days, nodes_for
 from reports.snapshot import Snapshot, SnapshotReader
 
 
@@ -29,16 +29,24 @@ def models_dir() -> Path:
     return Path(env) if env else db_path().resolve().parent / "models"
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner="Taking a snapshot of the database (copy, summary tables, "
+                   "default views); later snapshots are taken in the background.")
 def _reader(path: str) -> SnapshotReader:
-    return SnapshotReader(path)
+    from app.dashboard.views import warm
+
+    reader = SnapshotReader(path, warm=warm)
+    reader.refresh()  # the first snapshot, under the spinner
+    return reader
 
 
 def snapshot() -> Snapshot:
-    """The current snapshot (refreshed if the database changed); stops the page if there is none."""
+    """The current snapshot; stops the page if there is none.
+
+    A changed database is copied (and rolled up) in the background while the previous snapshot
+    keeps serving: a page never waits for a copy, except for the very first one."""
     path = db_path()
     reader = _reader(str(path.resolve()))
-    snap = reader.refresh()
+    snap = reader.refresh_in_background()
     if snap is None:
         st.info(f"No database at `{path}` yet. Run `faultlens demo` (a synthetic cluster) or "
                 "`faultlens ingest PATH...` (your logs), then reload this page.")
@@ -88,7 +96,7 @@ def filters() -> Filters:
     _restore()
     kept = st.session_state.get("f_range")
     if not kept or any(not first <= d <= last for d in kept):  # new or outside a new database
-        st.session_state["f_range"] = (max(first, last - timedelta(days=30)), last)
+        st.session_state["f_range"] = default_days(lo, hi) if lo and hi else (first, last)
     with st.sidebar:
         st.caption(f"data as of {snap.as_of:%Y-%m-%d %H:%M:%S} UTC · `{db_path()}`")
         reader = _reader(str(db_path().resolve()))

@@ -50,7 +50,7 @@ def test_overview_numbers(app: AppTest) -> None:
 def test_cluster_filter_narrows_overview(app: AppTest) -> None:
     app.multiselect(key="f_cluster").set_value(["dgx-b"]).run()
     m = _metrics(app)
-    # one failure (dgx-b-01, Xid 94) on 2 nodes x 7 days; job 103 failed there
+    # one failure (dgx-b-01, Xid 95) on 2 nodes x 7 days; job 103 failed there
     assert m["Failures / 1000 node-days"] == f"{1 * 1000 / (2 * 7):.2f}"
     assert m["Jobs lost"] == "1"
     assert m["Nodes at risk now"] == "0"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.bench_scale import make_tree, write_kernel_log
+from ingest.attribution import refresh
 from ingest.pipeline import IngestReport, ingest_paths
 from ingest.store import Store
 from tests.integration_helpers.dbcompare import table_diff
@@ -142,6 +143,7 @@ def test_cli_dask_local_two_workers(tree, tmp_path) -> None:
     plain = tmp_path / "plain.duckdb"
     with Store(plain) as store:
         ingest_paths(store, [small], now=NOW)
+        refresh(store)  # the CLI joins events to jobs after every ingest
     db = tmp_path / "cli.duckdb"
     res = CliRunner().invoke(
         app, ["ingest", small, "--db", str(db), "--dask", "local", "--workers", "2", "--json"]

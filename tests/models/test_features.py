@@ -8,7 +8,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.features import FEATURES, HOURS_SINCE_CAP, FeatureGrid, point_features
+from models.features import (
+    FEATURES,
+    HOURS_SINCE_CAP,
+    TEMP_NORMAL_C,
+    FeatureGrid,
+    point_features,
+)
 from models.target import failure_episodes
 from tests.models.synthetic import T0, insert_events, insert_gpus, random_cluster
 
@@ -110,15 +116,16 @@ def test_telemetry_counters_become_increments(store) -> None:
     rows = point_features(store, T0 + 4 * H).filter(pl.col("node") == "n1")
     gpu2 = rows.filter(pl.col("gpu") == "2").row(0, named=True)
     assert gpu2["ecc_sbe_inc_24h"] == 5 + 3
-    assert gpu2["temp_max_24h"] == 90.0
-    assert gpu2["temp_mean_24h"] == pytest.approx(80.0)
-    assert gpu2["temp_max_7d"] == 99.0
+    assert gpu2["temp_hot_24h"] == 90.0 - TEMP_NORMAL_C  # degrees above normal
+    assert gpu2["temp_hot_mean_24h"] == 0.0  # mean 80 C: not above normal
+    assert gpu2["temp_hot_7d"] == 99.0 - TEMP_NORMAL_C
+    assert gpu2["temp_hot_1h"] == 90.0 - TEMP_NORMAL_C  # the 90 C sample at 03:00
     grid = FeatureGrid(store, T0 - 48 * H, T0 + 4 * H, horizon_h=24)
     mask = np.zeros(grid.shape, dtype=bool)
     mask[:, -1] = True  # the row at T0 + 4 h
     from_grid = grid.table({"x": mask})["x"].row(0, named=True)
     node = rows.filter(pl.col("gpu").is_null()).row(0, named=True)
-    telemetry = [f for f in FEATURES if f.startswith(("ecc_", "temp_", "power_", "throttle"))]
+    telemetry = [f for f in FEATURES if f.startswith(("ecc_", "temp_", "throttle"))]
     assert {f: from_grid[f] for f in telemetry} == pytest.approx({f: node[f] for f in telemetry},
                                                                   nan_ok=True)
 

@@ -11,7 +11,13 @@ import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from models.actions import RiskAction, Thresholds, command, decide
-from models.evaluate import event_recall_lead, precision_at_k, time_split
+from models.evaluate import (
+    alert_episodes,
+    choose_threshold,
+    episode_metrics,
+    precision_at_k,
+    time_split,
+)
 from models.predictor import (
     FailurePredictor,
     TrainConfig,
@@ -37,6 +43,15 @@ def test_split_keeps_a_horizon_between_windows() -> None:
     assert s.train[0] == start + timedelta(days=7)
 
 
+def test_default_split_is_half_quarter_quarter() -> None:
+    start, end = datetime(2025, 1, 1), datetime(2025, 5, 1)  # 120 days
+    s = time_split(start, end, 24, warmup_h=168)
+    h = timedelta(hours=24)
+    assert s.train == (start + timedelta(days=7), start + timedelta(days=60) - h)
+    assert s.calib == (start + timedelta(days=60), start + timedelta(days=90) - h)
+    assert s.test == (start + timedelta(days=90), end - h)
+
+
 # Two failures; alerts on n1 at 03:00 and 06:00 before its 10:00 failure; none before n2's.
 FAIL = [("n1", datetime(2025, 1, 1, 10)), ("n2", datetime(2025, 1, 2, 5))]
 ROWS = [("n1", datetime(2025, 1, 1, h), s, int(h <= 10)) for h, s in ((1, .1), (3, .9), (6, .8),
@@ -48,11 +63,58 @@ def _rows() -> pl.DataFrame:
     return pl.DataFrame(ROWS, schema=["node", "ts", "score", "label"], orient="row")
 
 
-def test_event_recall_and_lead_time() -> None:
-    episodes = pl.DataFrame(FAIL, schema=["node", "ts"], orient="row")
-    recall, lead = event_recall_lead(_rows(), episodes, 24, threshold=0.5)
-    assert recall == 1 / 2
-    assert lead == 10 - 3  # first alert at 03:00, failure at 10:00
+D = datetime(2025, 1, 1)
+
+
+def _hourly(node: str, scores: dict[int, float], hours: int = 30) -> list[tuple]:
+    return [(node, D + timedelta(hours=h), scores.get(h, 0.0)) for h in range(hours)]
+
+
+# n1: alerts 03-04 and 08, fails 10:30, alerts again 11-12 (nothing follows);
+# n2: one run of high scores 00-05 across its failure at 02:30 (two alerts: it closes at the
+# failure); n3 fails at 12:00 with no alert.
+EP_ROWS = pl.DataFrame(
+    _hourly("n1", {3: .9, 4: .8, 8: .7, 11: .9, 12: .9})
+    + _hourly("n2", {h: .9 for h in range(6)}) + _hourly("n3", {}),
+    schema=["node", "ts", "score"], orient="row",
+)
+EP_FAIL = pl.DataFrame([("n1", D + timedelta(hours=10, minutes=30)),
+                        ("n2", D + timedelta(hours=2, minutes=30)),
+                        ("n3", D + timedelta(hours=12))], schema=["node", "ts"], orient="row")
+
+
+def test_alert_episodes_open_stay_and_close_at_a_failure() -> None:
+    a = alert_episodes(EP_ROWS, 0.5, EP_FAIL).sort("node", "start")
+    hrs = [(r["node"], r["start"].hour, r["end"].hour) for r in a.iter_rows(named=True)]
+    assert hrs == [("n1", 3, 5), ("n1", 8, 9), ("n1", 11, 13), ("n2", 0, 3), ("n2", 3, 6)]
+
+
+def test_episode_precision_recall_and_lead_time() -> None:
+    m = episode_metrics(EP_ROWS, EP_FAIL, threshold=0.5, horizon_h=24,
+                        window=(D, D + timedelta(days=1)))
+    assert (m["alerts"], m["true_alerts"]) == (5, 3)  # n1 03:00, 08:00 and n2 00:00 were right
+    assert m["precision"] == 3 / 5
+    assert (m["failure_episodes"], m["caught"]) == (3, 2) and m["recall"] == 2 / 3
+    assert m["median_lead_time_h"] == (7.5 + 2.5) / 2  # 10:30 - 03:00 and 02:30 - 00:00
+
+
+def test_threshold_needs_support_on_calibration_alerts() -> None:
+    # 11 nodes alert at 0.7 and fail, one alerts at 0.7 and does not; two alert at 0.95 and
+    # fail (precision 1, but only two alerts); 26 alert at 0.4 and nothing happens.
+    rows, fails = [], []
+    for i in range(40):
+        score = .7 if i < 12 else .95 if i < 14 else .4
+        rows += _hourly(f"n{i:02d}", {h: score for h in range(20, 23)}, hours=48)
+        if i < 11 or 12 <= i < 14:
+            fails.append((f"n{i:02d}", D + timedelta(hours=30)))
+    frame = pl.DataFrame(rows, schema=["node", "ts", "score"], orient="row")
+    failures = pl.DataFrame(fails, schema=["node", "ts"], orient="row")
+    pick = {"horizon_h": 24, "window": (D, D + timedelta(hours=47)),
+            "candidates": np.array([.3, .6, .9])}
+    assert choose_threshold(frame, failures, target_precision=0.9, **pick) == 0.6  # 13 / 14
+    assert choose_threshold(frame, failures, target_precision=0.9, min_alerts=2,
+                            **pick) == 0.6  # 0.9 has 2 / 2, but 0.6 already reaches the target
+    assert choose_threshold(frame, failures, target_precision=0.95, **pick) == 0.6  # best
 
 
 def test_precision_at_k_counts_per_day() -> None:

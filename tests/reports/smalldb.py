@@ -2,7 +2,7 @@
 
 Six nodes in two clusters (``gpu`` and ``dgx-b``) over one week from ``START``:
 gpu002 loses a GPU (Xid 79) which kills job 102 and is drained, then has a double-bit ECC error
-(Xid 48) three days later; dgx-b-01 has a contained ECC error (Xid 94) that fails job 103; gpu003
+(Xid 48) three days later; dgx-b-01 has an uncontained ECC error (Xid 95) that fails job 103; gpu003
 logs application Xid 13 three times; one log line carries a ``<script>`` tag.
 """
 
@@ -22,9 +22,9 @@ END = START + timedelta(days=7)
 NODES = ("gpu001", "gpu002", "gpu003", "gpu004", "dgx-b-01", "dgx-b-02")
 XID79_TS = START + timedelta(days=2, hours=10)
 XID48_TS = START + timedelta(days=5, hours=3)
-XID94_TS = START + timedelta(days=6)
+XID95_TS = START + timedelta(days=6)
 SCRIPT_LINE = "NVRM: <script>alert('x')</script> Xid 13 injected"
-FAILURES = 3  # episodes: gpu002 Xid 79 (+ job 102), gpu002 Xid 48, dgx-b-01 Xid 94 (+ job 103)
+FAILURES = 3  # episodes: gpu002 Xid 79 (+ job 102), gpu002 Xid 48, dgx-b-01 Xid 95
 PRED_MADE_AT = START + timedelta(days=6, hours=12)
 RISKY_NODE, RISKY_SCORE = "gpu002", 0.91
 QUARANTINED = 2
@@ -49,8 +49,8 @@ def events() -> list[dict]:
                source="slurm", line=12),
         _event(XID48_TS, "gpu002", "xid", "critical", "NVRM: Xid (PCI:0000:3b:00): 48, DBE",
                code=48, gpu="0000:3b:00.0", line=20),
-        _event(XID94_TS, "dgx-b-01", "xid", "critical", "NVRM: Xid (PCI:0000:1a:00): 94, "
-               "Contained ECC error", code=94, gpu="0000:1a:00.0", line=30),
+        _event(XID95_TS, "dgx-b-01", "xid", "critical", "NVRM: Xid (PCI:0000:1a:00): 95, "
+               "Uncontained ECC error", code=95, gpu="0000:1a:00.0", line=30),
         _event(START + 3 * d, "gpu001", "nccl_timeout", "error", "Watchdog caught collective "
                "operation timeout", source="nccl", job_id="101", line=40),
     ]
@@ -76,7 +76,7 @@ def jobs() -> list[dict]:
         job("101", ["gpu001", "gpu004"], START, START + timedelta(days=4), "COMPLETED"),
         job("102", ["gpu002", "gpu003"], START + timedelta(days=1), XID79_TS
             + timedelta(minutes=1), "NODE_FAIL"),
-        job("103", ["dgx-b-01"], START + timedelta(days=5), XID94_TS + timedelta(minutes=5),
+        job("103", ["dgx-b-01"], START + timedelta(days=5), XID95_TS + timedelta(minutes=5),
             "FAILED"),
     ]
 
@@ -86,9 +86,9 @@ def attributions() -> list[dict]:
         {"job_id": "102", "state": "NODE_FAIL", "end": XID79_TS + timedelta(minutes=1),
          "node": "gpu002", "cause": "gpu_hardware", "evidence_kind": "xid", "evidence_code": 79,
          "evidence_ts": XID79_TS, "gpu_hours_lost": 16 * 34.0},
-        {"job_id": "103", "state": "FAILED", "end": XID94_TS + timedelta(minutes=5),
-         "node": "dgx-b-01", "cause": "gpu_memory", "evidence_kind": "xid", "evidence_code": 94,
-         "evidence_ts": XID94_TS, "gpu_hours_lost": 8 * 24.0},
+        {"job_id": "103", "state": "FAILED", "end": XID95_TS + timedelta(minutes=5),
+         "node": "dgx-b-01", "cause": "gpu_memory", "evidence_kind": "xid", "evidence_code": 95,
+         "evidence_ts": XID95_TS, "gpu_hours_lost": 8 * 24.0},
     ]
 
 

@@ -54,7 +54,7 @@ def test_bucket_for_ranges() -> None:
 def test_overview_queries(small) -> None:  # noqa: ANN001
     episodes = q_fleet.failures(small, WEEK)
     assert episodes.height == smalldb.FAILURES
-    assert sorted(episodes["cause"].to_list()) == ["xid48", "xid79", "xid94"]
+    assert sorted(episodes["cause"].to_list()) == ["xid48", "xid79", "xid95"]
     mtbf = q_fleet.mtbf_by_component(episodes, WEEK.node_days(len(smalldb.NODES)))
     node_h = len(smalldb.NODES) * 7 * 24
     assert dict(zip(mtbf["component"], mtbf["mtbf_node_h"], strict=True)) == {

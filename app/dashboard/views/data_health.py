@@ -31,9 +31,15 @@ def render() -> None:
     right.plotly_chart(figures.fig_quarantine_reasons(reasons), key="reasons")
     st.subheader("Ingested files")
     st.dataframe(query(q_fleet.ingested_files), hide_index=True)
+    quarantine_browser(reasons["reason"].to_list())
+
+
+@st.fragment
+def quarantine_browser(reasons: list[str]) -> None:
+    """Reason, search and page: changing them reruns this part of the page only."""
     st.subheader("Quarantine browser")
     cols = st.columns([2, 3])
-    reason = cols[0].selectbox("Reason", ["(all)", *reasons["reason"].to_list()], key="q_reason")
+    reason = cols[0].selectbox("Reason", ["(all)", *reasons], key="q_reason")
     search = cols[1].text_input("Search raw lines", key="q_search").strip() or None
     reason = None if reason == "(all)" else reason
     total, _ = query(q_fleet.quarantine_page, reason, search, limit=0)

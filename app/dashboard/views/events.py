@@ -7,13 +7,19 @@ import streamlit as st
 from app.dashboard import ui
 from app.dashboard.views import query
 from reports import figures, q_fleet, sections
+from reports.filters import Filters
 
 PAGE_SIZE = 50
 
 
 def render() -> None:
     st.title("Event explorer")
-    f = ui.filters()
+    explorer(ui.filters())
+
+
+@st.fragment
+def explorer(f: Filters) -> None:
+    """Facets, search, timeline and table: changing them reruns this part of the page only."""
     facet_counts = query(q_fleet.event_facets, f.since, f.until)
     cols = st.columns([2, 2, 2, 2, 3])
     chosen: dict[str, list] = {}

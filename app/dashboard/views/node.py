@@ -7,6 +7,7 @@ import streamlit as st
 from app.dashboard import ui
 from app.dashboard.views import query
 from reports import figures, q_detail, q_fleet, sections
+from reports.filters import Filters
 
 
 def render() -> None:
@@ -14,13 +15,19 @@ def render() -> None:
     f = ui.filters()
     all_nodes = query(q_fleet.node_list)
     ui.stop_if(not all_nodes, "No nodes in the database yet: run `faultlens ingest` first.")
+    node_view(f, all_nodes)
+
+
+@st.fragment
+def node_view(f: Filters, all_nodes: list[str]) -> None:
+    """Everything below the filters: picking a node or a metric reruns this part only."""
     options = list(f.nodes) if f.nodes and f.nodes[0] in all_nodes else all_nodes
     default = st.query_params.get("node")
     index = options.index(default) if default in options else 0
     node = st.selectbox("Node", options, index=index, key="node_pick")
     summary = query(q_detail.node_summary, node, f)
     risk = query(q_detail.node_risk, node, f)
-    lemon = query(q_detail.lemon_row, node, f.until) if f.until else None
+    lemon = q_detail.lemon_of(query(q_detail.lemons, f.until, n=None), node) if f.until else None
     c = st.columns(4)
     c[0].metric("Events in range", f"{int(summary['events'].sum() or 0):,}")
     bad = summary.filter(summary["severity"].is_in(["error", "critical"]))["events"].sum()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import ui
-from app.dashboard.views import query
+from app.dashboard.views import on_trace, query
 from reports import figures, q_detail, q_fleet, sections
 
 
@@ -18,7 +18,7 @@ def render() -> None:
     node_days = f.node_days(len(all_nodes))
     lost = query(q_fleet.jobs_lost, f)
     at_risk = query(q_fleet.latest_predictions, f)
-    ettr = query(sections.fleet_ettr, f.since, f.until)
+    ettr = on_trace(sections.ettr_of, f.since, f.until)
     c = st.columns(5)
     per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     c[0].metric("Failures / 1000 node-days", f"{per_1000:.2f}",

@@ -7,6 +7,7 @@ import streamlit as st
 from app.dashboard import ui
 from app.dashboard.views import query
 from reports import figures, q_detail, q_fleet, sections
+from reports.filters import Filters
 
 
 def render() -> None:
@@ -22,7 +23,8 @@ def render() -> None:
                    f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h")
     left, right = st.columns(2)
     left.plotly_chart(figures.fig_at_risk(at_risk), key="risk")
-    right.plotly_chart(figures.fig_calibration(query(q_detail.calibration, f)), key="calib")
+    fleet = Filters(since=f.since, until=f.until)  # calibration is fleet-wide: one result per range
+    right.plotly_chart(figures.fig_calibration(query(q_detail.calibration, fleet)), key="calib")
     st.subheader("At-risk nodes and GPUs")
     st.dataframe(sections.risk_table(at_risk), hide_index=True)
     if card is None:

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from app.dashboard import ui
-from app.dashboard.views import query
+from app.dashboard.views import on_trace, query
 from replay import ALL_STRATEGIES
 from reports import figures, q_detail, q_fleet
+from reports.filters import Filters
 
 DEFAULT = ("checkpoint", "young-daly", "in-memory", "hot-spares", "elastic")
+RESAMPLES = 8  # block-bootstrap resamples behind the ETTR interval: a live view, not a report
+
+
+def defaults(n_nodes: int) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The strategies and job of the page's first view (what ``views.warm`` computes ahead)."""
+    return DEFAULT, {"interval_min": 30.0, "spares": max(1, n_nodes // 64),
+                     "job_gpus": max(8, n_nodes * 8), "resamples": RESAMPLES}
 
 
 def render() -> None:
@@ -19,18 +29,29 @@ def render() -> None:
     f = ui.filters()
     n_nodes = len(query(q_fleet.node_list))
     ui.stop_if(n_nodes == 0, "No nodes in the database yet: run `faultlens demo` first.")
+    what_if(f, n_nodes)
+
+
+@st.fragment
+def what_if(f: Filters, n_nodes: int) -> None:
+    """The sliders and the ranking: moving a slider reruns this part of the page only."""
+    _, start = defaults(n_nodes)
     c = st.columns(3)
     interval = c[0].slider("Checkpoint interval (min)", 5, 240, 30, step=5, key="rw_interval")
-    spares = c[1].slider("Hot spare nodes", 0, max(8, n_nodes // 4), max(1, n_nodes // 64),
+    spares = c[1].slider("Hot spare nodes", 0, max(8, n_nodes // 4), start["spares"],
                          key="rw_spares")
-    max_gpus = max(8, n_nodes * 8)
+    max_gpus = start["job_gpus"]
     gpus = c[2].slider("Job size (GPUs)", 8, max_gpus, max_gpus, step=8, key="rw_gpus")
     strategies = st.multiselect("Strategies", list(ALL_STRATEGIES), list(DEFAULT), key="rw_s")
-    ui.stop_if(not strategies, "Pick at least one strategy.")
-    scores = query(q_detail.whatif, f.since, f.until, tuple(strategies),
-                   interval_min=float(interval),
-                   spares=int(spares), job_gpus=int(gpus))
-    ui.stop_if(not scores, "No interruptions in this range to replay: widen the time range.")
+    if not strategies:
+        st.info("Pick at least one strategy.")
+        return
+    scores = on_trace(q_detail.whatif_on, f.since, f.until, tuple(strategies),
+                      interval_min=float(interval), spares=int(spares), job_gpus=int(gpus),
+                      resamples=RESAMPLES)
+    if not scores:
+        st.info("No interruptions in this range to replay: widen the time range.")
+        return
     frame = q_detail.scores_frame(scores)
     best = frame.row(0, named=True)
     st.success(f"Best: **{best['strategy']}** — ETTR {best['ettr']:.4f}, "
@@ -40,6 +61,7 @@ def render() -> None:
     left.plotly_chart(figures.fig_strategy_ranking(frame), key="ranking")
     right.plotly_chart(figures.fig_badput(frame), key="badput")
     st.subheader("Ranking (fewest dollars lost first)")
+    st.caption(f"ETTR interval: {RESAMPLES} block-bootstrap resamples of the trace.")
     st.dataframe(frame, hide_index=True)
 
 

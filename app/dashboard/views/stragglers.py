@@ -12,7 +12,9 @@ from reports import figures, q_detail
 def render() -> None:
     st.title("Stragglers")
     f = ui.filters()
-    found, jobs = query(q_detail.stragglers, f)
+    # detection runs once per snapshot, job and start; the other filters select from its result
+    found, jobs = q_detail.select_stragglers(*query(q_detail.detected_stragglers, f.job_id,
+                                                    f.since), f)
     ui.stop_if(found.height == 0 and jobs.height == 0,
                "No stragglers in this range. Straggler detection needs jobs (Slurm) and per-GPU "
                "telemetry (DCGM): ingest both, or widen the time range.")

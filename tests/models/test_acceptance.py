@@ -1,0 +1,70 @@
+"""The issue's acceptance bar for the failure predictor, end to end on a fresh synthetic cluster.
+
+"On a synthetic cluster generated with a seed not used during development, on its last quarter
+of time, the model beats both baselines on PR-AUC, and at its operating threshold reaches
+precision >= 0.85 with recall >= 0.5 and a median lead time of hours, not minutes."
+
+``ACCEPTANCE_SEED`` was picked once, before this test first ran, and never used to tune anything
+(development used seed 90210 and others). The cluster goes through the real path: synth writes
+raw logs, ``ingest_paths`` parses them, ``attribution.refresh`` links and attributes, and
+``train_failure_model`` (what ``faultlens train`` runs, with its defaults) trains and evaluates.
+Precision, recall and lead time are counted over alert episodes (models/evaluate.py).
+
+Sized to run in under three minutes on two shared cores, and documented where it departs from
+the demo defaults:
+- 256 nodes x 120 days at Meta RSC-1's failure rate (6.50 per 1000 node-days,
+  published-figures.md A2) instead of Llama 3's 3.79: the last quarter then holds a few dozen
+  hardware failure episodes, enough for precision and recall to mean something;
+- no per-job NCCL / PyTorch / training logs, two-hourly telemetry, a quarter of the ordinary
+  log noise: they cost ingest time and carry no hardware-failure evidence in the synthetic model.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from ingest.attribution import refresh
+from ingest.catalog import load_catalog
+from ingest.pipeline import ingest_paths
+from models.predictor import TrainConfig, train_failure_model
+from synth.config import META_RSC1_FAILURES_PER_1000_NODE_DAYS, SynthConfig
+from synth.generate import generate
+
+ACCEPTANCE_SEED = 31337  # chosen once; never tune anything on it
+NOT_LOGS = {"topology.csv", "ground_truth.json"}
+
+
+def acceptance_config(seed: int = ACCEPTANCE_SEED) -> SynthConfig:
+    return SynthConfig(
+        n_nodes=256, days=120.0, seed=seed,
+        failures_per_1000_node_days=META_RSC1_FAILURES_PER_1000_NODE_DAYS,
+        telemetry_interval_min=120.0, noise_lines_per_node_day=6.0,
+        write_job_logs=False, write_training=False,
+    )
+
+
+def build_and_train(store, out, seed: int = ACCEPTANCE_SEED):
+    """Synth -> ingest -> refresh -> train; returns the TrainResult."""
+    result = generate(acceptance_config(seed), out)
+    store.load_xid_catalog(load_catalog(None))
+    logs = [str(p) for p in result.files if p.name not in NOT_LOGS]
+    report = ingest_paths(store, logs, now=datetime(2030, 1, 1))
+    assert report.totals["failed"] == 0
+    refresh(store)
+    end = datetime.fromisoformat(result.truth["summary"]["window"][1])
+    return train_failure_model(store, as_of=end, cfg=TrainConfig())
+
+
+@pytest.mark.slow
+def test_acceptance_on_an_unseen_seed(store, tmp_path) -> None:
+    result = build_and_train(store, tmp_path / "synth")
+    m = result.metrics
+    model = m["model"]
+    assert model["failure_episodes"] >= 20  # the test window holds enough failures to judge
+    assert model["pr_auc"] > m["rule_baseline"]["pr_auc"]
+    assert model["pr_auc"] > m["lemon_baseline"]["pr_auc"]
+    assert model["precision"] >= 0.85
+    assert model["recall"] >= 0.5
+    assert model["median_lead_time_h"] >= 1.0
