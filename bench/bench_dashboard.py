@@ -120,21 +120,34 @@ IDLE_JS = ("() => document.querySelector('[data-testid=\"stApp\"]')"
            " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
 
 
-WATCH_JS = """() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  window.__rerunDone = false;
-  if (window.__watch) window.__watch.disconnect();
-  window.__watch = new MutationObserver(records => {
-    for (const r of records) {
-      if (r.oldValue === 'running') window.__rerunDone = true;
-    }
-  });
-  window.__watch.observe(app, {attributes: true, attributeOldValue: true,
-                               attributeFilter: ['data-test-script-state']});
-}"""
-RERUN_DONE_JS = ("() => window.__rerunDone && document.querySelector('[data-testid=\"stApp\"]')"
-                 "?.getAttribute('data-test-script-state') === 'notRunning'"
-                 " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
+class Runs:
+    """Counts the script runs the server reports finished (``script_finished`` on the websocket):
+    a rerun of a few milliseconds is seen too, which the page's DOM state may never show."""
+
+    def __init__(self, page) -> None:  # noqa: ANN001
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        self.page, self.finished, self._msg = page, 0, ForwardMsg
+        page.on("websocket", lambda ws: ws.on("framereceived", self._frame))
+
+    def _frame(self, payload: bytes | str) -> None:
+        if isinstance(payload, bytes):
+            msg = self._msg()
+            try:
+                msg.ParseFromString(payload)
+            except Exception:  # noqa: BLE001 - not a ForwardMsg
+                return
+            if msg.WhichOneof("type") == "script_finished":
+                self.finished += 1
+
+    def wait_after(self, seen: int, timeout_s: float = 120.0) -> None:
+        """Until a run that started after ``seen`` finished and the page is drawn."""
+        deadline = time.perf_counter() + timeout_s
+        while self.finished <= seen:
+            if time.perf_counter() > deadline:
+                raise TimeoutError("no script run finished")
+            self.page.wait_for_timeout(5)  # lets Playwright deliver the websocket events
+        self.page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
 
 
 def snapshot_cost(db: Path) -> dict:
@@ -161,6 +174,7 @@ def measure(url: str) -> dict[str, dict[str, float]]:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        runs = Runs(page)
         t0 = time.perf_counter()
         page.goto(url)  # the first snapshot of the database is taken here
         page.get_by_role("heading", name="Fleet overview").wait_for(timeout=600_000)
@@ -168,20 +182,21 @@ def measure(url: str) -> dict[str, dict[str, float]]:
         results["startup"] = {"first_load_s": round(time.perf_counter() - t0, 2)}
         print(f"first load {results['startup']['first_load_s']:.1f} s", file=sys.stderr)
         nav = page.locator("[data-testid='stSidebarNav']")
+        sidebar = page.locator("[data-testid='stSidebar']")
         for path, title in PAGES.items():
-            t0 = time.perf_counter()  # a click in the navigation, as a user moves between pages
-            nav.get_by_role("link", name=NAV[path]).click()
+            link = nav.get_by_role("link", name=NAV[path])
+            link.wait_for()
+            seen, t0 = runs.finished, time.perf_counter()  # a click in the navigation
+            link.click()
+            runs.wait_after(seen)
             page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
-            page.wait_for_function(IDLE_JS, timeout=120_000)
             first = time.perf_counter() - t0
-            sidebar = page.locator("[data-testid='stSidebar']")
             sidebar.locator("[data-testid='stMultiSelect']").first.click()
             option = page.get_by_role("option", name="dgx")
             option.wait_for()
-            page.evaluate(WATCH_JS)  # sees the rerun start and end, however short it is
-            t0 = time.perf_counter()  # the user's choice: from the click on the cluster
+            seen, t0 = runs.finished, time.perf_counter()  # from the click on the cluster
             option.click()
-            page.wait_for_function(RERUN_DONE_JS, timeout=120_000)
+            runs.wait_after(seen)
             change = time.perf_counter() - t0
             page.keyboard.press("Escape")
             errors = page.locator("[data-testid='stException']").count()
@@ -190,11 +205,10 @@ def measure(url: str) -> dict[str, dict[str, float]]:
                                            "exceptions": errors}
             print(f"{path or 'overview':12s} first {first:.2f} s  filter {change:.2f} s"
                   f"{'  EXCEPTION' if errors else ''}", file=sys.stderr)
-            # back to all clusters for the next page
-            page.evaluate(WATCH_JS)
+            seen = runs.finished  # back to all clusters for the next page
             sidebar.locator("[data-testid='stMultiSelect']").first.locator(
                 "[aria-label*='Clear']").first.click(timeout=5_000)
-            page.wait_for_function(RERUN_DONE_JS, timeout=120_000)
+            runs.wait_after(seen)
         browser.close()
     return results
 

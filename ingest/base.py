@@ -201,3 +201,22 @@ def pci_expr(expr: pl.Expr) -> pl.Expr:
 
 def to_json(attrs: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in attrs.items() if v is not None}, sort_keys=True)
+
+
+def fmt(template: str, *args: pl.Expr | str) -> pl.Expr:
+    """``pl.format`` built from ``pl.concat_str`` (null if any argument is null).
+
+    polars 2.1's ``pl.format`` panics ("assertion failed: i < self.len()") on string columns
+    that come out of ``extract_groups(...).unnest()``; this does the same without that path.
+    """
+    pieces = template.split("{}")
+    if len(pieces) - 1 != len(args):
+        raise ValueError(f"template {template!r} takes {len(pieces) - 1} arguments")
+    exprs: list[pl.Expr] = []
+    for i, piece in enumerate(pieces):
+        if piece:
+            exprs.append(pl.lit(piece))
+        if i < len(args):
+            arg = args[i]
+            exprs.append((pl.col(arg) if isinstance(arg, str) else arg).cast(pl.String))
+    return pl.concat_str(exprs)

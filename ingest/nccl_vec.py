@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from ingest import nccl, pytorch
-from ingest.base import ChunkResult, ParseContext, node_expr
+from ingest.base import ChunkResult, ParseContext, fmt, node_expr
 from ingest.schema import TABLES, Kind, Severity, Source
 
 _EVENT_SCHEMA = TABLES["events"].polars_schema
@@ -213,7 +213,7 @@ def warn_events(
     common = {
         "tid": _int(pl.col("tid")), "cuda_dev": _int(pl.col("dev")),
         "src": pl.when(pl.col("src").is_not_null()).then(
-            pl.format("{}:{}", pl.col("src"), pl.col("srcline"))),
+            fmt("{}:{}", pl.col("src"), pl.col("srcline"))),
     }
     parts = []
     for sub, groups, attrs in (("ib_completion", "ib", _ib_attrs), ("ibv", "ibv", _ibv_attrs),

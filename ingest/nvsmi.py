@@ -31,6 +31,7 @@ from ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    fmt,
     normalize_pci,
     quarantine_frame,
     to_json,
@@ -270,7 +271,7 @@ def _derive_ecc_totals(frame: pl.DataFrame) -> pl.DataFrame:
         .group_by("ts", "ts_flag", "gpu", "scope", "kind")
         .agg(pl.col("value").sum(), pl.col("line").min())
         .with_columns(
-            metric=pl.format("DCGM_FI_DEV_ECC_{}_{}_TOTAL", "kind",
+            metric=fmt("DCGM_FI_DEV_ECC_{}_{}_TOTAL", "kind",
                              pl.col("scope").str.slice(0, 3)),
             raw=pl.lit(None, pl.String),
         )

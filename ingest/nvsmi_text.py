@@ -28,6 +28,7 @@ from ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    fmt,
     node_expr,
     pci_expr,
     quarantine_frame,
@@ -163,7 +164,7 @@ def csv_rows(part: pl.DataFrame, header: list[str] | None, ctx: ParseContext,
     good = split.filter(pl.col("f").list.len() == n)
     bad = split.filter(pl.col("f").list.len() != n).select(
         "line", "raw",
-        pl.format("expected {} comma-separated fields, found {}", pl.lit(n),
+        fmt("expected {} comma-separated fields, found {}", pl.lit(n),
                   pl.col("f").list.len()).alias("reason"))
     col = {name: pl.col("f").list.get(i).str.strip_chars() for i, name in enumerate(header)}
     na = ("N/A", "[N/A]", "")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from ingest.base import fmt
 from ingest.schema import TABLES, Kind, conform
 from ingest.slurm_common import SEVERITY, SOURCE
 
@@ -105,14 +106,14 @@ def _job_events(records: pl.DataFrame) -> pl.DataFrame:
     node_fail = base.filter(pl.col("state") == "NODE_FAIL").with_columns(
         pl.lit(Kind.JOB_NODE_FAIL.value).alias("kind"),
         pl.concat_str(
-            pl.format("job {} NODE_FAIL", "job_id"),
+            fmt("job {} NODE_FAIL", "job_id"),
             pl.lit(" on ") + pl.col("node"),
             ignore_nulls=True,
         ).alias("message"),
     )
     requeue = base.filter((pl.col("state") == "REQUEUED") | ~pl.col("_last")).with_columns(
         pl.lit(Kind.JOB_REQUEUE.value).alias("kind"),
-        pl.format("job {} requeued after {}", "job_id", pl.col("state").fill_null("?")).alias(
+        fmt("job {} requeued after {}", "job_id", pl.col("state").fill_null("?")).alias(
             "message"
         ),
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, numbered
+from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, fmt, numbered
 from ingest.schema import Source
 from ingest.slurm_common import (
     SOURCE,
@@ -395,7 +395,7 @@ def sacct_records(
     q_fields = bad.select(
         "line",
         "raw",
-        pl.format(
+        fmt(
             "sacct row has {} fields, expected {}",
             pl.col("raw").str.split(layout.delimiter).list.len(),
             pl.lit(n),
@@ -408,7 +408,7 @@ def sacct_records(
         .select(
             "line",
             "raw",
-            pl.format(
+            fmt(
                 "not a sacct row: JobID '{}' is not a job id", pl.col("_jid").fill_null("")
             ).alias("reason"),
         )

@@ -13,7 +13,15 @@ from typing import Any
 
 import polars as pl
 
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, normalize_node, numbered
+from ingest.base import (
+    ChunkResult,
+    ParseContext,
+    Parsed,
+    Quarantined,
+    fmt,
+    normalize_node,
+    numbered,
+)
 from ingest.schema import Kind, Source
 from ingest.slurm_common import SEVERITY, SOURCE, parse_time, result, split_reason, tz_of, xid_in
 from ingest.slurm_nodes import node_kind
@@ -167,7 +175,7 @@ class K8sEventsParser:
             "line",
             pl.col("raw").str.slice(0, 4000),
             pl.when(warn.is_not_null())
-            .then(pl.format("k8s Warning event {}: not a faultlens event kind", warn))
+            .then(fmt("k8s Warning event {}: not a faultlens event kind", warn))
             .when(pl.col("raw").str.contains(_KLOG_ERR))
             .then(pl.lit("kubelet error: not a faultlens event kind"))
             .alias("reason"),

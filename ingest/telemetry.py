@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 
-from ingest.base import ParseContext, node_expr, pci_expr
+from ingest.base import ParseContext, fmt, node_expr, pci_expr
 from ingest.catalog import severity_action_expr
 from ingest.schema import TS, Kind, Source, conform, empty_frame
 from ingest.store import Store
@@ -232,7 +232,7 @@ def _xid_events(
     severity, action = severity_action_expr(pl.col("code"))
     msg = pl.coalesce(
         pl.col("err_msg"),
-        pl.format("{} = {}", pl.col("metric"), pl.col("value").cast(pl.String)),
+        fmt("{} = {}", pl.col("metric"), pl.col("value").cast(pl.String)),
     )
     attrs = pl.struct(
         pl.col("uuid"), pl.col("metric"), pl.col("value"), pl.col("model")

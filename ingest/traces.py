@@ -67,6 +67,7 @@ from ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    fmt,
     node_expr,
 )
 from ingest.schema import TS, Source, conform
@@ -163,7 +164,7 @@ def split_rows(
     bad = frame.filter(pl.col("n") != n_cols)
     quarantine = bad.select(
         "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS),
-        reason=pl.format(f"expected {n_cols} comma-separated fields ({','.join(columns)[:200]}),"
+        reason=fmt(f"expected {n_cols} comma-separated fields ({','.join(columns)[:200]}),"
                          " got {}", pl.col("n")),
     )
     good = frame.filter(pl.col("n") == n_cols).select(
@@ -196,11 +197,11 @@ def check_rows(
         nan_text = pl.col(col).str.to_lowercase().is_in(["nan", "none", "null"])
         reasons.append(
             pl.when(pl.col(col).is_not_null() & cast.is_null() & ~nan_text)
-            .then(pl.format(f"{col} is not a number: {{}}", pl.col(col).str.slice(0, 40)))
+            .then(fmt(f"{col} is not a number: {{}}", pl.col(col).str.slice(0, 40)))
         )
         reasons.append(
             pl.when((cast < lo) | (cast > hi))
-            .then(pl.format(f"{col} out of range [{lo:g}, {hi:g}]: {{}}", pl.col(col)))
+            .then(fmt(f"{col} out of range [{lo:g}, {hi:g}]: {{}}", pl.col(col)))
         )
     if reasons:
         frame = frame.with_columns(reason=pl.coalesce(reasons))
@@ -483,7 +484,7 @@ def _build_acme_jobs(rows: pl.DataFrame, ctx: ParseContext):
 def _acme_time_checks(columns: list[str]) -> list[pl.Expr]:
     """A time that is neither a datetime nor a number is a reason to quarantine the row."""
     return [pl.when(pl.col(c).is_not_null() & _acme_time(c).is_null())
-            .then(pl.format(f"{c} is not a time: {{}}", pl.col(c).str.slice(0, 40)))
+            .then(fmt(f"{c} is not a time: {{}}", pl.col(c).str.slice(0, 40)))
             for c in ("submit_time", "start_time", "end_time") if c in columns]
 
 

@@ -42,6 +42,7 @@ from ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    fmt,
     numbered,
     quarantine_frame,
     to_json,
@@ -195,7 +196,7 @@ def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
 def _titan(segs: pl.DataFrame) -> pl.DataFrame:
     g = pl.col("seg").str.extract_groups(TITAN)
     out = segs.with_columns(g=g).filter(pl.col("g").struct.field("5").is_not_null())
-    stamp = pl.format("{}.{}", pl.col("g").struct.field("3"), pl.col("g").struct.field("4"))
+    stamp = fmt("{}.{}", pl.col("g").struct.field("3"), pl.col("g").struct.field("4"))
     return out.select(
         "order", "line",
         framework=pl.lit("torchtitan"),
@@ -284,11 +285,11 @@ def _anchors(segs: pl.DataFrame) -> pl.DataFrame:
     """Time stamps of any line (order, anchor_ts), for placing tqdm bars in time."""
     iso = pl.col("seg").str.slice(0, 80).str.extract_groups(ISO_STAMP)
     us = pl.col("seg").str.extract_groups(US_STAMP)
-    iso_text = pl.format(
+    iso_text = fmt(
         "{} {}.{}", iso.struct.field("1"), iso.struct.field("2"),
         iso.struct.field("3").fill_null("0"),
     )
-    us_text = pl.format(
+    us_text = fmt(
         "{}-{}-{} {}.0", us.struct.field("3"), us.struct.field("1"), us.struct.field("2"),
         us.struct.field("4"),
     )
@@ -332,7 +333,7 @@ def _finish_rows(
     if rows.height == 0:
         return empty_frame("train_steps"), empty_frame("events")
     rows = rows.with_columns(
-        stream=pl.format("{}/{}", "framework", pl.col("rank").fill_null(-1)),
+        stream=fmt("{}/{}", "framework", pl.col("rank").fill_null(-1)),
         seed=pl.lit(False),
         base=pl.lit(None, pl.Datetime("us")),
     )

@@ -188,7 +188,7 @@ def episode_metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: fl
 
 def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
                      window: tuple[datetime, datetime], target_precision: float,
-                     min_alerts: int = 10, tolerance: float = 0.1,
+                     min_alerts: int = 10, tolerance: float = 0.0,
                      candidates: np.ndarray | None = None) -> float:
     """The operating threshold, from alert episodes on the calibration window.
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from ingest.base import fmt
 from ingest.store import Store
 from models.target import failure_episodes
 
@@ -109,10 +110,10 @@ def _evidence(thresholds: dict[str, float]) -> pl.Expr:
     for c, t in thresholds.items():
         label = c.replace("_", " ")
         parts.append(pl.when(pl.col(c) >= t).then(
-            pl.format("{} {} (threshold {})", pl.col(c).round(2), pl.lit(label),
+            fmt("{} {} (threshold {})", pl.col(c).round(2), pl.lit(label),
                       pl.lit(round(t, 2)))
         ))
     causes = pl.when(pl.col("failure_causes").is_not_null()).then(
-        pl.format("failures {}, last {}", pl.col("failure_causes"),
+        fmt("failures {}, last {}", pl.col("failure_causes"),
                   pl.col("last_failure").dt.strftime("%Y-%m-%d %H:%M")))
     return pl.concat_str([*parts, causes], separator="; ", ignore_nulls=True)

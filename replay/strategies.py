@@ -173,10 +173,27 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
 
 def _merge(plan: Plan, ts: list, parts: list, modes: list, counts: list) -> None:
     t = np.concatenate([plan.t, *ts])
-    order = np.argsort(t, kind="stable")
+    order = _merge_order(plan.t, ts)
     plan.t = t[order]
     plan.parts = np.concatenate([plan.parts, *parts])[order]
     plan.mode = np.concatenate([plan.mode, *modes])[order]
     plan.counts = np.concatenate([plan.counts, *counts])[order]
     extra = np.zeros(sum(len(x) for x in ts), dtype=bool)
     plan.needs_node = np.concatenate([plan.needs_node, extra])[order]
+
+
+def _merge_order(a: np.ndarray, ts: list) -> np.ndarray:
+    """``argsort(concatenate([a, *ts]), kind="stable")``, merging sorted arrays in linear time."""
+    extra = np.concatenate(ts)
+    if len(ts) > 1 or np.any(np.diff(extra) < 0):
+        sub = np.argsort(extra, kind="stable")
+    else:
+        sub = np.arange(len(extra))
+    if np.any(np.diff(a) < 0):
+        return np.argsort(np.concatenate([a, extra]), kind="stable")
+    b = extra[sub]
+    n, m = len(a), len(b)
+    order = np.empty(n + m, dtype=np.intp)
+    order[np.arange(n) + np.searchsorted(b, a, side="left")] = np.arange(n)
+    order[np.arange(m) + np.searchsorted(a, b, side="right")] = n + sub
+    return order

@@ -16,10 +16,11 @@ from ingest.base import ParseContext, Parsed, Quarantined
 from ingest.pipeline import ingest_paths
 from ingest.reader import iter_chunks
 from ingest.store import Store
+from tests.conftest import CORPUS
 
 NOW = datetime(2025, 1, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
-CORPUS_NCCL = Path(__file__).resolve().parents[2].parent / "shared" / "corpus" / "nccl"
+CORPUS_NCCL = CORPUS / "nccl"
 # Channel / proxy-connect chatter only: nothing to extract, every line is noise.
 ALL_NOISE = {
     "nccl-issue1538-channels-2.22.3-k8s-worker.log",
