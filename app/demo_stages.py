@@ -37,6 +37,7 @@ def stage_attribution(store: Store, truth: dict[str, Any], console: Console) -> 
     console.print(_table(
         "Job interruptions by root cause (the Llama 3 table shape)", tax,
         {"cause": "cause", "interruptions": "jobs", "share_pct": "share %",
+         "share_infra_pct": "share of infra %",
          "gpu_hours_lost": "GPU-h of the interrupted runs",
          **({"truth_share_pct": "generator's mix %"} if mix is not None else {})},
     ))

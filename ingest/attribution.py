@@ -4,7 +4,17 @@
 - ``attribute_failures``: for every job that ended FAILED / NODE_FAIL / TIMEOUT, the events on its
   nodes from 10 minutes before to 5 minutes after its end (Meta's window) decide the cause
   category. Hardware evidence outranks its symptoms: an Xid 79 explains the NCCL timeouts that
-  follow it, so categories are ranked and the highest-ranked, earliest evidence wins.
+  follow it, so categories are ranked and the highest-ranked, earliest evidence wins. When the
+  job's ranks report a ProcessGroupNCCL watchdog timeout, the collective had been hanging for that
+  long before the job died, so the window opens that much earlier (a GPU that hangs at 10:00 kills
+  the job at 10:10 through the default 10-minute watchdog).
+
+Categories: ``gpu_hardware`` includes a GPU's own NVLink links (Xid 74, 144-150: on an HGX board
+they are part of the GPU, and the Llama 3 table counts them as faulty GPUs); ``network`` is the
+fabric between nodes (InfiniBand / RoCE ports, NICs, switches, cables, NCCL network errors) and the
+NVSwitch fabric (SXid); NCCL / driver faults and ranks killed by a signal are ``software``;
+application Xids (13, 31, 43: the job's own code), ranks that exited with an error code, and failed
+jobs with no evidence at all are ``user_unknown``.
 - ``taxonomy`` and ``mtbf``: the whole history in the shape of the Llama 3 interruption table.
 
 The cause of an event is declared once, in ``EVENT_CAUSE`` / ``XID_CAUSE`` / ``XID_CATEGORY_CAUSE``.
@@ -26,6 +36,7 @@ log = logging.getLogger(__name__)
 WINDOW_BEFORE = timedelta(minutes=10)
 WINDOW_AFTER = timedelta(minutes=5)
 FAILED_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT")
+MAX_HANG_MS = 2 * 3600 * 1000  # a watchdog timeout longer than this does not widen the window
 
 # Xids whose root cause is clear whatever the catalog's coarse category says.
 XID_CAUSE: dict[int, C] = {
@@ -40,16 +51,16 @@ XID_CAUSE: dict[int, C] = {
     119: C.GPU_HARDWARE,
     120: C.GPU_HARDWARE,
     62: C.GPU_HARDWARE,
-    74: C.NETWORK,
+    74: C.GPU_HARDWARE,
 }
 # Otherwise the Xid catalog's category decides.
 XID_CATEGORY_CAUSE: dict[str, C] = {
     "hardware": C.GPU_HARDWARE,
     "memory": C.GPU_MEMORY,
-    "interconnect": C.NETWORK,
+    "interconnect": C.GPU_HARDWARE,  # NVLink (Xid 74, 144-150): the GPU's own links
     "thermal": C.GPU_HARDWARE,
     "driver": C.SOFTWARE,
-    "application": C.USER_UNKNOWN,
+    "application": C.USER_UNKNOWN,  # Xid 13 / 31 / 43: the job's own code, per NVIDIA
     "other": C.USER_UNKNOWN,
 }
 # Non-Xid event kinds.
@@ -62,7 +73,7 @@ EVENT_CAUSE: dict[K, C] = {
     K.DEVICE_UNHEALTHY: C.GPU_HARDWARE,
     K.ECC: C.GPU_MEMORY,
     K.ROW_REMAP: C.GPU_MEMORY,
-    K.NVLINK: C.NETWORK,
+    K.NVLINK: C.GPU_HARDWARE,
     K.SXID: C.NETWORK,
     K.IB_PORT: C.NETWORK,
     K.NCCL_ERROR: C.NETWORK,
@@ -86,7 +97,7 @@ CAUSE_RANK: dict[C, int] = {
     C.NETWORK: 2,
     C.HOST: 3,
     C.SOFTWARE: 4,
-    C.USER_UNKNOWN: 9,
+    C.USER_UNKNOWN: 30,  # an application Xid is weaker evidence than a rank killed by a signal
 }
 # Kinds that are only symptoms of whatever else happened: used only when nothing else is there.
 SYMPTOM_KINDS = (
@@ -100,7 +111,14 @@ SYMPTOM_KINDS = (
 
 def _cause_case() -> str:
     """A SQL CASE mapping (kind, code, catalog category) to a cause; built from the dicts above."""
-    parts = ["CASE"]
+    parts = [
+        "CASE",
+        # A rank killed by a signal (SIGABRT / SIGSEGV: exit code < 0) crashed in system software;
+        # a rank that exited with a code (a Python exception) failed in the user's program.
+        f"WHEN e.kind = '{K.PROCESS_FAILED.value}' THEN CASE WHEN TRY_CAST(json_extract_string("
+        f"e.attrs, '$.exit_code') AS INTEGER) < 0 THEN '{C.SOFTWARE.value}' "
+        f"ELSE '{C.USER_UNKNOWN.value}' END",
+    ]
     for code, cause in XID_CAUSE.items():
         parts.append(f"WHEN e.kind = 'xid' AND e.code = {int(code)} THEN '{cause.value}'")
     for cat, cause in XID_CATEGORY_CAUSE.items():
@@ -153,11 +171,26 @@ def attribute_failures(store: Store) -> pl.DataFrame:
                    coalesce(elapsed_s, epoch("end") - epoch(start), 0) AS elapsed_s
             FROM jobs WHERE state IN ({states}) AND "end" IS NOT NULL
         ),
-        fn AS (SELECT job_id, "end", unnest(nodes) AS node FROM failed),
+        hang AS (
+            -- how long the job's collectives hung before the watchdog fired (ms)
+            SELECT f.job_id, max(greatest(
+                coalesce(TRY_CAST(json_extract_string(e.attrs, '$.ran_for_ms') AS DOUBLE), 0),
+                coalesce(TRY_CAST(json_extract_string(e.attrs, '$.timeout_ms') AS DOUBLE), 0)
+            )) AS hang_ms
+            FROM failed f JOIN events e ON e.job_id = f.job_id AND e.kind = 'nccl_timeout'
+            GROUP BY f.job_id
+        ),
+        fn AS (
+            SELECT f.job_id, f."end", unnest(f.nodes) AS node,
+                   f."end" - INTERVAL {int(WINDOW_BEFORE.total_seconds())} SECOND
+                     - to_milliseconds(CAST(least(coalesce(h.hang_ms, 0), {MAX_HANG_MS}) AS BIGINT))
+                     AS lo
+            FROM failed f LEFT JOIN hang h ON h.job_id = f.job_id
+        ),
         ev AS (
             SELECT fn.job_id, e.node, e.kind, e.code, e.ts, {_cause_case()} AS cause
             FROM fn JOIN events e ON e.node = fn.node
-             AND e.ts BETWEEN fn."end" - INTERVAL {int(WINDOW_BEFORE.total_seconds())} SECOND
+             AND e.ts BETWEEN fn.lo
                           AND fn."end" + INTERVAL {int(WINDOW_AFTER.total_seconds())} SECOND
             LEFT JOIN xid_catalog x ON e.kind = 'xid' AND x.xid = e.code
         ),
@@ -181,11 +214,18 @@ def attribute_failures(store: Store) -> pl.DataFrame:
 
 
 def taxonomy(store: Store) -> pl.DataFrame:
-    """Interruptions by cause category: count, share, GPU-hours lost (the Llama 3 table shape)."""
+    """Interruptions by cause category: count, share, GPU-hours lost (the Llama 3 table shape).
+
+    ``share_pct`` is over all failed jobs; ``share_infra_pct`` over those with evidence of a cause
+    (everything but ``user_unknown``), which is what the Llama 3 table of interruptions counts.
+    """
     return store.query(
-        """
+        f"""
         SELECT cause, count(*) AS interruptions,
                round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS share_pct,
+               CASE WHEN cause <> '{C.USER_UNKNOWN.value}' THEN round(100.0 * count(*) /
+                   sum(count(*) FILTER (WHERE cause <> '{C.USER_UNKNOWN.value}')) OVER (), 1)
+               END AS share_infra_pct,
                round(sum(gpu_hours_lost), 1) AS gpu_hours_lost
         FROM attributions GROUP BY cause ORDER BY interruptions DESC, cause
         """

@@ -194,8 +194,9 @@ def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: f
 
     Among thresholds with at least ``min_alerts`` alert episodes (the support rule: a precision
     measured on three alerts means nothing), the lowest one whose alert precision reaches
-    ``target_precision`` while every higher supported threshold stays within ``tolerance`` of it
-    (one lucky low threshold below a dip is noise, not an operating point). If none does: the
+    ``target_precision`` while every higher supported threshold stays within ``tolerance`` of the
+    target (by default none may fall below it: one lucky low threshold under a dip is noise, not
+    an operating point). If none does: the
     supported threshold of best precision; with no supported threshold, ``inf`` (never alert).
     ``rows``: node, ts, score."""
     scores = rows["score"].to_numpy()

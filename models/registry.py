@@ -99,6 +99,9 @@ def model_card_markdown(card: dict[str, Any]) -> str:
         r = m[name]
         lines.append(f"| {name} | {_f(r['pr_auc'])} | {_f(r['precision'])} | {_f(r['recall'])} | "
                      f"{_f(r['precision_at_k'])} | {_f(r['median_lead_time_h'])} |")
+    defs = card.get("metric_definitions") or {}
+    if defs:
+        lines += ["", "Definitions:", *(f"- {k}: {v}" for k, v in defs.items())]
     lines += ["", "Top features by gain: "
               + ", ".join(f["feature"] for f in card["top_features_by_gain"]), "",
               f"{len(card['features'])} features; parameters: `{json.dumps(card['params'])}`", ""]

@@ -82,7 +82,7 @@ def test_hardware_evidence_outranks_its_symptoms(store: Store) -> None:
     assert by_job["101"]["evidence_code"] == 79
     assert by_job["101"]["node"] == "gpu01"
     assert by_job["101"]["gpu_hours_lost"] == 16 * 10.0
-    assert by_job["102"]["cause"] == "user_unknown"  # Xid 13: application
+    assert by_job["102"]["cause"] == "user_unknown"  # Xid 13: the job's own code
     assert by_job["104"]["cause"] == "user_unknown"  # no evidence within the window
     assert by_job["104"]["evidence_kind"] is None
     assert store.count("attributions") == 3
@@ -102,3 +102,22 @@ def test_taxonomy_and_mtbf_shape(store: Store) -> None:
     row = m.filter(pl.col("cause") == "all").row(0, named=True)
     assert row["failures"] == 3
     assert row["per_1000_node_days"] == round(3 * 1000 / node_days, 2)
+
+
+def test_watchdog_timeout_opens_the_window_by_the_hang(store: Store) -> None:
+    end = T0 + 5 * H
+    hang_ms = 600_000
+    store.load_xid_catalog(load_catalog())
+    store.insert("jobs", pl.DataFrame([dict(
+        job_id="201", nodes=["gpu01", "gpu02"], n_gpus=16, start=T0, end=end, state="FAILED",
+        elapsed_s=5 * 3600.0)]))
+    xid_ts = end - timedelta(milliseconds=hang_ms) - 40 * timedelta(seconds=1)  # 10 min 40 s
+    store.insert("events", pl.DataFrame([
+        dict(ts=xid_ts, node="gpu02", kind="xid", code=79, source="kernel"),
+        # the surviving ranks' watchdog (no host prefix: only the job id is known)
+        dict(ts=end - 20 * timedelta(seconds=1), node=None, kind="nccl_timeout", job_id="201",
+             source="pytorch", attrs=f'{{"ran_for_ms": {hang_ms + 7}, "timeout_ms": {hang_ms}}}'),
+    ], schema_overrides={"code": pl.Int32}))
+    row = attribute_failures(store).row(0, named=True)
+    assert (row["cause"], row["evidence_code"], row["node"]) == ("gpu_hardware", 79, "gpu02")
+    assert row["evidence_ts"] == xid_ts
