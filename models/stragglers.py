@@ -11,6 +11,13 @@ GPU), ``power`` (clock down at the power cap), ``clocks`` (clock down, no reason
 ``link`` (PCIe / network throughput far below the peers'), ``host`` (utilization down, clocks
 normal: CPU contention, data loading).
 
+NCCL evidence (``nccl_evidence``, per job and node): ProcessGroupNCCL watchdog-timeout bursts in
+which most of the job's ranks timed out but the node's did not (the others waited for it; ranks
+map to nodes through the job's widest communicator in ``nccl_ranks``), and windows in which one
+of the node's ranks was the slowest in most per-rank logged steps, repeatedly. It is reported
+with each straggler and turns an ambiguous node-level label (some GPUs say link, some host) into
+``link``.
+
 Cost (the what-if idea of Lin et al., OSDI'25): per job, the straggler-free step time is the job's
 own median step time in windows with no straggler; in each straggling window the slowdown is
 ``S = step time / straggler-free step time`` and the waste ``n_gpus * hours * (1 - 1/S)``, shared
@@ -48,6 +55,7 @@ SCALE_FLOOR = {"clock": 15.0, "power": 10.0, "temp": 2.0, "util": 2.0, "pcie": N
 THERMAL_BITS = 0x20 | 0x40 | 0x8  # SW thermal, HW thermal, HW slowdown
 POWER_BITS = 0x4 | 0x80  # SW power cap, HW power brake
 NODE_CAUSES = ("link", "host")
+LINK_AMBIGUOUS_SHARE = 0.25  # share of link windows at which NCCL evidence may decide "link"
 CAUSE_RANK = {"thermal": 0, "power": 1, "clocks": 2, "link": 3, "host": 4}
 
 
@@ -225,6 +233,120 @@ def detect_windows(
     return flag_windows(label_windows(peer_scores(windows, config), config), config)
 
 
+# -- NCCL evidence ---------------------------------------------------------------------------------
+
+# Rank -> node / GPU per job, from the job's widest communicator (the world process group).
+_RANK_CTE = """
+r AS (
+    SELECT job_id, comm_id, rank, any_value(node) AS node, any_value(cuda_dev) AS cuda_dev
+    FROM nccl_ranks
+    WHERE rank IS NOT NULL AND node IS NOT NULL AND job_id IN (SELECT unnest(?::VARCHAR[]))
+    GROUP BY job_id, comm_id, rank
+),
+c AS (
+    SELECT job_id, comm_id,
+           row_number() OVER (PARTITION BY job_id ORDER BY count(*) DESC, comm_id) AS pick
+    FROM r GROUP BY job_id, comm_id
+),
+ranks AS (
+    SELECT r.job_id, r.rank, r.node, r.cuda_dev
+    FROM r JOIN c ON r.job_id = c.job_id AND r.comm_id IS NOT DISTINCT FROM c.comm_id
+     AND c.pick = 1
+)"""
+_RANK_MAP_SQL = f"WITH {_RANK_CTE} SELECT * FROM ranks"
+
+# Watchdog timeouts of a job within ``?`` seconds of each other are one hang (one burst); the
+# job's ranks that did not time out while most others did are the ones the others waited for.
+_TIMEOUT_SQL = f"""
+WITH {_RANK_CTE},
+t AS (
+    SELECT job_id, ts, TRY_CAST(json_extract_string(attrs, '$.rank') AS INTEGER) AS rank,
+           json_extract_string(attrs, '$.seq_num') AS seq_num
+    FROM events
+    WHERE kind = 'nccl_timeout' AND job_id IN (SELECT unnest(?::VARCHAR[]))
+),
+g AS (
+    SELECT *, CASE WHEN ts IS NULL THEN 0
+                   WHEN lag(ts) OVER w IS NULL OR epoch(ts - lag(ts) OVER w) > ? THEN 1
+                   ELSE 0 END AS new_burst
+    FROM t WHERE rank IS NOT NULL
+    WINDOW w AS (PARTITION BY job_id, ts IS NULL ORDER BY ts)
+),
+b AS (
+    SELECT job_id, rank,
+           CASE WHEN ts IS NULL THEN 's' || coalesce(seq_num, '?')
+                ELSE 't' || sum(new_burst) OVER (PARTITION BY job_id, ts IS NULL ORDER BY ts
+                                                 ROWS UNBOUNDED PRECEDING) END AS burst
+    FROM g
+),
+timed_out AS (SELECT DISTINCT job_id, burst, rank FROM b),
+bursts AS (
+    SELECT t.job_id, t.burst, count(*) AS n_out, any_value(n.n_ranks) AS n_ranks
+    FROM timed_out t JOIN (SELECT job_id, count(*) AS n_ranks FROM ranks GROUP BY job_id) n
+      USING (job_id)
+    GROUP BY t.job_id, t.burst
+)
+SELECT r.job_id, r.node, r.cuda_dev, count(*) AS timeouts
+FROM bursts b JOIN ranks r USING (job_id)
+WHERE 2 * b.n_out > b.n_ranks AND b.n_out < b.n_ranks
+  AND NOT EXISTS (SELECT 1 FROM timed_out t
+                  WHERE t.job_id = b.job_id AND t.burst = b.burst AND t.rank = r.rank)
+GROUP BY r.job_id, r.node, r.cuda_dev
+"""
+
+# Per (job, step) logged by several ranks: the rank clearly slower than the step's median.
+_SLOW_RANK_SQL = """
+SELECT job_id, step, min(ts) AS ts, arg_max(rank, step_time_s) AS rank,
+       arg_max(node, step_time_s) AS step_node
+FROM train_steps
+WHERE job_id IN (SELECT unnest(?::VARCHAR[])) AND rank IS NOT NULL AND step IS NOT NULL
+  AND ts IS NOT NULL AND step_time_s > 0
+GROUP BY job_id, step
+HAVING count(DISTINCT rank) >= 2 AND max(step_time_s) > (1 + ?) * median(step_time_s)
+"""
+
+EVIDENCE_SCHEMA = {"job_id": pl.String, "node": pl.String, "nccl_evidence": pl.Int64}
+
+
+def nccl_evidence(
+    store: Store, jobs: pl.DataFrame, *, burst_gap_s: float = 60.0, min_excess: float = 0.02,
+    k: int = 2,
+) -> pl.DataFrame:
+    """Per (job, node): watchdog-timeout bursts in which the node's ranks did not time out while
+    most of the job's ranks did, plus windows of a run of >= ``k`` consecutive windows in which a
+    rank of the node was the slowest in most logged steps. ``jobs``: job_id, start, window_s."""
+    if jobs.height == 0:
+        return pl.DataFrame(schema=EVIDENCE_SCHEMA)
+    ids = jobs["job_id"].to_list()
+    ranks = store.query(_RANK_MAP_SQL, [ids])
+    timeouts = pl.DataFrame(schema={"job_id": pl.String, "node": pl.String, "timeouts": pl.Int64})
+    if ranks.height:
+        timeouts = store.query(_TIMEOUT_SQL, [ids, ids, burst_gap_s])
+    steps = store.query(_SLOW_RANK_SQL, [ids, min_excess])
+    slow = (
+        steps.join(jobs.select("job_id", "start", "window_s"), on="job_id")
+        .with_columns(w=((pl.col("ts") - pl.col("start")).dt.total_milliseconds() / 1000
+                         / pl.col("window_s")).floor().cast(pl.Int64))
+        .with_columns(n_w=pl.len().over("job_id", "w"))
+        .group_by("job_id", "w", "rank")
+        .agg(pl.len(), pl.col("n_w").first(), pl.col("step_node").first())
+        .filter(2 * pl.col("len") > pl.col("n_w"))  # the slowest in most of the window's steps
+        .with_columns(top=pl.lit(True))
+        .pipe(_persist, ["job_id", "rank"], "top", k, "repeated")
+        .filter(pl.col("repeated"))
+        .join(ranks.select("job_id", "rank", "node"), on=["job_id", "rank"], how="left")
+        .group_by("job_id", node=pl.coalesce("node", "step_node"))
+        .agg(slow_windows=pl.len().cast(pl.Int64))
+    )
+    out = (
+        pl.concat([timeouts.group_by("job_id", "node").agg(n=pl.col("timeouts").sum()),
+                   slow.select("job_id", "node", n="slow_windows")], how="vertical_relaxed")
+        .filter(pl.col("node").is_not_null())
+        .group_by("job_id", "node").agg(nccl_evidence=pl.col("n").sum().cast(pl.Int64))
+    )
+    return out.select(list(EVIDENCE_SCHEMA)).sort("job_id", "node")
+
+
 # -- stragglers and their cost ---------------------------------------------------------------------
 
 UNIT = ["job_id", "node", "unit_gpu"]
@@ -277,6 +399,7 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     unit_windows = fl.group_by(*UNIT, "w").agg(
         cause=pl.col("raw_cause").drop_nulls().mode().sort().first(),
         tele_s=_telemetry_slowdown().filter(pl.col("raw_cause").is_not_null()).median(),
+        link_frac=(pl.col("raw_cause").drop_nulls() == "link").mean(),
     )
     steps = _step_windows(store, jobs)
     straggling = unit_windows.select("job_id", "w").unique()
@@ -307,12 +430,15 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
             wasted_gpu_h=(pl.col("wasted") / pl.col("n_units")).sum(),
             first_window=pl.col("w").min(),
             windows=pl.len(),
+            link_share=pl.col("link_frac").mean(),
         )
+        .pipe(_with_nccl, nccl_evidence(store, jobs))
         .join(jobs.select("job_id", "start", "window_s"), on="job_id")
         .with_columns(onset=pl.col("start") + pl.duration(
             milliseconds=(pl.col("first_window") * pl.col("window_s") * 1000).cast(pl.Int64)))
         .select("job_id", "node", pl.col("unit_gpu").alias("gpu"), "cause",
-                pl.col("slowdown").round(4), pl.col("wasted_gpu_h").round(4), "onset", "windows")
+                pl.col("slowdown").round(4), pl.col("wasted_gpu_h").round(4), "onset", "windows",
+                "nccl_evidence")
         .sort("wasted_gpu_h", descending=True)
     )
     job_costs = (
@@ -327,6 +453,19 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
     return stragglers, job_costs
 
 
+def _with_nccl(units: pl.DataFrame, evidence: pl.DataFrame) -> pl.DataFrame:
+    """Add ``nccl_evidence`` (0 when none) per straggler's node; a node-level straggler whose
+    telemetry is ambiguous (some but not most windows say link) and that NCCL names is ``link``."""
+    out = units.join(evidence, on=["job_id", "node"], how="left").with_columns(
+        pl.col("nccl_evidence").fill_null(0)
+    )
+    ambiguous = (pl.col("cause") != "link") & (pl.col("link_share") >= LINK_AMBIGUOUS_SHARE)
+    confirm = pl.col("unit_gpu").is_null() & (pl.col("nccl_evidence") > 0) & ambiguous
+    return out.with_columns(
+        cause=pl.when(confirm).then(pl.lit("link")).otherwise(pl.col("cause"))
+    ).drop("link_share")
+
+
 def _window_hours() -> pl.Expr:
     win_start_s = pl.col("w") * pl.col("window_s")
     job_s = (pl.col("end") - pl.col("start")).dt.total_milliseconds() / 1000
@@ -337,7 +476,7 @@ def _empty_stragglers() -> pl.DataFrame:
     return pl.DataFrame(schema={
         "job_id": pl.String, "node": pl.String, "gpu": pl.Int32, "cause": pl.String,
         "slowdown": pl.Float64, "wasted_gpu_h": pl.Float64, "onset": pl.Datetime("us"),
-        "windows": pl.UInt32,
+        "windows": pl.UInt32, "nccl_evidence": pl.Int64,
     })
 
 
@@ -351,12 +490,13 @@ def _empty_jobs() -> pl.DataFrame:
 @dataclass
 class StragglerReport:
     windows: pl.DataFrame  # per (job, GPU, window): scores, labels, flags
-    stragglers: pl.DataFrame  # job_id, node, gpu (null: the node), cause, slowdown, wasted_gpu_h
+    stragglers: pl.DataFrame  # job_id, node, gpu (null: the node), cause, slowdown, wasted_gpu_h,
+    # onset, windows, nccl_evidence (NCCL timeout bursts / slowest-rank windows naming the node)
     jobs: pl.DataFrame  # job_id, straggling_h, wasted_gpu_h, slowdown, n_gpus, base_step_s
 
     def to_json(self) -> dict[str, Any]:
         rows = self.stragglers.select(
-            "job_id", "node", "gpu", "cause", "slowdown", "wasted_gpu_h", "onset"
+            "job_id", "node", "gpu", "cause", "slowdown", "wasted_gpu_h", "onset", "nccl_evidence"
         ).to_dicts()
         return {"stragglers": rows}
 

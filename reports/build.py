@@ -42,7 +42,7 @@ def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datet
     """Write the report of ``db`` over the window to ``out`` (html or pdf); returns the path."""
     if fmt not in ("html", "pdf"):
         raise ConfigError(f"--format {fmt!r}: html or pdf")
-    reader = SnapshotReader(db, workdir)
+    reader = SnapshotReader(db, workdir, with_rollups=False)  # each query runs once: no rollups
     try:
         snap = reader.refresh()
         if snap is None:

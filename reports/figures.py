@@ -80,7 +80,7 @@ def fig_failure_trend(frame: pl.DataFrame) -> go.Figure:
     fig = go.Figure(go.Bar(x=frame["period"].to_list(), y=frame["per_1000_node_days"].to_list(),
                            text=frame["failures"].to_list(), marker_color=PALETTE[0],
                            name="failures / 1000 node-days"))
-    return _layout(fig, title, yaxis_title="per 1000 node-days")
+    return _layout(fig, title, yaxis_title="per 1000 node-days", yaxis_rangemode="tozero")
 
 
 def fig_mtbf(frame: pl.DataFrame) -> go.Figure:
@@ -144,10 +144,27 @@ def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
         return _empty(title, "no telemetry for this node and range")
     fig = go.Figure()
     for i, gpu in enumerate(sorted(frame["gpu"].unique().drop_nulls().to_list())):
-        part = frame.filter(pl.col("gpu") == gpu)
+        part = _break_gaps(frame.filter(pl.col("gpu") == gpu).sort("ts"))
         fig.add_scatter(x=_values(part["ts"]), y=_values(part["value"]), mode="lines",
                         name=f"gpu {gpu}", line={"color": PALETTE[i % len(PALETTE)]})
     return _layout(fig, title)
+
+
+def _break_gaps(part: pl.DataFrame, factor: float = 3.0) -> pl.DataFrame:
+    """A null value after each point followed by a gap longer than ``factor`` typical steps, so
+    the line stops where the telemetry stops instead of drawing a ramp across the hole."""
+    if part.height < 3:
+        return part
+    step = part["ts"].diff()
+    typical = step.median()
+    if typical is None:
+        return part
+    gap_after = (step.shift(-1) > typical * factor).fill_null(False)
+    if not gap_after.any():
+        return part
+    holes = part.filter(gap_after).select(
+        (pl.col("ts") + typical).alias("ts"), pl.lit(None, pl.Float64).alias("value"))
+    return pl.concat([part.select("ts", pl.col("value").cast(pl.Float64)), holes]).sort("ts")
 
 
 # -- jobs ------------------------------------------------------------------------------------------
@@ -162,7 +179,8 @@ def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
                     name="GPU-hours lost", yaxis="y2", mode="markers",
                     marker={"color": PALETTE[2], "size": 12})
     return _layout(fig, title, yaxis_title="interruptions",
-                   yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right"})
+                   yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right",
+                           "rangemode": "tozero"})
 
 
 # -- predictions -----------------------------------------------------------------------------------

@@ -43,6 +43,24 @@ def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
     )
 
 
+def node_to_look_at(store: Store, f: Filters) -> str | None:
+    """The node with the most error / critical (then warning) events in the range: the node page
+    opens on it rather than on the first name in the list."""
+    grain = rollups.grain_for(store, f, per_node=True)
+    if grain == "node":
+        where, params = rollups.where(f, "node")
+        table, n = "rollup_node_day", "n"
+    else:
+        where, params = f.events_where()
+        table, n = "events", "1"
+    frame = store.query(
+        f"SELECT node FROM {table} WHERE {where} AND node IS NOT NULL "
+        "AND severity IN (SELECT unnest(?::VARCHAR[])) GROUP BY node "
+        f"ORDER BY sum({n}) FILTER (WHERE severity <> 'warning') DESC, sum({n}) DESC, node "
+        "LIMIT 1", [*params, list(rollups.NOTABLE_SEVERITIES)])
+    return frame["node"][0] if frame.height else None
+
+
 def node_events(store: Store, node: str, f: Filters, limit: int = 200) -> pl.DataFrame:
     where, params = _node_filters(f, node).events_where()
     return store.query(

@@ -162,6 +162,7 @@ class SnapshotReader:
         self._current: Snapshot | None = None
         self._version = 0
         self._background: threading.Thread | None = None
+        self._background_lock = threading.Lock()  # not ``_lock``: a refresh holds that one long
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -210,13 +211,12 @@ class SnapshotReader:
         later ones are built while the previous one keeps answering."""
         if self._current is None:
             return self.refresh()
-        with self._lock:
+        with self._background_lock:
             busy = self._background is not None and self._background.is_alive()
-        if not busy and self.stale():
-            thread = threading.Thread(target=self.refresh, name="faultlens-snapshot", daemon=True)
-            with self._lock:
-                self._background = thread
-            thread.start()
+            if not busy and self.stale():
+                self._background = threading.Thread(target=self.refresh, daemon=True,
+                                                    name="faultlens-snapshot")
+                self._background.start()
         return self._current
 
     def _copy(self, before: tuple[Stat, Stat], target: Path) -> Snapshot:

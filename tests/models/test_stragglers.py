@@ -169,3 +169,80 @@ def test_predictor_follows_sklearn_conventions() -> None:
     from sklearn.utils.estimator_checks import check_estimator
 
     check_estimator(sp.StragglerPredictor(max_iter=5))
+
+
+def _nccl_job(store: Store, start: datetime) -> None:
+    """Job 7 on nodes a-d: world communicator with one rank per node (a=0 ... d=3, GPU 2), and a
+    smaller communicator (nodes a, b only) numbered differently, which must not be used."""
+    store.insert("jobs", pl.DataFrame({
+        "job_id": ["7"], "nodes": [["a", "b", "c", "d"]], "n_gpus": [16], "start": [start],
+        "end": [start + timedelta(hours=2)],
+    }))
+    world = [(start, "7", n, "w0", r, 4, 2, f"0000:{0x3b + r:02x}:00.0")
+             for r, n in enumerate("abcd")]
+    sub = [(start, "7", n, "s1", r, 2, 0, "0000:18:00.0") for r, n in enumerate("ba")]
+    store.insert("nccl_ranks", pl.DataFrame(
+        world + sub, schema=["ts", "job_id", "node", "comm_id", "rank", "nranks", "cuda_dev",
+                             "bus_id"], orient="row"))
+
+
+def _timeouts(store: Store, start: datetime, ranks: list[int], at_min: float) -> None:
+    rows = [(start + timedelta(minutes=at_min, seconds=2 * i), "7", "abcd"[r], "nccl_timeout",
+             json.dumps({"rank": r, "seq_num": 7753, "ran_for_ms": 600012}))
+            for i, r in enumerate(ranks)]
+    store.insert("events", pl.DataFrame(rows, schema=["ts", "job_id", "node", "kind", "attrs"],
+                                        orient="row"))
+
+
+def test_nccl_evidence_names_the_rank_that_did_not_time_out(store: Store) -> None:
+    """Two hangs: ranks 0, 1, 2 time out (rank 3 = node d did not, twice); a lone timeout of
+    rank 0 (a minority) names nobody."""
+    start = datetime(2025, 1, 1)
+    _nccl_job(store, start)
+    _timeouts(store, start, [0, 1, 2, 0], at_min=20)  # rank 0 rethrown: counted once
+    _timeouts(store, start, [2, 0, 1], at_min=50)
+    _timeouts(store, start, [0], at_min=90)
+    jobs = pl.DataFrame({"job_id": ["7"], "start": [start], "window_s": [300.0]})
+    ev = ms.nccl_evidence(store, jobs)
+    assert ev.rows() == [("7", "d", 2)]
+
+
+def test_nccl_evidence_repeatedly_slowest_rank(store: Store) -> None:
+    """Per-rank step times: rank 1 (node b) is 10 % slower than the others for 3 windows of 5 min
+    (30 steps each), then all ranks are equal -> 3 windows name node b."""
+    start = datetime(2025, 1, 1)
+    _nccl_job(store, start)
+    rows = [(start + timedelta(seconds=10 * s), "7", "abcd"[r], r, s,
+             1.1 if r == 1 and s < 90 else 1.0) for s in range(180) for r in range(4)]
+    store.insert("train_steps", pl.DataFrame(
+        rows, schema=["ts", "job_id", "node", "rank", "step", "step_time_s"], orient="row"))
+    jobs = pl.DataFrame({"job_id": ["7"], "start": [start], "window_s": [300.0]})
+    assert ms.nccl_evidence(store, jobs).rows() == [("7", "b", 3)]
+
+
+def test_nccl_evidence_labels_ambiguous_node_straggler_link(store: Store) -> None:
+    """Node d's 4 GPUs slow for an hour, two with PCIe throughput down (link) and two with
+    utilization down (host): node-level but ambiguous; the watchdog timeouts naming d make it
+    ``link`` and are reported in ``nccl_evidence``."""
+    start = datetime(2025, 1, 1)
+    _nccl_job(store, start)
+    _timeouts(store, start, [0, 1, 2], at_min=110)
+    rows = []
+    for i in range(120):
+        ts = start + timedelta(minutes=i)
+        for node in "abcd":
+            for gpu in range(4):
+                bad = i >= 60 and node == "d"
+                rows += [
+                    (ts, node, gpu, ms.CLOCK, 1980.0 + gpu),
+                    (ts, node, gpu, ms.TEMP, 65.0),
+                    (ts, node, gpu, ms.THROTTLE, 0.0),
+                    (ts, node, gpu, ms.UTIL, 60.0 if bad and gpu >= 2 else 99.0),
+                    (ts, node, gpu, ms.PCIE_TX, 2e8 if bad and gpu < 2 else 1e9 + gpu * 1e6),
+                ]
+    store.insert("telemetry", pl.DataFrame(rows, schema=["ts", "node", "gpu", "metric", "value"],
+                                           orient="row"))
+    report = ms.detect(store)
+    assert report.stragglers.select("node", "gpu", "cause", "nccl_evidence").rows() == [
+        ("d", None, "link", 1)
+    ]

@@ -126,3 +126,13 @@ def test_pdf_report(tmp_path: Path) -> None:
     db = smalldb.build(tmp_path / "small.duckdb")
     pdf = _report(db, tmp_path / "r.pdf", fmt="pdf")
     assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def test_telemetry_line_stops_where_the_telemetry_stops() -> None:
+    hours = (0, 1, 2, 3, 20, 21)  # nothing between 03:00 and 20:00
+    frame = pl.DataFrame({"ts": [smalldb.START + timedelta(hours=h) for h in hours],
+                          "gpu": [0] * len(hours), "value": [60.0, 61, 62, 63, 70, 71]})
+    trace = figures.fig_telemetry(frame, "DCGM_FI_DEV_GPU_TEMP").data[0]
+    assert len(trace.y) == len(hours) + 1
+    assert [v == v for v in trace.y] == [True] * 4 + [False] + [True] * 2  # NaN breaks the line
+    assert trace.x[4] == smalldb.START + timedelta(hours=4)

@@ -103,6 +103,10 @@ def test_node_queries_agree(stores) -> None:  # noqa: ANN001
             _same(q_detail.node_outages(snap, node, f), q_detail.node_outages(raw, node, f))
     for f in CASES:
         _same(q_detail.calibration(snap, f), q_detail.calibration(raw, f))
+        assert q_detail.node_to_look_at(snap, f) == q_detail.node_to_look_at(raw, f)
+    # two critical Xids on gpu002; on dgx-b only dgx-b-01 has one
+    assert q_detail.node_to_look_at(snap, WEEK) == "gpu002"
+    assert q_detail.node_to_look_at(snap, DGX) == "dgx-b-01"
     summary = q_detail.node_summary(snap, "gpu002", WEEK)
     xid = summary.filter(pl.col("kind") == "xid").row(0, named=True)
     assert (xid["events"], xid["first"], xid["last"]) == (2, smalldb.XID79_TS, smalldb.XID48_TS)

@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from ingest.store import Store
 from reports.snapshot import SnapshotReader
@@ -89,3 +90,59 @@ def test_failed_copy_keeps_serving_the_last_snapshot(db_path: Path, tmp_path: Pa
     assert _events(first.store) == 1
     assert "serving the previous one" in (reader.last_error or "")
     reader.close()
+
+
+def test_background_refresh_serves_the_previous_snapshot_until_the_new_one_is_ready(
+        db_path: Path, tmp_path: Path) -> None:
+    import threading
+
+    from reports import q_fleet
+
+    with Store(db_path) as store:
+        store.insert("events", pl.DataFrame({"node": ["n0"], "kind": ["xid"]}))
+    release = threading.Event()
+    warmed: list[int] = []
+
+    def warm(snap) -> None:  # noqa: ANN001
+        if snap.version > 1:
+            assert release.wait(timeout=60)  # the new snapshot is held back until we say so
+        warmed.append(snap.call(q_fleet.node_list) and snap.version)
+
+    reader = SnapshotReader(db_path, tmp_path / "snaps", warm=warm)
+    try:
+        first = reader.refresh_in_background()  # the first one is taken right away
+        assert first is not None and first.version == 1 and first.store.rollups
+        assert warmed == [1]
+        with Store(db_path) as store:
+            store.insert("events", pl.DataFrame({"node": ["n1"], "kind": ["xid"]}))
+        assert reader.refresh_in_background() is first  # still served while the copy is built
+        assert reader.refresh_in_background() is first  # and no second copy is started
+        release.set()
+        reader._background.join(timeout=60)
+        second = reader.current
+        assert second is not None and second.version == 2 and warmed == [1, 2]
+        assert _events(second.store) == 2
+        assert second.call(q_fleet.node_list) == ["n0", "n1"]  # from the warmed memo
+    finally:
+        release.set()
+        reader.close()
+
+
+def test_memo_computes_once_and_forgets_failures() -> None:
+    from reports.snapshot import Memo
+
+    memo, calls = Memo(max_entries=2), []
+    assert memo.get("a", lambda: calls.append("a") or 1) == 1
+    assert memo.get("a", lambda: calls.append("a") or 2) == 1
+    assert calls == ["a"]
+
+    def fail() -> int:
+        raise ValueError("boom")
+
+    for _ in range(2):  # a failure is raised to every caller, never kept
+        with pytest.raises(ValueError, match="boom"):
+            memo.get("b", fail)
+    assert "b" not in memo
+    memo.get("c", lambda: 3)
+    memo.get("d", lambda: 4)  # two entries at most: the least recently used goes
+    assert "a" not in memo and "c" in memo and "d" in memo

@@ -7,17 +7,21 @@ it once, results are shared without being copied, and a new snapshot starts afre
 does the same for work on the range's interruption trace, which is read from the snapshot once.
 
 ``warm(snapshot)`` computes the slow results of every page's default view (the last 30 days, no
-other filter) on a new snapshot before it is served, so a page's first render finds them ready.
+other filter) on a new snapshot before it is served, so a page's first render finds them ready,
+then each page's view of each cluster.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from app.dashboard import ui
 from reports.snapshot import Snapshot, freeze
+
+log = logging.getLogger(__name__)
 
 
 def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -42,7 +46,8 @@ def on_trace(fn: Callable[..., Any], since: datetime | None, until: datetime | N
 
 
 def warm(snap: Snapshot) -> None:
-    """Compute the slow parts of every page's default view on ``snap`` (the overview first)."""
+    """Compute the slow parts of every page's default view on ``snap`` (the overview first), then
+    each page's view of each cluster (the first filter people pick)."""
     from app.dashboard.views.recovery import defaults as recovery_defaults
     from reports import q_detail, q_fleet, sections
     from reports.filters import Filters, default_range
@@ -52,12 +57,72 @@ def warm(snap: Snapshot) -> None:
         return
     since, until = default_range(lo, hi)
     f = Filters(since=since, until=until)
-    snap.call(q_fleet.node_list)
+    all_nodes = snap.call(q_fleet.node_list)
     snap.call(q_fleet.episodes_in, since, until)
     _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
     snap.call(q_detail.lemons, until, n=None)
+    _warm_filters(snap, f)
     snap.call(q_detail.calibration, f)
     snap.call(q_detail.detected_stragglers, None, since)
-    strategies, kwargs = recovery_defaults(len(snap.call(q_fleet.node_list)))
+    strategies, kwargs = recovery_defaults(len(all_nodes))
     _on_trace(snap, q_detail.whatif_on, since, until, strategies, **kwargs)
+    _warm_clusters(snap, f, all_nodes)
+
+
+MAX_WARM_CLUSTERS = 8
+
+
+def _warm_clusters(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
+    from dataclasses import replace
+
+    from reports.filters import cluster_of, nodes_for
+
+    clusters = sorted({cluster_of(n) for n in all_nodes})
+    if len(clusters) > MAX_WARM_CLUSTERS:
+        return
+    try:
+        for cluster in clusters:
+            _warm_filters(snap, replace(f, nodes=nodes_for(all_nodes, [cluster], [])))
+    except Exception:  # the page computes (and reports) it when it is opened
+        log.exception("warming the cluster views failed")
+
+
+def _warm_filters(snap: Snapshot, f: Any) -> None:
+    """What the overview, events, node, jobs and predictions pages show first for ``f``."""
+    from app.dashboard.views.events import PAGE_SIZE as EVENTS_PAGE
+    from app.dashboard.views.jobs import PAGE_SIZE as JOBS_PAGE
+    from reports import q_detail, q_fleet
+
+    for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids,
+               q_detail.taxonomy):
+        snap.call(fn, f)
+    snap.call(q_fleet.event_count, f, {}, None)
+    snap.call(q_fleet.event_timeline, f, {}, None, by="kind")
+    snap.call(q_fleet.event_page, f, {}, None, offset=0, limit=EVENTS_PAGE)
+    snap.call(q_detail.failed_jobs, f, offset=0, limit=JOBS_PAGE)
+    snap.call(q_fleet.latest_predictions, f, n=200)
+    _warm_node(snap, f)
+
+
+def _warm_node(snap: Snapshot, f: Any) -> None:
+    """The node page's first view: the node it opens on, with its tables and charts."""
+    from reports import q_detail
+
+    node = snap.call(q_detail.node_to_look_at, f)
+    if node is None:
+        return
+    for fn in (q_detail.node_summary, q_detail.node_risk, q_detail.node_event_points,
+               q_detail.node_outages, q_detail.node_jobs, q_detail.node_events):
+        snap.call(fn, node, f)
+    metrics = snap.call(q_detail.node_metrics, node)
+    if metrics:
+        snap.call(q_detail.node_telemetry, node, default_metric(metrics), f)
+
+
+def default_metric(metrics: list[str]) -> str:
+    """The telemetry metric the node page shows first: GPU temperature when there is one."""
+    return TEMP if TEMP in metrics else metrics[0]
+
+
+TEMP = "DCGM_FI_DEV_GPU_TEMP"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import ui
-from app.dashboard.views import query
+from app.dashboard.views import default_metric, query
 from reports import figures, q_detail, q_fleet, sections
 from reports.filters import Filters
 
@@ -22,7 +22,7 @@ def render() -> None:
 def node_view(f: Filters, all_nodes: list[str]) -> None:
     """Everything below the filters: picking a node or a metric reruns this part only."""
     options = list(f.nodes) if f.nodes and f.nodes[0] in all_nodes else all_nodes
-    default = st.query_params.get("node")
+    default = st.query_params.get("node") or query(q_detail.node_to_look_at, f)
     index = options.index(default) if default in options else 0
     node = st.selectbox("Node", options, index=index, key="node_pick")
     summary = query(q_detail.node_summary, node, f)
@@ -42,9 +42,8 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     st.plotly_chart(fig, key="node_events")
     metrics = query(q_detail.node_metrics, node)
     if metrics:
-        temp = "DCGM_FI_DEV_GPU_TEMP"
         metric = st.selectbox("Telemetry metric", metrics,
-                              index=metrics.index(temp) if temp in metrics else 0, key="node_m")
+                              index=metrics.index(default_metric(metrics)), key="node_m")
         st.plotly_chart(figures.fig_telemetry(query(q_detail.node_telemetry, node, metric, f),
                                               metric), key="node_tel")
     else:
