@@ -138,13 +138,13 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
 
 
 def _stages() -> list[Stage]:
-    from app.demo_stages import stage_attribution, stage_fabric
+    from app.demo_stages import stage_attribution, stage_fabric, stage_models
     from models.stragglers import demo_stage as stage_stragglers
     from replay.demo import demo_stage as stage_replay
     from reports.build import demo_stage as stage_report
 
-    return [stage_summary, stage_attribution, stage_fabric, stage_stragglers, stage_replay,
-            stage_report]
+    return [stage_summary, stage_attribution, stage_fabric, stage_models, stage_stragglers,
+            stage_replay, stage_report]
 
 
 STAGES: list[Stage] = _stages()

@@ -84,3 +84,16 @@ def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
         {"window_start": "window", "component_type": "type", "component": "component",
          "nodes_affected": "nodes hit", "nodes_total": "nodes behind", "score": "score"},
     ))
+
+
+def stage_models(store: Store, truth: dict[str, Any], console: Console) -> None:
+    """Train the failure model (saved next to the database, where `predict` and the dashboard
+    look for it), show it against both baselines, the top at-risk nodes and the lemon list."""
+    from ingest.errors import ModelError
+    from models.predictor import demo_stage
+    from models.registry import default_models_dir
+
+    try:
+        demo_stage(store, truth, console, models_dir=default_models_dir(Path(store.path)))
+    except ModelError as e:  # a tiny demo cluster may hold too few failures to train on
+        console.print(f"failure model: not trained ({e})")
