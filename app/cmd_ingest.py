@@ -112,28 +112,7 @@ def ingest(
     with _executor(dask, workers) as executor, Store(db_path(db)) as store:
         if xid_catalog is not None or store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(xid_catalog))
-        files = expand_paths(paths)
-        if show:
-            from rich.progress import Progress
-
-            with Progress(console=err, transient=True) as progress:
-                bar = progress.add_task("ingest", total=len(files))
-
-                def on_file(_r: FileReport) -> None:
-                    progress.advance(bar)
-
-                report = ingest_paths(
-                    store,
-                    paths,
-                    now=utc_now(),
-                    fmt=format,
-                    base_ctx=ctx,
-                    workers=workers,
-                    on_file=on_file,
-                    executor=executor,
-                    scratch=str(scratch) if scratch else None,
-                )
-        else:
+        with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
             report = ingest_paths(
                 store,
                 paths,
@@ -141,6 +120,7 @@ def ingest(
                 fmt=format,
                 base_ctx=ctx,
                 workers=workers,
+                on_file=on_file,
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
             )
@@ -155,6 +135,19 @@ def ingest(
             err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
     if any(f.status == "failed" for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
+
+
+@contextmanager
+def _file_progress(total: int) -> Iterator[Any]:
+    """A per-file progress bar on stderr (``total`` files), or no callback when ``total`` is 0."""
+    if not total:
+        yield None
+        return
+    from rich.progress import Progress
+
+    with Progress(console=err, transient=True) as progress:
+        bar = progress.add_task("ingest", total=total)
+        yield lambda _report: progress.advance(bar)
 
 
 @contextmanager
