@@ -424,6 +424,7 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any,
                            "median_lead_time_h")))
     console.print(t)
     pred = predict_failures(store, result.estimator, result.card, as_of=floor_hour(hi))
+    save_predictions(store, pred, result.card["horizon_h"])  # the dashboard shows them
     risk = Table("node", "gpu", "score", "action", "why", title=f"top at-risk nodes as of "
                  f"{pred.as_of:%Y-%m-%d %H:%M}")
     for a in pred.alerts[:10]:
