@@ -35,7 +35,7 @@ from ingest.slurm_common import (
     time_expr,
     tz_of,
 )
-from ingest.slurm_fold import fold
+from ingest.slurm_fold import STEP_COLS, fold
 
 # sacct --helpformat names (lower case) used to recognize a header line.
 KNOWN_FIELDS = frozenset(
@@ -248,24 +248,7 @@ def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
     if isinstance(rec, str):
         return Quarantined(rec)
     if rec["step"] is not None:
-        row = {
-            k: rec[k]
-            for k in (
-                "job_id",
-                "step",
-                "name",
-                "nodes",
-                "n_gpus",
-                "start",
-                "end",
-                "elapsed_s",
-                "state",
-                "state_detail",
-                "exit_code",
-                "exit_signal",
-                "file",
-            )
-        }
+        row = {k: rec[k] for k in STEP_COLS if k != "line"}
         return Parsed({"job_steps": [row]})
     return Parsed({"jobs": [{k: v for k, v in rec.items() if k != "step"}]})
 
