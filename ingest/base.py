@@ -78,6 +78,15 @@ class ChunkResult:
     def quarantined(self) -> int:
         return 0 if self.quarantine is None else self.quarantine.height
 
+    def to_line_result(self) -> LineResult:
+        """This result of a one-line chunk as ``parse_line``'s answer (the parsers whose pure
+        per-line path is their chunk path run over one line)."""
+        if self.quarantine is not None and self.quarantine.height:
+            return Quarantined(self.quarantine["reason"][0])
+        if not self.parsed:
+            return None
+        return Parsed({k: v.to_dicts() for k, v in self.tables.items() if v.height})
+
     def merge(self, other: ChunkResult) -> ChunkResult:
         tables = dict(self.tables)
         for name, frame in other.tables.items():

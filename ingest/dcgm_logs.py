@@ -59,12 +59,7 @@ class NvHostengineParser:
 
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         frame = numbered(pl.Series([line], dtype=pl.String), 1)
-        result = self._parse(frame, ctx)
-        if result.quarantined:
-            return Quarantined(result.quarantine["reason"][0])
-        if result.parsed:
-            return Parsed({k: v.to_dicts() for k, v in result.tables.items()})
-        return None
+        return self._parse(frame, ctx).to_line_result()
 
     def new_state(self, ctx: ParseContext) -> Any:
         return None
@@ -137,12 +132,7 @@ class FabricManagerParser:
         return 0.9 if hits and hits >= len(lines) // 3 else 0.0
 
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
-        result = self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, None)
-        if result.quarantined:
-            return Quarantined(result.quarantine["reason"][0])
-        if result.parsed:
-            return Parsed({k: v.to_dicts() for k, v in result.tables.items()})
-        return None
+        return self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, None).to_line_result()
 
     def new_state(self, ctx: ParseContext) -> Any:
         return None

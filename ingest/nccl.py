@@ -46,8 +46,6 @@ from ingest.base import (
     ChunkResult,
     LineResult,
     ParseContext,
-    Parsed,
-    Quarantined,
     normalize_node,
     normalize_pci,
     quarantine_frame,
@@ -483,13 +481,7 @@ class NcclParser:
     def parse_line(self, line: str, ctx: ParseContext) -> LineResult:
         """The pure reference path for one line (no context from earlier lines)."""
         st = self.new_state(ctx)
-        result = reference_parse([line], ctx, self, st)
-        if result.quarantined:
-            assert result.quarantine is not None
-            return Quarantined(result.quarantine["reason"][0])
-        if not result.parsed:
-            return None
-        return Parsed({t: f.to_dicts() for t, f in result.tables.items()})
+        return reference_parse([line], ctx, self, st).to_line_result()
 
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: NcclState

@@ -469,7 +469,9 @@ def _x_observe(cur: GpuDoc, line_no: int, path: list[str], value: str) -> None:
 # -- parser objects -------------------------------------------------------------------------------
 
 
-class _DocParser:
+class DocParser:
+    """A whole-document nvidia-smi parser: subclasses set ``name``, ``_parse`` and ``sniff``."""
+
     source = Source.NVIDIA_SMI
     whole_file = True
     fmt = ""
@@ -496,7 +498,7 @@ class _DocParser:
         return ChunkResult()
 
 
-class NvidiaSmiQParser(_DocParser):
+class NvidiaSmiQParser(DocParser):
     name = "nvidia_smi_q"
 
     def sniff(self, head_lines: list[str], path: str) -> float:
@@ -512,7 +514,7 @@ class NvidiaSmiQParser(_DocParser):
         return parse_q_text(lines, ctx)
 
 
-class NvidiaSmiXmlParser(_DocParser):
+class NvidiaSmiXmlParser(DocParser):
     name = "nvidia_smi_xml"
 
     def sniff(self, head_lines: list[str], path: str) -> float:

@@ -34,7 +34,15 @@ from ingest.base import (
     quarantine_frame,
     to_json,
 )
-from ingest.nvsmi import THROTTLE_METRIC, D, GpuDoc, docs_to_result, parse_q_text, parse_q_xml
+from ingest.nvsmi import (
+    THROTTLE_METRIC,
+    D,
+    DocParser,
+    GpuDoc,
+    docs_to_result,
+    parse_q_text,
+    parse_q_xml,
+)
 from ingest.nvsmi import value_expr as nvsmi_value
 from ingest.schema import TS, Kind, Severity, Source, conform
 from ingest.telemetry import default_ts
@@ -354,34 +362,7 @@ def _section_parser(cmd: str | None) -> Any:
     return None
 
 
-class _TextDocParser:
-    source = Source.NVIDIA_SMI
-    whole_file = True
-
-    @staticmethod
-    def _parse(lines: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:
-        raise NotImplementedError
-
-    def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
-        result = self._parse([(1, line)], ctx)
-        if result.quarantined:
-            return Quarantined(result.quarantine["reason"][0])
-        rows = {k: v.to_dicts() for k, v in result.tables.items() if v.height}
-        return Parsed(rows) if rows else None
-
-    def new_state(self, ctx: ParseContext) -> Any:
-        return None
-
-    def parse_chunk(
-        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
-    ) -> ChunkResult:
-        return self._parse(list(enumerate(lines.to_list(), start=first_line)), ctx)
-
-    def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
-        return ChunkResult()
-
-
-class NvidiaSmiTableParser(_TextDocParser):
+class NvidiaSmiTableParser(DocParser):
     name = "nvidia_smi_table"
     _parse = staticmethod(parse_table)
 
@@ -390,7 +371,7 @@ class NvidiaSmiTableParser(_TextDocParser):
         return 0.9 if re.search(r"^\| NVIDIA-SMI [0-9.]+ ", text, re.M) else 0.0
 
 
-class NvidiaSmiNvlinkParser(_TextDocParser):
+class NvidiaSmiNvlinkParser(DocParser):
     name = "nvidia_smi_nvlink"
     _parse = staticmethod(parse_nvlink)
 
@@ -400,7 +381,7 @@ class NvidiaSmiNvlinkParser(_TextDocParser):
         return 0.85 if lines and _L_GPU.match(lines[0]) and hits == len(lines) else 0.0
 
 
-class NvidiaSmiBundleParser(_TextDocParser):
+class NvidiaSmiBundleParser(DocParser):
     name = "nvidia_smi_bundle"
     _parse = staticmethod(parse_bundle)
 

@@ -308,12 +308,7 @@ class TraceParser:
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         if line is None or not line.strip():
             return None
-        r = self.parse_chunk(pl.Series([line], dtype=pl.String), 2, ctx, None)
-        if r.quarantined:
-            return Quarantined(r.quarantine["reason"][0])
-        if not r.parsed:
-            return None
-        return Parsed({k: v.to_dicts() for k, v in r.tables.items() if v.height})
+        return self.parse_chunk(pl.Series([line], dtype=pl.String), 2, ctx, None).to_line_result()
 
     def new_state(self, ctx: ParseContext) -> Any:
         return None
