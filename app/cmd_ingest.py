@@ -12,7 +12,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json, is_tty, utc_now
+from app.common import (
+    DaskOption,
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    dask_client,
+    db_path,
+    emit_json,
+    is_tty,
+    utc_now,
+)
 from ingest.attribution import refresh
 from ingest.base import ParseContext
 from ingest.catalog import load_catalog
@@ -59,14 +70,7 @@ def ingest(
     workers: Annotated[
         int, typer.Option(help="Parse files in N processes (with --dask: a local Dask cluster).")
     ] = 1,
-    dask: Annotated[
-        str | None,
-        typer.Option(
-            "--dask",
-            help="Parse on an existing Dask cluster (tcp://host:8786), or "
-            "'local' for a LocalCluster of --workers processes.",
-        ),
-    ] = None,
+    dask: DaskOption = None,
     scratch: Annotated[
         Path | None,
         typer.Option(help="Folder for parsed parts; must be shared with remote Dask workers."),
@@ -109,7 +113,7 @@ def ingest(
         delimiter=delimiter,
     )
     show = is_tty() and not quiet and not json
-    with _executor(dask, workers) as executor, Store(db_path(db)) as store:
+    with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
         if xid_catalog is not None or store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(xid_catalog))
         with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
@@ -148,30 +152,6 @@ def _file_progress(total: int) -> Iterator[Any]:
     with Progress(console=err, transient=True) as progress:
         bar = progress.add_task("ingest", total=total)
         yield lambda _report: progress.advance(bar)
-
-
-@contextmanager
-def _executor(dask: str | None, workers: int) -> Iterator[Any]:
-    """A Dask client (existing cluster, or a LocalCluster of ``workers`` processes), or None."""
-    if dask is None:
-        yield None
-        return
-    from distributed import Client, LocalCluster
-
-    if dask == "local":
-        with (
-            LocalCluster(
-                n_workers=max(workers, 1),
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=":0",
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            yield client
-    else:
-        with Client(dask) as client:
-            yield client
 
 
 def _print_report(files: list[FileReport]) -> None:

@@ -125,3 +125,38 @@ def progress_bar(
     ) as progress:
         task = progress.add_task(description, total=total)
         yield lambda n: progress.advance(task, n)
+
+
+DaskOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dask",
+        help="Run on an existing Dask cluster (tcp://host:8786), or 'local' for a LocalCluster "
+        "of --workers processes.",
+        show_default=False,
+    ),
+]
+
+
+@contextmanager
+def dask_client(dask: str | None, workers: int) -> Iterator[Any]:
+    """A Dask client (existing cluster, or a LocalCluster of ``workers`` processes), or None."""
+    if dask is None:
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if dask == "local":
+        with (
+            LocalCluster(
+                n_workers=max(workers, 1),
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=":0",
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            yield client
+    else:
+        with Client(dask) as client:
+            yield client

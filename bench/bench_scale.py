@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=40, help="number of kernel logs")
     ap.add_argument("--modes", default="plain,dask1,dask2")
     ap.add_argument("--tmp", default=None, help="folder for the generated logs [default: /tmp]")
+    ap.add_argument("--tree", default=None,
+                    help="keep the generated logs in this folder and reuse them on the next run")
     ap.add_argument(
         "--run-one", nargs=4, metavar=("MODE", "TREE", "DB", "SCRATCH"), help=argparse.SUPPRESS
     )
@@ -261,20 +264,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="faultlens-scale-", dir=args.tmp))
     try:
-        tree = tmp / "logs"
+        tree = Path(args.tree) if args.tree else tmp / "logs"
         t0 = time.perf_counter()
-        files = make_tree(tree, int(args.size_gb * 1e9), args.files)
+        files = sorted(p for p in tree.rglob("*") if p.is_file()) if tree.is_dir() else []
+        if not files:
+            files = make_tree(tree, int(args.size_gb * 1e9), args.files)
         gen_s = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in files)
         subprocess.run(["cat", *map(str, files)], stdout=subprocess.DEVNULL, check=True)
+        load_before = os.getloadavg()
         results = [_child(m, tree, tmp) for m in args.modes.split(",")]
+        load_after = os.getloadavg()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    _write(results, size, len(files), gen_s)
+    _write(results, size, len(files), gen_s, (load_before, load_after))
     return 0
 
 
-def _write(results: list[dict], size: int, n_files: int, gen_s: float) -> None:
+def _write(results: list[dict], size: int, n_files: int, gen_s: float,
+           load: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
     base = next((r["wall_s"] for r in results if r["mode"] == "plain"), results[0]["wall_s"])
     names = {
         "plain": "plain local (workers=1)",
@@ -286,6 +294,8 @@ def _write(results: list[dict], size: int, n_files: int, gen_s: float) -> None:
         f"Input: {size / 1e9:.2f} GB in {n_files} files ({t['lines']:,} lines; "
         f"{t['parsed']:,} parsed, {t['noise']:,} noise, {t['quarantined']:,} quarantined); "
         f"generated in {gen_s:.0f} s.",
+        f"Load average (1/5/15 min) before {[round(x, 2) for x in load[0]]}, after "
+        f"{[round(x, 2) for x in load[1]]}, on {os.cpu_count()} cores.",
         "",
         "| path | GB | wall s | of which cluster start s | MB/s | speedup vs plain |",
         "|---|---:|---:|---:|---:|---:|",
@@ -302,7 +312,8 @@ def _write(results: list[dict], size: int, n_files: int, gen_s: float) -> None:
     (OUT / "bench_scale.md").write_text(md)
     (OUT / "bench_scale.json").write_text(
         json.dumps(
-            {"bytes": size, "files": n_files, "generate_s": gen_s, "results": results}, indent=2
+            {"bytes": size, "files": n_files, "generate_s": gen_s, "load": load,
+             "results": results}, indent=2
         )
     )
 
