@@ -14,6 +14,9 @@ Optional (the fast path for sparse formats; parsers without it get every line as
 ChunkResult``. The driver then splits and filters chunks itself (in a reader thread) and hands the
 parser only the lines containing a literal, as a frame ``line`` (Int64) / ``raw`` (String), plus
 the number of the chunk's last line; every other line is counted as noise without being parsed.
+With ``raw_scan = True`` the candidates are found in the raw bytes instead (``ingest.scan``), and
+an optional ``prefilter_follow`` literal makes the line after each line holding it a candidate too
+(a Boolean ``follows`` column).
 
 Accounting: a parser reports how many input lines it turned into rows (``parsed``, continuation
 lines of a multi-line record included) and which lines it quarantined; every other line of the

@@ -461,10 +461,17 @@ class NcclParser:
 
     source = Source.NCCL
     whole_file = False
+    # The driver finds candidate lines in the raw bytes (``ingest.scan``); the line after a
+    # ``Last error:`` line (its detail) is a candidate too.
+    prefilter: tuple[str, ...] = tuple(LITERALS)
+    prefilter_follow: str | None = LAST_ERROR
+    raw_scan = True
 
-    def __init__(self, name: str = "nccl") -> None:
+    def __init__(self, name: str = "nccl", *, prefilter: bool = True) -> None:
         self.name = name
         self.source = Source.NCCL if name == "nccl" else Source.PYTORCH
+        if not prefilter:  # every line through ``parse_chunk`` (the line-splitting path)
+            self.prefilter = ()
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         total, nccl, torch = _sniff_counts(head_lines)
@@ -491,6 +498,14 @@ class NcclParser:
         from ingest import nccl_vec  # imported here: it imports this module
 
         return nccl_vec.parse_chunk(lines, first_line, ctx, state)
+
+    def parse_candidates(
+        self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: NcclState
+    ) -> ChunkResult:
+        """Vectorized, on the candidate lines only (``line``, ``raw``, ``follows``)."""
+        from ingest import nccl_vec
+
+        return nccl_vec.parse_candidates(cand, ctx, state)
 
     def finish(self, ctx: ParseContext, state: NcclState) -> ChunkResult:
         from ingest import nccl_vec

@@ -102,6 +102,19 @@ def parse_chunk(
     return ChunkResult()
 
 
+def parse_candidates(
+    cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState
+) -> ChunkResult:
+    """Candidates found by ``ingest.scan`` (``line``, ``raw``, ``follows``): gather; parse the
+    batch when it is full."""
+    if cand.height:
+        state.batch.append(cand.rename({"follows": "after_last_error"}))
+        state.batch_rows += cand.height
+    if state.batch_rows >= BATCH_ROWS:
+        return flush(ctx, state)
+    return ChunkResult()
+
+
 def flush(ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
     """Parse the candidates gathered so far (at a full batch and at end of file)."""
     batch = state.batch
@@ -118,13 +131,16 @@ def parse_batch(
     frame = nccl_groups(cand.with_columns(is_row=pl.col("raw").str.contains(nccl.ROW_HINT)))
     warn_ev, warn_taken = warn_events(frame, ctx, state.job_id)
     wd_ev, wd_taken = watchdog_events(frame, ctx, state.job_id)
-    taken = warn_taken | wd_taken
-    result = slow_rows(frame.filter(~taken), ctx, state)
-    result.parsed += int(taken.sum())
-    fast = [f for f in (warn_ev, wd_ev) if f.height]
-    if fast:
-        prior = result.tables.get("events")
-        result.tables["events"] = pl.concat([f for f in (prior, *fast) if f is not None])
+    row_lh, row_taken = test_rows(frame, ctx, state)
+    taken = warn_taken | wd_taken | row_taken
+    slow = frame.filter(~taken)
+    err_ev, err_taken = error_blocks(slow, ctx, state, cand["line"].max())
+    result = slow_rows(slow.filter(~err_taken), ctx, state)
+    result.parsed += int(taken.sum()) + int(err_taken.sum())
+    for table, fast in (("events", (warn_ev, wd_ev, err_ev)), ("link_health", (row_lh,))):
+        parts = [f for f in (result.tables.get(table), *fast) if f is not None and f.height]
+        if parts:
+            result.tables[table] = pl.concat(parts) if len(parts) > 1 else parts[0]
     return result
 
 
@@ -305,6 +321,195 @@ def _socket_attrs() -> dict[str, pl.Expr]:
     err = msg.str.extract_groups(nccl.SOCKET_ERR).struct
     return {"peer": peer.field("peer"), "peer_port": _int(peer.field("port")),
             "error": pl.coalesce(err.field("error"), err.field("closed")).str.strip_chars(WS)}
+
+
+# -- nccl-tests result rows -----------------------------------------------------------------------
+
+_LH_SCHEMA = TABLES["link_health"].polars_schema
+
+
+def test_rows(
+    cand: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState
+) -> tuple[pl.DataFrame | None, pl.Series]:
+    """``link_health`` rows of nccl-tests result lines (``nccl._test_row`` as expressions); and the
+    mask of candidates taken. Only when no candidate of the batch can change the test name or the
+    test hosts (``_perf`` / ``#`` lines, read in order by the handler): else none are taken."""
+    is_row = _mask(cand, pl.col("is_row") & pl.col("host").is_null())
+    if not is_row.any() or _mask(cand, pl.col("raw").str.contains(r"_perf|#")).any():
+        return None, pl.repeat(False, cand.height, eager=True)
+    g = cand.filter(is_row).select(
+        "line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW)).unnest("rg")
+    ok = g["size"].is_not_null()
+    taken = is_row.clone().scatter(is_row.arg_true(), ok)
+    g = g.filter(ok)
+    pfx = pl.col("rowpfx").fill_null("").str.strip_chars().str.strip_suffix(":")
+    named = (pfx != "") & ~pfx.str.contains(r"^[0-9]+$") & ~pfx.str.starts_with("[")
+    only_host = next(iter(st.test_hosts)) or None if len(st.test_hosts) == 1 else None
+    node = pl.when(named).then(node_expr(pfx)).otherwise(pl.lit(only_host, dtype=pl.String))
+    base = {
+        "ts": pl.lit(None), "node": pl.coalesce(node, pl.lit(ctx.node, dtype=pl.String)),
+        "test": pl.lit(st.test, dtype=pl.String), "size_bytes": _int(pl.col("size")),
+        "count": _int(pl.col("count")), "dtype": pl.col("dtype"), "redop": pl.col("redop"),
+        "file": pl.lit(ctx.file), "line": pl.col("line"),
+    }
+    parts = []
+    for suffix, in_place in (("oop", False), ("ip", True)):
+        wrong = pl.col(f"wrong_{suffix}")
+        wrong_n = wrong.cast(pl.Float64, strict=False).cast(pl.Int64)
+        cols = {**base, "in_place": pl.lit(in_place),
+                "time_us": pl.col(f"time_{suffix}").cast(pl.Float64),
+                "algbw_gbs": pl.col(f"algbw_{suffix}").cast(pl.Float64),
+                "busbw_gbs": pl.col(f"busbw_{suffix}").cast(pl.Float64),
+                "wrong": pl.when(wrong != "N/A").then(wrong_n)}
+        part = g.filter(pl.col(f"time_{suffix}").is_not_null()).select(
+            [cols[c].cast(t).alias(c) for c, t in _LH_SCHEMA.items()])
+        parts.append(part)
+    return pl.concat(parts), taken
+
+
+# -- DistBackendError blocks ---------------------------------------------------------------------
+
+_RANK_PFX = r"^\[(?:rank|default)([0-9]+)\]: ?"
+_PDSH = r"^([A-Za-z0-9][A-Za-z0-9._-]*): "
+# characters Python's str.strip() removes but WS does not (the block's texts must not end in them)
+_ODD_WS = ("[\\x1c-\\x1f\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"
+           "\\x{205f}\\x{3000}]")
+_START_EXCLUDE = (r"Watchdog caught|ChildFailedError|Root Cause \(first observed failure\)|_perf|"
+                  r"NCCL WARN|NCCL ABORT")
+
+
+def error_blocks(
+    slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState, last_line: Any
+) -> tuple[pl.DataFrame | None, pl.Series]:
+    """Events of ``DistBackendError: NCCL error in: ...`` blocks (the error line, then optionally
+    ``ncclXxxError: ...``, ``Last error:`` and its detail line) in their plain shape: a
+    ``[rankN]:`` prefix at most, no time stamp, no other candidate line right before or after.
+    ``pytorch.handle_line`` folding those lines, as expressions; other blocks are left to it, and
+    so are blocks that may go on in the next batch or continue the handler's pending event."""
+    none = pl.repeat(False, slow.height, eager=True)
+    raw = pl.col("raw")
+    if slow.height == 0 or not _mask(slow, raw.str.contains("NCCL error", literal=True)).any():
+        return None, none
+    torch = st.torch
+    after_pending = torch.pending_last + 1 if torch.pending is not None else None
+    f = _block_roles(slow, after_pending, last_line)
+    if not f["ok_block"].any():
+        return None, none
+    taken = f["ok_block"]
+    rows = f.filter(taken)
+    blocks = rows.group_by("block", maintain_order=True).agg(
+        line=pl.col("line").first(), t=pl.col("t").first(), rank_pfx=pl.col("rank_pfx").first(),
+        result=pl.col("stripped").filter(pl.col("role") == "R").first(),
+        detail=pl.col("stripped").filter(pl.col("role") == "D").first(),
+        detail_raw=pl.col("t").filter(pl.col("role") == "D").first(),
+        message=pl.col("stripped").str.join("\n").str.slice(0, pytorch.MESSAGE_CHARS),
+    )
+    m = pl.col("t").str.extract_groups(pytorch.NCCL_ERROR_IN.pattern).struct
+    res = pl.col("result").str.extract_groups(pytorch.RESULT_LINE.pattern).struct
+    peer = pl.col("detail_raw").str.extract_groups(nccl.PEER).struct
+    exc = m.field("exc").fill_null("").str.split(".").list.last()
+    reason = m.field("reason")
+    pg = _int(pl.col("t").str.extract(pytorch.PG_RANK.pattern, 1))
+    attrs = {"rank": pl.coalesce(pg, _int(pl.col("rank_pfx"))),
+             "exception": pl.when(exc != "").then(exc), "where": m.field("where"),
+             "reason": reason, "nccl_version": m.field("version"),
+             "result_text": res.field("text"), "last_error": pl.col("detail"),
+             "peer": peer.field("peer"), "peer_port": _int(peer.field("port"))}
+    events = _events(blocks, ctx, {
+        "ts_flag": pl.lit("no_ts"), "node": pl.lit(ctx.node, dtype=pl.String),
+        "source": pl.lit(Source.PYTORCH.value), "kind": pl.lit(Kind.NCCL_ERROR.value),
+        "subkind": pl.coalesce(res.field("name"), _reason_subkind(reason),
+                               pl.lit("dist_backend")),
+        "severity": pl.lit(Severity.ERROR.value), "job_id": pl.lit(st.job_id, dtype=pl.String),
+        "message": pl.col("message"), "attrs": _json(attrs),
+    })
+    return events, taken
+
+
+def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) -> pl.DataFrame:
+    """Each slow candidate's role in a plain block (S, R, L, D), its block id (the start's line)
+    and whether that whole block is plain (``ok_block``)."""
+    raw = pl.col("raw")
+    rank_pfx = raw.str.extract(_RANK_PFX, 1)
+    t = pl.when(rank_pfx.is_not_null()).then(raw.str.replace(_RANK_PFX, "")).otherwise(raw)
+    f = slow.select("line", "raw", "host", "is_row", rank_pfx=rank_pfx, t=t)
+    t, host = pl.col("t"), t.str.extract(_PDSH, 1)
+    stripped = t.str.strip_chars(WS)
+    simple = (pl.col("host").is_null() & ~pl.col("is_row") & ~t.str.contains(r"^[\[(#]")
+              & ~t.str.starts_with("NCCL version")
+              & ~raw.str.contains(r"_perf|NCCL WARN|NCCL ABORT")
+              & (host.is_null() | host.str.contains("[a-z][A-Z]")
+                 | host.str.to_lowercase().is_in(list(pytorch._NOT_HOSTS)))
+              & ~stripped.str.contains(f"^{_ODD_WS}|{_ODD_WS}$"))
+    is_start = (simple & t.str.contains("NCCL error", literal=True)
+                & t.str.contains(pytorch.NCCL_ERROR_IN.pattern)
+                & ~t.str.contains(_START_EXCLUDE) & ~t.str.contains(r"^[\s\x1c-\x1f\x85]")
+                & ~t.str.contains(pytorch.DETECTED.pattern) & ~t.str.contains(pytorch.GLOG.pattern)
+                & ~t.str.slice(0, 40).str.contains(pytorch.ISO_TS.pattern))
+    f = f.with_columns(stripped=stripped, simple=simple, is_start=is_start,
+                       is_r=stripped.str.contains(pytorch.RESULT_LINE.pattern),
+                       is_l=stripped == "Last error:")
+    line = pl.col("line")
+
+    def nxt(col: str, k: int) -> pl.Expr:  # the slow candidate k rows on, if it is line + k
+        return pl.when(line.shift(-k) == line + k).then(pl.col(col).shift(-k))
+
+    prev_slow = (line.shift(1) == line - 1).fill_null(False)
+    f = f.with_columns(
+        s_ok=pl.col("is_start") & ~prev_slow & (line != (after_pending or 0)),
+        n1=(line.shift(-1) == line + 1).fill_null(False), n1_simple=nxt("simple", 1),
+        n1_r=nxt("is_r", 1), n1_l=nxt("is_l", 1),
+    )
+    r1 = pl.col("n1") & pl.col("n1_simple") & pl.col("n1_r")
+    l1 = pl.col("n1") & pl.col("n1_simple") & ~pl.col("n1_r") & pl.col("n1_l")
+    # the roles the handler gives lines 1..3 after a start; None: the block ends before
+    f = f.with_columns(
+        r1=r1.fill_null(False), l1=l1.fill_null(False),
+        n2=(line.shift(-2) == line + 2).fill_null(False), n2_simple=nxt("simple", 2),
+        n2_r=nxt("is_r", 2), n2_l=nxt("is_l", 2),
+        n3=(line.shift(-3) == line + 3).fill_null(False), n3_simple=nxt("simple", 3),
+        n3_r=nxt("is_r", 3), n3_l=nxt("is_l", 3), n4=(line.shift(-4) == line + 4).fill_null(False),
+    )
+    c = pl.col
+    # S R L D | S R L | S R | S L D | S L | S, each with no candidate line right after
+    after_r_l = c("n2") & c("n2_simple") & c("n2_l")
+    after_l_d = lambda k, seen_r: (c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l")  # noqa: E731
+                                   & (seen_r | ~c(f"n{k}_r")))
+    srld = c("r1") & after_r_l & after_l_d(3, pl.lit(True)) & ~c("n4")
+    srl = c("r1") & after_r_l & ~c("n3")
+    sr = c("r1") & ~c("n2")
+    sld = c("l1") & after_l_d(2, pl.lit(False)) & ~c("n3")
+    sl = c("l1") & ~c("n2")
+    s = ~c("n1")
+    size = (pl.when(srld).then(4).when(srl | sld).then(3).when(sr | sl).then(2).when(s).then(1)
+            .otherwise(0))
+    roles = (pl.when(srld).then(pl.lit("SRLD")).when(srl).then(pl.lit("SRL"))
+             .when(sr).then(pl.lit("SR")).when(sld).then(pl.lit("SLD"))
+             .when(sl).then(pl.lit("SL")).when(s).then(pl.lit("S")))
+    f = f.with_columns(size=pl.when(c("s_ok")).then(size.fill_null(0)).otherwise(0),
+                       shape=pl.when(c("s_ok")).then(roles))
+    # spread each start's block id and shape over its following lines
+    starts = f.filter(c("size") > 0).select(start="line", size="size", shape="shape")
+    members = starts.with_columns(k=pl.int_ranges(0, c("size"))).explode("k").select(
+        line=c("start") + c("k"), block=c("start"),
+        role=c("shape").str.slice(c("k"), 1))
+    # a block ending at the batch's last candidate may go on in the next batch
+    open_end = members.group_by("block").agg(end=c("line").max()).filter(c("end") >= last_line)
+    members = members.filter(~c("block").is_in(open_end["block"].implode()))
+    return f.join(members, on="line", how="left", maintain_order="left").with_columns(
+        ok_block=c("block").is_not_null())
+
+
+def _reason_subkind(reason: pl.Expr) -> pl.Expr:
+    """``pytorch.reason_subkind`` as an expression."""
+    low = reason.str.to_lowercase()
+    out = pl.lit(None, dtype=pl.String)
+    for needle, name in reversed(pytorch._REASONS):
+        out = pl.when(low.str.contains(needle, literal=True)).then(pl.lit(name)).otherwise(out)
+    names = pl.lit(None, dtype=pl.String)
+    for name in reversed(pytorch.NCCL_RESULT_NAMES):
+        names = pl.when(reason.str.contains(name, literal=True)).then(pl.lit(name)).otherwise(names)
+    return pl.coalesce(out, names)
 
 
 # -- watchdog timeouts ----------------------------------------------------------------------------

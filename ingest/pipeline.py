@@ -313,10 +313,20 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
 def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
     """The pre-filtered path: only lines with one of ``parser.prefilter`` reach the parser."""
     n_lines, end_byte = 0, task.start_byte
-    for chunk in iter_candidates(
-        task.path, parser.prefilter, gzipped=task.gzipped, start_byte=task.start_byte,
-        start_line=task.start_line, threaded=True,
-    ):
+    if getattr(parser, "raw_scan", False):  # candidates found in the raw bytes (ingest.scan)
+        from ingest.scan import iter_scan
+
+        chunks = iter_scan(
+            task.path, parser.prefilter, follow=getattr(parser, "prefilter_follow", None),
+            gzipped=task.gzipped, start_byte=task.start_byte, start_line=task.start_line,
+            threaded=True,
+        )
+    else:
+        chunks = iter_candidates(
+            task.path, parser.prefilter, gzipped=task.gzipped, start_byte=task.start_byte,
+            start_line=task.start_line, threaded=True,
+        )
+    for chunk in chunks:
         if chunk.too_long is not None:
             t = chunk.too_long
             sink.add(_too_long(t["line"], t["bytes"], t["raw"]))
