@@ -244,6 +244,7 @@ class KernelParser:
     source = Source.KERNEL
     whole_file = False
     prefilter = kp.LITERALS  # only lines with one of these reach parse_candidates
+    raw_scan = True  # found in the raw bytes (ingest.scan): no split of the 95% noise lines
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         return sniff_text(head_lines, path)
