@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +29,14 @@ def dashboard(
                                       "you ask).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8501,
     models_dir: Annotated[Path | None, typer.Option("--models-dir", help="Model registry "
-                          "[default: models/ next to the database].")] = None,
+                          "\\[default: models/ next to the database].")] = None,
+    logs: Annotated[list[Path] | None, typer.Option(
+        "--logs", metavar="DIR", help="A log folder the dashboard may read source lines from "
+        "(repeatable). Files outside every configured folder (symlinks resolved) are never "
+        "read.")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", metavar="FILE", help="faultlens.toml: its \\[ingest] paths are log "
+        "folders too, and its database is used when --db is not given.")] = None,
 ) -> None:
     """Start the Streamlit dashboard: overview, events, node, jobs, predictions, stragglers,
     recovery what-if and data health, each with time / cluster / node / GPU / job filters.
@@ -36,10 +44,23 @@ def dashboard(
     It reads a private snapshot of the database, refreshed when the file changes, so it runs
     beside `faultlens ingest` and `faultlens run` without blocking them. Ctrl-C stops it.
 
-    Example: faultlens dashboard --db data/faultlens.duckdb --port 8501
+    The Events and Data health pages show the lines around a selected event or quarantined line,
+    read from its log file, only for files under --logs folders or the --config \\[ingest] paths.
+
+    Example: faultlens dashboard --db data/faultlens.duckdb --port 8501 --logs /var/log/cluster
     """
+    from reports.source_context import ROOTS_ENV, resolve_roots
+
     env = dict(os.environ)
+    entries: list[str] = [str(p) for p in logs or []]
+    if config is not None:
+        from app.run import load_config
+
+        cfg = load_config(config, db=db)
+        entries += cfg.ingest_paths
+        db = cfg.db
     env["FAULTLENS_DB"] = str(db_path(db).resolve())
+    env[ROOTS_ENV] = json.dumps([str(r) for r in resolve_roots(entries)])
     if models_dir is not None:
         env["FAULTLENS_MODELS_DIR"] = str(models_dir.resolve())
     cmd = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
@@ -50,6 +71,9 @@ def dashboard(
            # while the run's last messages wait to be sent (~0.2 s per filter change)
            "--runner.postScriptGC", "false"]
     typer.echo(f"faultlens dashboard on http://{host}:{port} (Ctrl-C to stop)", err=True)
+    if not entries:
+        typer.echo("no log folders configured (--logs DIR or --config): source lines of events "
+                   "are not shown", err=True)
     try:
         code = subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
@@ -66,7 +90,7 @@ def report(
                    "data/reports/faultlens-report-<time>.<format>].")] = None,
     fmt: Annotated[str, typer.Option("--format", help="html or pdf.")] = "html",
     models_dir: Annotated[Path | None, typer.Option("--models-dir", help="Model registry "
-                          "[default: models/ next to the database].")] = None,
+                          "\\[default: models/ next to the database].")] = None,
 ) -> None:
     """Write the reliability report: the dashboard's views over a window as one self-contained
     HTML file (opens offline) or a PDF (headless Chromium). Prints the file's path on stdout.

@@ -34,9 +34,14 @@ pio.templates["faultlens"] = TEMPLATE
 pio.templates.default = "faultlens"
 
 
-def _layout(fig: go.Figure, title: str, **kw: object) -> go.Figure:
-    fig.update_layout(title=title, height=HEIGHT, margin={"l": 50, "r": 20, "t": 50, "b": 40},
-                      legend={"orientation": "h", "y": -0.2}, **kw)
+def _layout(fig: go.Figure, title: str, *, left: int = 60, right: int = 20,
+            **kw: object) -> go.Figure:
+    """Title, size and fixed margins (``left`` wide enough for the y labels). Margins do not grow
+    to fit labels (``autoexpand`` off): plotly would otherwise draw every figure twice, the
+    largest part of what a browser spends on a dashboard rerun."""
+    fig.update_layout(title=title, height=HEIGHT,
+                      margin={"l": left, "r": right, "t": 50, "b": 95, "autoexpand": False},
+                      legend={"orientation": "h", "y": -0.32, "yanchor": "top"}, **kw)
     return fig
 
 
@@ -73,13 +78,17 @@ def _stacked(frame: pl.DataFrame, x: str, group: str, y: str, title: str,
 
 # -- overview --------------------------------------------------------------------------------------
 def fig_failure_trend(frame: pl.DataFrame) -> go.Figure:
-    """Failures per 1000 node-days per period, with the failure count as the bar label."""
+    """Failures per 1000 node-days per period, with the failure count in the hover."""
     title = "Failures per 1000 node-days"
     if frame.height == 0:
         return _empty(title)
+    # the failure count is in the hover, not a label on each bar: labels are measured one by one
+    # in the browser on every redraw, the largest part of drawing a month of daily bars
     fig = go.Figure(go.Bar(x=frame["period"].to_list(), y=frame["per_1000_node_days"].to_list(),
-                           text=frame["failures"].to_list(), marker_color=PALETTE[0],
-                           name="failures / 1000 node-days"))
+                           customdata=frame["failures"].to_list(), marker_color=PALETTE[0],
+                           name="failures / 1000 node-days",
+                           hovertemplate="%{x}<br>%{y} per 1000 node-days<br>"
+                                         "%{customdata} failures<extra></extra>"))
     return _layout(fig, title, yaxis_title="per 1000 node-days", yaxis_rangemode="tozero")
 
 
@@ -97,11 +106,11 @@ def fig_top_xids(frame: pl.DataFrame) -> go.Figure:
     title = "Top Xids"
     if frame.height == 0:
         return _empty(title, "no Xid events in this range")
-    labels = [f"Xid {x}" + (f" {(n or '')[:28]}" if n else "")
+    labels = [f"Xid {x}" + (f" {_cut(n, 24)}" if n else "")
               for x, n in zip(frame["xid"].to_list(), frame["name"].to_list(), strict=True)]
     fig = go.Figure(go.Bar(y=labels[::-1], x=frame["events"].to_list()[::-1], orientation="h",
                            marker_color=PALETTE[2]))
-    return _layout(fig, title, xaxis_title="events")
+    return _layout(fig, title, left=220, xaxis_title="events")
 
 
 def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
@@ -113,7 +122,7 @@ def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
               for n, g in zip(top["node"].to_list(), top["gpu"].to_list(), strict=True)]
     fig = go.Figure(go.Bar(y=labels[::-1], x=top["score"].to_list()[::-1], orientation="h",
                            marker_color=PALETTE[1]))
-    return _layout(fig, title, xaxis_title="failure probability", xaxis_range=[0, 1])
+    return _layout(fig, title, left=130, xaxis_title="failure probability", xaxis_range=[0, 1])
 
 
 # -- events ----------------------------------------------------------------------------------------
@@ -135,7 +144,7 @@ def fig_node_events(frame: pl.DataFrame) -> go.Figure:
             fig.add_scatter(x=_values(part["ts"]), y=part["kind"].to_list(), mode="markers",
                             name=sev, marker={"color": color, "size": 9},
                             text=part["message"].to_list(), hoverinfo="x+y+text")
-    return _layout(fig, title)
+    return _layout(fig, title, left=150)
 
 
 def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
@@ -178,7 +187,7 @@ def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
     fig.add_scatter(x=frame["cause"].to_list(), y=frame["gpu_hours_lost"].to_list(),
                     name="GPU-hours lost", yaxis="y2", mode="markers",
                     marker={"color": PALETTE[2], "size": 12})
-    return _layout(fig, title, yaxis_title="interruptions",
+    return _layout(fig, title, right=70, yaxis_title="interruptions",
                    yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right",
                            "rangemode": "tozero"})
 
@@ -283,7 +292,13 @@ def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "nothing quarantined")
     top = frame.head(12)
-    fig = go.Figure(go.Bar(y=[r[:60] for r in top["reason"].to_list()][::-1],
+    fig = go.Figure(go.Bar(y=[_cut(r, 40) for r in top["reason"].to_list()][::-1],
                            x=top["lines"].to_list()[::-1], orientation="h",
                            marker_color=PALETTE[2]))
-    return _layout(fig, title, xaxis_title="lines")
+    return _layout(fig, title, left=290, xaxis_title="lines")
+
+
+def _cut(text: str | None, n: int) -> str:
+    """``text`` shortened to ``n`` characters (an ellipsis marks the cut): labels fit the margin."""
+    text = text or ""
+    return text if len(text) <= n else text[:n - 1] + "…"

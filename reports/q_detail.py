@@ -71,10 +71,11 @@ def node_events(store: Store, node: str, f: Filters, limit: int = 200) -> pl.Dat
 
 
 def node_event_points(store: Store, node: str, f: Filters, limit: int = 5000) -> pl.DataFrame:
-    """Warning-or-worse events of the node for the timeline scatter (capped)."""
+    """Warning-or-worse events of the node for the timeline scatter (capped; messages cut to
+    their start, the hover text of each point)."""
     where, params = _node_filters(f, node).events_where()
     return store.query(
-        "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, message "
+        "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, left(message, 160) AS message "
         f"FROM {_notable(store)} WHERE {where} AND ts IS NOT NULL "
         "AND severity IN ('warning', 'error', 'critical') "
         "ORDER BY ts LIMIT ?", [*params, limit],

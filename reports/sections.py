@@ -6,7 +6,6 @@ numbers, figures (``reports.figures``) and tables, ready for the HTML writer.
 
 from __future__ import annotations
 
-import gzip
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,24 +79,6 @@ def _fmt(x: Any, sign: str = "") -> str:
     if isinstance(x, float):
         return f"{x:{sign}.3g}"
     return str(x)
-
-
-def raw_line(file: str | None, line: int | None, max_bytes: int = 4096) -> str | None:
-    """The original log line an event came from, read from its file (plain or .gz), if present."""
-    if not file or not line or line < 1:
-        return None
-    path = Path(file)
-    if not path.is_file():
-        return None
-    opener: Callable[..., Any] = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as fh:
-            for i, raw in enumerate(fh, start=1):
-                if i == line:
-                    return raw[:max_bytes].decode("utf-8", "replace").rstrip("\r\n")
-    except OSError as e:
-        log.warning("cannot read %s: %s", file, e)
-    return None
 
 
 # -- the sections ----------------------------------------------------------------------------------

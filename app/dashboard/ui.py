@@ -7,6 +7,7 @@ copied consistently; the sidebar says from when the data is.
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
@@ -18,6 +19,11 @@ from ingest.store import default_db_path
 from reports import q_fleet
 from reports.filters import Filters, cluster_of, default_days, nodes_for
 from reports.snapshot import Snapshot, SnapshotReader
+from reports.source_context import ROOTS_ENV, read_context
+
+# Charts without plotly's mode bar (drag still zooms, a double click resets): dozens of icons
+# fewer per chart to draw on every rerun.
+CHART = {"displayModeBar": False, "displaylogo": False}
 
 
 def db_path() -> Path:
@@ -52,6 +58,32 @@ def snapshot() -> Snapshot:
                 "`faultlens ingest PATH...` (your logs), then reload this page.")
         st.stop()
     return snap
+
+
+def log_roots() -> tuple[Path, ...]:
+    """The log folders source lines may be read from (``faultlens dashboard --logs / --config``,
+    already resolved by the CLI)."""
+    try:
+        entries = json.loads(os.environ.get(ROOTS_ENV) or "[]")
+    except ValueError:
+        return ()
+    return tuple(Path(e) for e in entries if isinstance(e, str) and e)
+
+
+def source_context(file: str | None, line: int | None) -> None:
+    """The lines around ``file:line`` from the log on disk (configured folders only), as text."""
+    st.markdown("**Source context**")
+    st.code(f"{file}:{line}", language=None, wrap_lines=True)
+    ctx = read_context(file, line, log_roots())
+    if not ctx.ok:
+        st.info(ctx.message)
+        return
+    shown = []
+    for ln in ctx.lines:
+        mark = ">" if ln.number == ctx.target else " "
+        more = f" ... [{ln.cut_bytes:,} more bytes]" if ln.cut_bytes else ""
+        shown.append(f"{mark}{ln.number:>8} | {ln.text}{more}")
+    st.code("\n".join(shown), language=None)
 
 
 def stop_if(condition: bool, message: str) -> None:

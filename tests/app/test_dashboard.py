@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
@@ -117,3 +118,107 @@ def test_empty_database_pages_do_not_fail(tmp_path: Path,
     for page in PAGES:
         at.switch_page(f"views/{page}.py").run()
         assert not at.exception, (page, [e.value for e in at.exception])
+
+
+@pytest.fixture
+def logs_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[AppTest, Path]:
+    """The small database whose gpu003 Xid 13 events point at a log file under the configured
+    folder, and whose first quarantined line points at a file outside it."""
+    from ingest.store import Store
+    from reports.source_context import ROOTS_ENV
+
+    logs, secret = tmp_path / "logs", tmp_path / "secret"
+    logs.mkdir()
+    secret.mkdir()
+    kern = logs / "kern.log"
+    kern.write_text("".join(f"kernel line {i}\n" if i != 50 else f"{smalldb.SCRIPT_LINE}\n"
+                            for i in range(1, 61)))
+    (secret / "shadow").write_text("SECRET-CONTENT\n" * 10)
+    db = smalldb.build(tmp_path / "small.duckdb")
+    with Store(db) as store:
+        store.execute("UPDATE events SET file = ? WHERE node = 'gpu003' AND kind = 'xid'",
+                      [str(kern)])
+        store.execute("UPDATE quarantine SET file = ? WHERE line = 7", [str(secret / "shadow")])
+    monkeypatch.setenv("FAULTLENS_DB", str(db))
+    monkeypatch.setenv("FAULTLENS_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv(ROOTS_ENV, json.dumps([str(logs.resolve())]))
+    at = AppTest.from_file(MAIN, default_timeout=120)
+    at.run()
+    last_day = (smalldb.END - timedelta(days=1)).date()
+    at.sidebar.date_input("f_range").set_value((smalldb.START.date(), last_day)).run()
+    return at, kern
+
+
+def _select_row(at: AppTest, key: str, row: int) -> None:
+    at.session_state[key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+
+
+def test_event_source_context_from_a_configured_folder(logs_app: tuple[AppTest, Path]) -> None:
+    at, kern = logs_app
+    at.switch_page("views/events.py").run()
+    at.text_input("ev_search").set_value("script").run()
+    _select_row(at, "ev_table", 0)
+    assert not at.exception
+    codes = [c.value for c in at.code]
+    assert f"{kern}:50" in codes
+    context = codes[-1].splitlines()
+    assert context[0] == f" {45:>8} | kernel line 45"
+    assert context[5] == f">{50:>8} | {smalldb.SCRIPT_LINE}"  # the line itself, as text
+    assert context[-1] == f" {55:>8} | kernel line 55"
+    assert not at.info
+
+
+def test_quarantine_source_context_outside_the_folders_is_refused(
+        logs_app: tuple[AppTest, Path]) -> None:
+    from reports.source_context import OUTSIDE_MESSAGE
+
+    at, _ = logs_app
+    at.switch_page("views/data_health.py").run()
+    table = at.dataframe[-1].value
+    row = int(table.index[table["line"] == 7][0])
+    _select_row(at, "q_table", row)
+    assert not at.exception
+    assert [i.value for i in at.info] == [OUTSIDE_MESSAGE]
+    assert not any("SECRET" in c.value for c in at.code)
+
+
+def test_source_context_without_folders_says_how_to_configure(app: AppTest) -> None:
+    from reports.source_context import NO_ROOTS_MESSAGE
+
+    app.switch_page("views/events.py").run()
+    _select_row(app, "ev_table", 0)
+    assert [i.value for i in app.info] == [NO_ROOTS_MESSAGE]
+
+
+def test_dashboard_command_hands_resolved_log_folders_to_the_app(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--logs` (repeatable) and the `[ingest]` paths of `--config` become the readable roots;
+    the config's database is used when `--db` is not given."""
+    from typer.testing import CliRunner
+
+    from app import cmd_report
+    from app.cli import app as cli
+    from reports.source_context import ROOTS_ENV
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "nodes").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "a", target_is_directory=True)
+    cfg = tmp_path / "faultlens.toml"
+    cfg.write_text('[faultlens]\ndb = "cfg.duckdb"\n[ingest]\npaths = ["nodes/*/kern.log"]\n')
+    seen: dict[str, str] = {}
+
+    def call(cmd: list[str], env: dict[str, str]) -> int:
+        seen.update(env)
+        return 0
+
+    monkeypatch.setattr(cmd_report.subprocess, "call", call)
+    result = CliRunner().invoke(cli, ["dashboard", "--logs", str(tmp_path / "link"),
+                                      "--config", str(cfg)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(seen[ROOTS_ENV]) == [str((tmp_path / "a").resolve()),
+                                           str((tmp_path / "nodes").resolve())]
+    assert seen["FAULTLENS_DB"] == str((tmp_path / "cfg.duckdb").resolve())
+    result = CliRunner().invoke(cli, ["dashboard", "--db", str(tmp_path / "x.duckdb")])
+    assert json.loads(seen[ROOTS_ENV]) == []
+    assert "no log folders configured" in result.output

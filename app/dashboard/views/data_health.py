@@ -26,9 +26,10 @@ def render() -> None:
     c[4].metric("Quarantined", f"{totals['quarantined']:,}")
     st.caption("Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_ingest(query(q_fleet.ingest_by_format)), key="ingest")
+    left.plotly_chart(figures.fig_ingest(query(q_fleet.ingest_by_format)), key="ingest",
+                      config=ui.CHART)
     reasons = query(q_fleet.quarantine_reasons)
-    right.plotly_chart(figures.fig_quarantine_reasons(reasons), key="reasons")
+    right.plotly_chart(figures.fig_quarantine_reasons(reasons), key="reasons", config=ui.CHART)
     st.subheader("Ingested files")
     st.dataframe(query(q_fleet.ingested_files), hide_index=True)
     quarantine_browser(reasons["reason"].to_list())
@@ -45,7 +46,14 @@ def quarantine_browser(reasons: list[str]) -> None:
     total, _ = query(q_fleet.quarantine_page, reason, search, limit=0)
     offset = ui.paginate(total, "q_page", PAGE_SIZE)
     _, page = query(q_fleet.quarantine_page, reason, search, offset=offset, limit=PAGE_SIZE)
-    st.dataframe(page, hide_index=True)
+    picked = st.dataframe(page, hide_index=True, on_select="rerun", selection_mode="single-row",
+                          key="q_table")
+    rows = picked.selection.rows if picked is not None else []
+    if rows and rows[0] < page.height:
+        row = page.row(rows[0], named=True)
+        ui.source_context(row["file"], row["line"])
+    else:
+        st.caption("Select a row to see the lines around it in its log file.")
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

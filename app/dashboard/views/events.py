@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.dashboard import ui
 from app.dashboard.views import query
-from reports import figures, q_fleet, sections
+from reports import figures, q_fleet
 from reports.filters import Filters
 
 PAGE_SIZE = 50
@@ -32,20 +32,20 @@ def explorer(f: Filters) -> None:
     by = st.radio("Timeline by", ("kind", "source", "severity"), horizontal=True, key="ev_by")
     total = query(q_fleet.event_count, f, facets, search)
     st.plotly_chart(figures.fig_event_timeline(query(q_fleet.event_timeline, f, facets, search,
-                                                     by=by)), key="timeline")
+                                                     by=by)), key="timeline", config=ui.CHART)
     st.subheader(f"{total:,} events")
     offset = ui.paginate(total, "ev_page", PAGE_SIZE)
     page = query(q_fleet.event_page, f, facets, search, offset=offset, limit=PAGE_SIZE)
     picked = st.dataframe(page, hide_index=True, on_select="rerun", selection_mode="single-row",
                           key="ev_table")
     rows = picked.selection.rows if picked is not None else []
-    if rows:
+    if rows and rows[0] < page.height:
         row = page.row(rows[0], named=True)
-        st.markdown(f"**Raw line** `{row['file']}:{row['line']}`")
-        st.code(sections.raw_line(row["file"], row["line"]) or row["message"] or "",
-                language=None)
+        st.markdown("**Message**")
+        st.code(row["message"] or "", language=None, wrap_lines=True)
+        ui.source_context(row["file"], row["line"])
     else:
-        st.caption("Select a row to see its raw line and file.")
+        st.caption("Select a row to see its message and the lines around it in its log file.")
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

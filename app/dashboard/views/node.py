@@ -39,13 +39,13 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     fig = figures.fig_node_events(query(q_detail.node_event_points, node, f))
     if f.since and f.until:
         fig.update_xaxes(range=[f.since, f.until])
-    st.plotly_chart(fig, key="node_events")
+    st.plotly_chart(fig, key="node_events", config=ui.CHART)
     metrics = query(q_detail.node_metrics, node)
     if metrics:
         metric = st.selectbox("Telemetry metric", metrics,
                               index=metrics.index(default_metric(metrics)), key="node_m")
         st.plotly_chart(figures.fig_telemetry(query(q_detail.node_telemetry, node, metric, f),
-                                              metric), key="node_tel")
+                                              metric), key="node_tel", config=ui.CHART)
     else:
         st.caption("No telemetry for this node.")
     left, right = st.columns(2)

@@ -33,15 +33,17 @@ def render() -> None:
                 help="latest prediction run, score >= 0.5")
     left, right = st.columns(2)
     left.plotly_chart(figures.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
-                      key="trend")
+                      key="trend", config=ui.CHART)
     right.plotly_chart(figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
-                       key="mtbf")
+                       key="mtbf", config=ui.CHART)
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids")
-    right.plotly_chart(figures.fig_at_risk(at_risk), key="risk")
-    if at_risk.height:
-        st.subheader("At risk now")
-        st.dataframe(sections.risk_table(at_risk.head(20)), hide_index=True)
+    left.plotly_chart(figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids", config=ui.CHART)
+    with right:  # the table, not a chart of it: one figure fewer to redraw on every filter change
+        st.markdown("**At risk now** (latest prediction run)")
+        if at_risk.height:
+            st.dataframe(sections.risk_table(at_risk.head(20)), hide_index=True)
+        else:
+            st.caption("No predictions: run `faultlens predict`.")
     tax = query(q_detail.taxonomy, f)
     if tax.height:
         st.subheader("Interruptions by root cause")
