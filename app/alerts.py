@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import logging
@@ -73,19 +74,45 @@ def textfile_lines(rows: pl.DataFrame, *, horizon_h: float, model_version: str, 
     return out
 
 
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
 def write_textfile(path: Path, lines: list[str]) -> None:
-    """Atomically replace ``path`` (temporary file in the same folder, then rename)."""
+    """Atomically replace ``path``: a hidden ``.tmp`` file in the same folder (which
+    node_exporter, reading only ``*.prom``, never looks at), fsynced, then renamed over ``path``
+    and the folder fsynced. Killed at any point, ``path`` is the old or the new complete file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
             f.write("\n".join(lines) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def remove_stale_temporaries(path: Path) -> int:
+    """Delete temporary files a killed writer of ``path`` left behind; call only while holding
+    the lock that makes this process the only writer. Returns how many were removed."""
+    path = Path(path)
+    removed = 0
+    for tmp in path.parent.glob(f"{glob.escape(_temp_prefix(path))}*.tmp"):
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    if removed:
+        log.info("removed %d temporary files of %s left by a killed run", removed, path)
+    return removed
 
 
 # -- Alertmanager --

@@ -1,14 +1,19 @@
 """The scheduled job behind ``faultlens run``: ingest what is new, predict, export, alert.
 
-One run, under a file lock next to the database (a second concurrent run gets ``LockedError``):
+One run, under a file lock next to the database (a second concurrent run gets ``LockedError``;
+the lock is an ``flock``, so a run killed with SIGKILL never leaves it stale):
 
 1. ingest the configured paths (exactly-once: only new lines of grown logs are read);
 2. score every node and GPU with the latest model and write them to ``predictions``;
-3. write the Prometheus textfile (atomically);
+3. write the Prometheus textfile (atomically: temporary file, fsync, rename);
 4. reconcile alerts with Alertmanager (new / refreshed / resolved; see ``app.alerts``);
 5. report each alert and a run summary as JSON lines through ``emit``.
 
-The run is idempotent: a second run at the same time changes nothing and sends nothing.
+The run is idempotent: a second run at the same time changes nothing and sends nothing. Killed at
+any point, it leaves each ingested file and the run's predictions all there or not at all (one
+transaction each), and the textfile and alert state the old or the new complete file. DuckDB has
+one writer at a time: while ``faultlens ingest`` holds the database the run waits for it up to
+``db_wait_s`` seconds, then gives up with ``DatabaseBusyError`` (exit code 6, try again later).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import time
 import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,11 +34,11 @@ from app import alerts as am
 from ingest.attribution import refresh
 from ingest.catalog import load_catalog
 from ingest.errors import ConfigError, LockedError
-from ingest.pipeline import ingest_paths
-from ingest.store import Store, default_db_path
+from ingest.pipeline import IngestReport, ingest_paths
+from ingest.store import DatabaseBusyError, Store, default_db_path
 from models.actions import ACTION_RANK, RiskAction
-from models.predictor import predict_failures, save_predictions
-from models.registry import default_models_dir, load_model
+from models.predictor import Prediction, predict_failures, save_predictions
+from models.registry import LoadedModel, default_models_dir, load_model
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,7 @@ class RunConfig:
     refresh_h: float = 2.0
     timeout_s: float = 10.0
     state_file: Path | None = None
+    db_wait_s: float = 60.0
 
     @property
     def lock_file(self) -> Path:
@@ -91,6 +98,7 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
             refresh_h=float(amc.get("refresh_h", 2.0)),
             timeout_s=float(amc.get("timeout_s", 10.0)),
             state_file=rel(amc.get("state_file")),
+            db_wait_s=float(top.get("db_wait_s", 60.0)),
         )
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid value in {path}: {e}") from e
@@ -121,6 +129,22 @@ def run_lock(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def open_store(path: Path, wait_s: float) -> Store:
+    """Open ``path`` read-write, waiting up to ``wait_s`` seconds while another process
+    (an ingest) holds it; then ``DatabaseBusyError``."""
+    deadline = time.monotonic() + wait_s
+    pause_s = 0.1
+    while True:
+        try:
+            return Store(path)
+        except DatabaseBusyError:
+            if time.monotonic() + pause_s > deadline:
+                raise
+            log.info("database %s busy, retrying in %.1f s", path, pause_s)
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, 2.0)
+
+
 @dataclass
 class RunOutcome:
     summary: dict[str, Any]
@@ -136,22 +160,15 @@ def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
     as_of = as_of or now
     with run_lock(cfg.lock_file):
         model = load_model(cfg.models_dir or default_models_dir(cfg.db), cfg.model_version)
-        with Store(cfg.db) as store:
-            report = None
-            if cfg.ingest_paths:
-                if store.count("xid_catalog") == 0:
-                    store.load_xid_catalog(load_catalog())
-                report = ingest_paths(store, cfg.ingest_paths, now=now)
-                if any(f.status in ("ok", "partial") for f in report.files):
-                    refresh(store)
-            pred = predict_failures(store, model.estimator, model.card, as_of=as_of,
-                                    scheduler=cfg.scheduler)
-            save_predictions(store, pred, model.card["horizon_h"])
+        report, pred = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
         horizon_h = float(model.card["horizon_h"])
         if cfg.textfile is not None:
+            am.remove_stale_temporaries(cfg.textfile)  # left by a run killed mid-write
+            log.info("writing textfile %s", cfg.textfile)
             am.write_textfile(cfg.textfile, am.textfile_lines(
                 pred.rows, horizon_h=horizon_h, model_version=pred.model_version,
                 run_id=pred.run_id, now=now))
+            log.info("textfile written")
         floor = ACTION_RANK[RiskAction(cfg.min_action)]
         paged = [a for a in pred.alerts if ACTION_RANK[RiskAction(a["action"])] >= floor]
         for a in pred.alerts:
@@ -180,6 +197,27 @@ def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
     return RunOutcome(summary, needs, ingest_failed, delivery_error is not None)
 
 
+def _ingest_and_predict(cfg: RunConfig, model: LoadedModel, *, now: datetime,
+                        as_of: datetime) -> tuple[IngestReport | None, Prediction]:
+    """Ingest the configured paths, score, and store the run's predictions (one transaction)."""
+    with open_store(cfg.db, cfg.db_wait_s) as store:
+        report = None
+        if cfg.ingest_paths:
+            if store.count("xid_catalog") == 0:
+                store.load_xid_catalog(load_catalog())
+            log.info("ingesting %s", cfg.ingest_paths)
+            report = ingest_paths(store, cfg.ingest_paths, now=now)
+            log.info("ingested %d files", len(report.files))
+            if any(f.status in ("ok", "partial") for f in report.files):
+                refresh(store)
+        pred = predict_failures(store, model.estimator, model.card, as_of=as_of,
+                                scheduler=cfg.scheduler)
+        log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
+        save_predictions(store, pred, model.card["horizon_h"])
+        log.info("predictions written")
+    return report, pred
+
+
 def _alertmanager(cfg: RunConfig, paged: list[dict], run_id: str, version: str,
                   horizon_h: float, now: datetime) -> tuple[am.Plan, str | None]:
     if not cfg.alertmanager_url:
@@ -193,5 +231,8 @@ def _alertmanager(cfg: RunConfig, paged: list[dict], run_id: str, version: str,
     except am.DeliveryError as e:
         log.warning("%s", e)
         return am.Plan(unchanged=len(current)), str(e)
+    am.remove_stale_temporaries(cfg.alert_state)
+    log.info("writing alert state %s", cfg.alert_state)
     am.save_state(cfg.alert_state, plan.state)
+    log.info("alert state written")
     return plan, None

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from ingest.errors import StoreError
+from ingest.errors import LockedError, StoreError
 from ingest.schema import SCHEMA_VERSION, TABLES, conform
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,10 @@ DEFAULT_MEMORY = "1GB"
 MIGRATIONS: dict[int, list[str]] = {
     2: ["ALTER TABLE ingested_files ADD COLUMN IF NOT EXISTS tail_fingerprint VARCHAR"],
 }
+
+
+class DatabaseBusyError(LockedError, StoreError):
+    """Another process holds the database open for writing (DuckDB allows one writer)."""
 
 
 def default_db_path() -> Path:
@@ -65,6 +69,12 @@ class Store:
                     "preserve_insertion_order": False,
                 },
             )
+        except duckdb.IOException as e:
+            if "Could not set lock" in str(e):
+                raise DatabaseBusyError(
+                    f"database {self.path} is in use by another process; try again later ({e})"
+                ) from e
+            raise StoreError(f"cannot open database {self.path}: {e}") from e
         except duckdb.Error as e:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
         if not read_only:
