@@ -17,6 +17,12 @@ keeps only the lines that contain one of the literals (with their line numbers) 
 all lines; noise lines are split and counted, never handed to the parser. With ``threaded=True``
 the reading, splitting and filtering run in a background thread (polars releases the GIL), one or
 two chunks ahead of the consumer, so that parsing chunk i overlaps reading chunk i+1.
+
+A log that is being written (modified in the last ``LIVE_WRITE_S`` seconds) is read only up to
+its last ``\\n`` (``open_lines``): a logger caught in the middle of a ``write()`` — or a process
+whose stdio buffer ends mid-line — leaves a partial last line, which is left for the next run (the
+registry records the bytes consumed) instead of being parsed as a line and losing its event. A
+last line without ``\\n`` in a file that has been quiet for longer is read as a line.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import os
 import queue
 import re
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +52,9 @@ GZIP_MAGIC = b"\x1f\x8b"
 PREFETCH = 2  # chunks read ahead by the background thread
 BATCH_CANDIDATES = 40_000  # candidate lines gathered (over blocks) before a chunk is handed out
 BATCH_BLOCKS = 4  # ... or this many blocks, whichever comes first
+# A file modified this recently is still being written: its partial last line is held for the
+# next run. ``$FAULTLENS_LIVE_WRITE_S`` overrides it (0: read every file to its end).
+LIVE_WRITE_S = 30.0
 
 T = TypeVar("T")
 
@@ -119,6 +130,73 @@ def _open_stream(path: str | Path, gzipped: bool) -> BinaryIO:
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
     return gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw  # type: ignore[return-value]
+
+
+def open_lines(path: str | Path, gzipped: bool) -> BinaryIO:
+    """``_open_stream`` for the line readers: a plain file still being written ends at its last
+    ``\\n`` (see the module doc); its partial last line is read by a later run."""
+    f = _open_stream(path, gzipped)
+    if gzipped:
+        return f
+    st = os.fstat(f.fileno())
+    if st.st_size == 0 or time.time() - st.st_mtime >= live_write_s():
+        return f
+    end = _last_line_end(f, st.st_size)
+    f.seek(0)
+    return f if end == st.st_size else _Bounded(f, end)  # type: ignore[return-value]
+
+
+def live_write_s() -> float:
+    try:
+        return float(os.environ.get("FAULTLENS_LIVE_WRITE_S", LIVE_WRITE_S))
+    except ValueError:
+        return LIVE_WRITE_S
+
+
+def _last_line_end(f: BinaryIO, size: int, step: int = 1 << 16) -> int:
+    """The offset just after the last ``\\n`` of ``f`` (0 when it has none)."""
+    hi = size
+    while hi > 0:
+        lo = max(0, hi - step)
+        f.seek(lo)
+        at = f.read(hi - lo).rfind(b"\n")
+        if at >= 0:
+            return lo + at + 1
+        hi = lo
+    return 0
+
+
+class _Bounded:
+    """A binary file seen only up to byte ``end`` (reads stop there; seek / tell pass through)."""
+
+    def __init__(self, f: BinaryIO, end: int) -> None:
+        self.f, self.end = f, end
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.end - self.f.tell()
+        return self.f.read(left if n < 0 else min(n, left)) if left > 0 else b""
+
+    def readinto(self, b: Any) -> int:
+        left = self.end - self.f.tell()
+        if left <= 0:
+            return 0
+        view = memoryview(b)
+        return self.f.readinto(view[: min(len(view), left)])  # type: ignore[attr-defined]
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self.f.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.f.tell()
+
+    def close(self) -> None:
+        self.f.close()
+
+    def __enter__(self) -> _Bounded:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.f.close()
 
 
 def looks_binary(sample: bytes) -> bool:
@@ -226,7 +304,7 @@ def _raw_chunks(
 ) -> Iterator[tuple[pl.Series, int]]:
     """(lines, body bytes) per chunk; ``InputError`` for unreadable or corrupt input."""
     try:
-        with _open_stream(path, gzipped) as f:
+        with open_lines(path, gzipped) as f:
             if start_byte:
                 if gzipped:
                     _skip(f, start_byte)

@@ -7,8 +7,9 @@ search runs on the raw bytes of a 64 MiB block instead:
 - Intel Hyperscan scans the block for ``(?:lit1|lit2|...)[^\\n]*\\n``. The only end of a match is
   the newline of a line holding a literal, so there is one callback per candidate *line*, and its
   offset is that line's end.
-- A numpy newline index (in 1 MiB pieces, so that the temporaries stay in cache) gives every hit
-  its line number and its bounds, counts the lines, and finds over-long lines.
+- A newline bitmap with running counts per 64-bit word (numpy, in 1 MiB pieces so that the byte
+  mask stays in cache) counts the lines and gives every hit its line number and its start,
+  without listing every newline; over-long lines are found by probing every third of the limit.
 - Only the candidate lines are copied out of the block (one Arrow ``take`` over a zero-copy view
   of it) and decoded; invalid UTF-8 is replaced (U+FFFD), as the line reader does.
 
@@ -155,7 +156,7 @@ def _blocks(
     faults than the scan): what is yielded is only valid until the next block is asked for.
     """
     try:
-        with reader._open_stream(path, gzipped) as f:
+        with reader.open_lines(path, gzipped) as f:
             if start_byte:
                 if gzipped:
                     reader._skip(f, start_byte)
@@ -191,21 +192,56 @@ def _fill(f: Any, block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:
         kept = size - cut
 
 
-def newline_index(data: np.ndarray) -> np.ndarray:
-    """Offsets of the ``\\n`` bytes of ``data`` (uint8), computed in ``SUB_BYTES`` pieces."""
-    if len(data) == 0:
-        return np.empty(0, np.int64)
-    mask = np.empty(min(SUB_BYTES, len(data)), np.bool_)
-    parts = []
-    for k in range(0, len(data), SUB_BYTES):
-        piece = data[k:k + SUB_BYTES]
-        m = mask[: len(piece)]
-        np.equal(piece, 10, out=m)
-        found = np.flatnonzero(m)
-        if k:
-            found += k
-        parts.append(found)
-    return np.concatenate(parts) if len(parts) > 1 else parts[0]
+class NewlineBits:
+    """The ``\\n`` bytes of a block as a bitmap (bit ``j`` of word ``w`` is byte ``64 w + j``)
+    with running counts per word: the line count, line numbers and line starts of chosen lines,
+    without listing every newline. Built in ``SUB_BYTES`` pieces (the byte mask stays in cache)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        n_words = (len(data) + 63) // 64
+        self.words = np.zeros(n_words, np.uint64)
+        packed = self.words.view(np.uint8)
+        sub = max(64, SUB_BYTES // 64 * 64)  # whole words per piece
+        mask = np.empty(min(sub, len(data)), np.bool_)
+        for k in range(0, len(data), sub):
+            piece = data[k:k + sub]
+            m = mask[: len(piece)]
+            np.equal(piece, 10, out=m)
+            packed[k // 8:k // 8 + (len(piece) + 7) // 8] = np.packbits(m, bitorder="little")
+        self.counts = np.bitwise_count(self.words)
+        self.cum = np.cumsum(self.counts, dtype=np.int64)  # newlines up to the end of each word
+        self.total = int(self.cum[-1]) if n_words else 0
+
+    def before(self, pos: np.ndarray) -> np.ndarray:
+        """How many newlines lie before each offset ``pos`` (the 0-based line index there)."""
+        w = pos >> 6
+        return self.cum[w] - self.counts[w] + np.bitwise_count(self.words[w] & _below(pos))
+
+    def line_starts(self, nl_pos: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """Start offsets of the lines ending at newlines ``nl_pos`` (line indexes ``idx``)."""
+        w = nl_pos >> 6
+        word = self.words[w] & _below(nl_pos)
+        far = word == 0  # the previous newline is in an earlier word: the last one of that word
+        if far.any():
+            prev_w = np.searchsorted(self.cum, idx[far], side="left")  # word of newline idx - 1
+            first = idx[far] == 0
+            w = w.copy()
+            w[far] = np.where(first, 0, prev_w)
+            word[far] = np.where(first, 0, self.words[np.minimum(prev_w, len(self.words) - 1)])
+        return (w << 6) + _high_bit(word) + 1  # 0 for the first line (w = 0, no bit)
+
+
+def _below(pos: np.ndarray) -> np.ndarray:
+    """Masks of the bits below bit ``pos % 64``."""
+    return (np.uint64(1) << (pos & 63).astype(np.uint64)) - np.uint64(1)
+
+
+def _high_bit(x: np.ndarray) -> np.ndarray:
+    """Index of the highest set bit of each word (-1 for 0)."""
+    x = x.copy()
+    for shift in (1, 2, 4, 8, 16, 32):
+        x |= x >> np.uint64(shift)
+    return np.bitwise_count(x).astype(np.int64) - 1
 
 
 def block_candidates(
@@ -216,77 +252,92 @@ def block_candidates(
     literal (and of those holding the ``follow`` literal). Also returns whether the block's last
     line holds ``follow`` (its successor, in the next block, is then a candidate)."""
     data = np.frombuffer(buf, np.uint8, count=body_len)
-    nl = newline_index(data)
-    n = len(nl)
-    too_long, long_idx = _too_long(buf, data, nl, first_line)
-    hit = _line_idx(nl, ends, long_idx)
-    cand_idx, follows, next_follow = hit, None, False
+    bits = NewlineBits(data)
+    too_long, long_ends = _too_long(buf, body_len, bits, first_line)
+    cand_ends = _unique_ends(ends, long_ends)
+    follows, next_follow = None, False
     if follow_ends is not None:
-        holder = _line_idx(nl, follow_ends, long_idx)
-        next_follow = bool(len(holder)) and int(holder[-1]) == n - 1
-        after = holder + 1
-        if prev_follow:
-            after = np.concatenate([np.zeros(1, np.int64), after])
-        after = after[after < n]
+        holder = _unique_ends(follow_ends, long_ends)
+        next_follow = bool(len(holder)) and int(holder[-1]) == body_len
+        after = _following(buf, data, body_len, holder, prev_follow, long_ends)
         if len(after):
-            start, stop = _bounds(data, nl, after)
-            after = after[stop > start]  # an empty line is no candidate
-        if len(long_idx):
-            after = after[~np.isin(after, long_idx)]
-        cand_idx = np.union1d(hit, after) if len(after) else hit
-        follows = np.isin(cand_idx, after) if len(after) else np.zeros(len(cand_idx), np.bool_)
-    start, stop = _bounds(data, nl, cand_idx)
+            cand_ends = np.union1d(cand_ends, after)
+            follows = np.isin(cand_ends, after)
+        else:
+            follows = np.zeros(len(cand_ends), np.bool_)
+    nl_pos = cand_ends - 1
+    idx = bits.before(nl_pos)
+    start = bits.line_starts(nl_pos, idx)
     columns: dict[str, Any] = {
-        "line": pl.Series("line", cand_idx + first_line, dtype=pl.Int64),
-        "raw": _texts(buf, start, stop),
+        "line": pl.Series("line", idx + first_line, dtype=pl.Int64),
+        "raw": _texts(buf, start, _stops(data, start, nl_pos)),
     }
     if follows is not None:
         columns["follows"] = pl.Series("follows", follows, dtype=pl.Boolean)
-    chunk = CandidateChunk(pl.DataFrame(columns), first_line, n, end_byte, too_long)
+    chunk = CandidateChunk(pl.DataFrame(columns), first_line, bits.total, end_byte, too_long)
     return chunk, next_follow
 
 
-def _bounds(data: np.ndarray, nl: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and (exclusive) stop offsets of lines ``idx`` (one ``\\r`` before ``\\n`` dropped)."""
-    start = np.zeros(len(idx), np.int64)
-    later = idx > 0
-    start[later] = nl[idx[later] - 1] + 1
-    stop = nl[idx]
-    stop = stop - ((stop > start) & (data[np.maximum(stop - 1, 0)] == 13))
-    return start, stop
-
-
-def _line_idx(nl: np.ndarray, ends: Sequence[int], long_idx: np.ndarray) -> np.ndarray:
-    """Sorted unique line indexes of lines ending at ``ends`` (offsets just past their newline),
-    over-long lines left out."""
+def _unique_ends(ends: Sequence[int], long_ends: np.ndarray) -> np.ndarray:
+    """Sorted unique line ends (offsets just past the newline), over-long lines left out."""
     if not len(ends):
         return np.empty(0, np.int64)
-    idx = np.unique(np.searchsorted(nl, np.asarray(ends, np.int64) - 1))
-    if len(long_idx):
-        idx = idx[~np.isin(idx, long_idx)]
-    return idx
+    out = np.unique(np.asarray(ends, np.int64))
+    if len(long_ends):
+        out = out[~np.isin(out, long_ends)]
+    return out
+
+
+def _following(
+    buf: bytes | bytearray, data: np.ndarray, body_len: int, holder: np.ndarray,
+    prev_follow: bool, long_ends: np.ndarray,
+) -> np.ndarray:
+    """Ends of the lines after the ``follow`` holders (``holder``: their ends) that are neither
+    empty nor over-long; with ``prev_follow``, the block's first line too."""
+    starts = holder[holder < body_len].tolist()
+    if prev_follow:
+        starts.insert(0, 0)
+    if not starts:
+        return np.empty(0, np.int64)
+    find = buf.find
+    ends = np.array([find(b"\n", s, body_len) + 1 for s in starts], np.int64)
+    start = np.asarray(starts, np.int64)
+    keep = _stops(data, start, ends - 1) > start  # an empty line is no candidate
+    if len(long_ends):
+        keep &= ~np.isin(ends, long_ends)
+    return ends[keep]
+
+
+def _stops(data: np.ndarray, start: np.ndarray, nl_pos: np.ndarray) -> np.ndarray:
+    """(Exclusive) stop offsets of lines: their newline, one ``\\r`` before it dropped."""
+    return nl_pos - ((nl_pos > start) & (data[np.maximum(nl_pos - 1, 0)] == 13))
 
 
 def _too_long(
-    buf: bytes | bytearray, data: np.ndarray, nl: np.ndarray, first_line: int
+    buf: bytes | bytearray, body_len: int, bits: NewlineBits, first_line: int
 ) -> tuple[pl.DataFrame | None, np.ndarray]:
     """Lines longer than ``MAX_LINE_BYTES`` once decoded (a replaced byte grows to 3), and their
-    indexes. Only lines of more than a third of the limit are decoded to tell."""
-    maybe = np.flatnonzero(np.diff(nl, prepend=-1) > MAX_LINE_BYTES // 3)
+    ends. Only lines of more than a third of the limit are decoded to tell: such a line holds a
+    multiple of ``limit``, so probing at those offsets finds them all."""
+    limit = MAX_LINE_BYTES // 3
     rows = []
-    if len(maybe):
-        starts, stops = _bounds(data, nl, maybe)
-        for i, a, b in zip(maybe.tolist(), starts.tolist(), stops.tolist(), strict=True):
-            text = bytes(buf[a:b]).decode("utf-8", "replace")
+    pos = 0
+    while pos < body_len:
+        start = buf.rfind(b"\n", 0, pos) + 1
+        end = buf.find(b"\n", pos, body_len) + 1
+        if end - start > limit:
+            stop = end - 1 - (end - 1 > start and buf[end - 2] == 13)
+            text = bytes(buf[start:stop]).decode("utf-8", "replace")
             nbytes = len(text.encode())
             if nbytes > MAX_LINE_BYTES:
-                rows.append((i, nbytes, text[:RAW_KEEP_CHARS]))
+                rows.append((end, nbytes, text[:RAW_KEEP_CHARS]))
+        pos = max(pos + limit, end)
     if not rows:
         return None, np.empty(0, np.int64)
-    idx = np.array([r[0] for r in rows], np.int64)
-    frame = pl.DataFrame({"line": idx + first_line, "bytes": [r[1] for r in rows],
+    ends = np.array([r[0] for r in rows], np.int64)
+    frame = pl.DataFrame({"line": bits.before(ends - 1) + first_line, "bytes": [r[1] for r in rows],
                           "raw": [r[2] for r in rows]}, schema=_LONG_SCHEMA)
-    return frame, idx
+    return frame, ends
 
 
 def _texts(buf: bytes | bytearray, starts: np.ndarray, stops: np.ndarray) -> pl.Series:
@@ -303,12 +354,14 @@ def _texts(buf: bytes | bytearray, starts: np.ndarray, stops: np.ndarray) -> pl.
     offsets[2 * k] = stops[-1]
     view = pa.Array.from_buffers(pa.large_binary(), 2 * k,
                                  [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
-    lines = view.take(pa.array(np.arange(0, 2 * k, 2)))
+    # (``pa.array`` of a numpy array would import pandas: the indexes are wrapped instead)
+    even = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(np.arange(0, 2 * k, 2))])
+    lines = view.take(even)
     try:
         text = pc.cast(lines, pa.large_string())
     except pa.ArrowInvalid:  # invalid UTF-8 somewhere: decode these lines as the reader does
-        text = pa.array([b.decode("utf-8", "replace") for b in lines.to_pylist()],
-                        pa.large_string())
+        return pl.Series("raw", [b.decode("utf-8", "replace") for b in lines.to_pylist()],
+                         dtype=pl.String)
     return pl.Series("raw", pl.from_arrow(text), dtype=pl.String)
 
 
@@ -362,4 +415,4 @@ def _replace(chunk: CandidateChunk, cand: pl.DataFrame) -> CandidateChunk:
     return CandidateChunk(cand, chunk.first_line, chunk.n_lines, chunk.end_byte, chunk.too_long)
 
 
-__all__ = ["BLOCK_BYTES", "available", "block_candidates", "iter_scan", "newline_index"]
+__all__ = ["BLOCK_BYTES", "NewlineBits", "available", "block_candidates", "iter_scan"]

@@ -177,3 +177,20 @@ def test_pipeline_quarantines_over_long_lines_on_the_prefilter_path(tmp_path, st
     q = store.query("SELECT line, reason FROM quarantine").row(0)
     assert q == (2, f"line too long ({MAX_LINE_BYTES + 20} bytes > {MAX_LINE_BYTES})")
     assert store.query("SELECT line, code FROM events").row(0) == (1, 79)
+
+
+def test_a_file_being_written_is_read_to_its_last_complete_line(tmp_path, monkeypatch) -> None:
+    import os
+    import time
+
+    from ingest.reader import iter_chunks
+
+    monkeypatch.setenv("FAULTLENS_LIVE_WRITE_S", "30")
+    log = tmp_path / "kern.log"
+    log.write_bytes(b"first\nsecond\nthi")  # the writer is in the middle of line 3
+    chunks = list(iter_chunks(log))
+    assert [c.lines.to_list() for c in chunks] == [["first", "second"]]
+    assert chunks[-1].end_byte == len(b"first\nsecond\n")  # the registry resumes at line 3
+    old = time.time() - 60
+    os.utime(log, (old, old))  # quiet for a minute: the last line is complete as it stands
+    assert [x for c in iter_chunks(log) for x in c.lines.to_list()] == ["first", "second", "thi"]
