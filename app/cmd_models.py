@@ -10,16 +10,18 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from app.common import DbOption, JsonOption, boundary, db_path, emit_json, utc_now
+from app.common import (
+    DaskOption,
+    DbOption,
+    JsonOption,
+    boundary,
+    dask_client,
+    db_path,
+    emit_json,
+    utc_now,
+)
 from ingest.errors import ConfigError
 from ingest.store import Store
-from models.predictor import (
-    TrainConfig,
-    predict_failures,
-    save_predictions,
-    train_failure_model,
-)
-from models.registry import default_models_dir, load_model, save_model
 
 err = Console(stderr=True)
 
@@ -72,6 +74,8 @@ def train(
                                                     "aims for on the calibration window.")] = 0.9,
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
+    dask: DaskOption = None,
+    workers: Annotated[int, typer.Option(help="Worker processes of a --dask local cluster.")] = 2,
     json: JsonOption = False,
 ) -> None:
     """Train the failure predictor and compare it with the SRE rule and the lemon count.
@@ -80,18 +84,24 @@ def train(
     test, each a horizon apart), fits a calibrated LightGBM model, and reports PR-AUC,
     precision and recall at the operating threshold, precision@k and median lead time for the
     model and both baselines. The model and its card are saved in the model registry.
-    Exit code 5 when there is not enough history to train.
+    With --dask the trees are trained on a Dask cluster (lightgbm.dask); the features are
+    built here, from the database. Exit code 5 when there is not enough history to train.
 
     Example: faultlens train --db data/faultlens.duckdb --horizon-h 24 --json
     """
     if not 0 < test_fraction < 0.8 or horizon_h <= 0:
         raise ConfigError("--test-fraction must be in (0, 0.8) and --horizon-h positive")
+    # imported here: LightGBM / scikit-learn take seconds to import, which every other command
+    # (``faultlens ingest`` from cron) would pay
+    from models.predictor import TrainConfig, train_failure_model
+    from models.registry import default_models_dir, save_model
+
     cfg = TrainConfig(horizon_h=horizon_h, test_fraction=test_fraction, k=k,
                       target_precision=target_precision, seed=seed)
     path = db_path(db)
     now = utc_now()
-    with Store(path, read_only=True) as store:
-        result = train_failure_model(store, as_of=_as_of(as_of), cfg=cfg, now=now)
+    with dask_client(dask, workers) as client, Store(path, read_only=True) as store:
+        result = train_failure_model(store, as_of=_as_of(as_of), cfg=cfg, now=now, client=client)
     folder = save_model(models_dir or default_models_dir(path), result.estimator, result.card)
     doc = train_doc(result.card)
     if json:
@@ -136,6 +146,9 @@ def predict(
     """
     if scheduler not in SCHEDULERS:
         raise ConfigError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
+    from models.predictor import predict_failures, save_predictions
+    from models.registry import default_models_dir, load_model
+
     path = db_path(db)
     model = load_model(models_dir or default_models_dir(path), model_version)
     with Store(path) as store:

@@ -7,7 +7,8 @@ benign precursor-like events, and a GPU temperature sample per GPU every 6 hours
 
     python -m bench.bench_models [--nodes 12500] [--days 42] [--db /tmp/bench_models.duckdb]
 
-Each stage runs in its own process so that its peak RSS is its own.
+Each stage runs in its own process so that its peak RSS is its own; the full run writes the
+stage results to ``bench/out/bench_models.json`` and ``.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 START = datetime(2025, 1, 1)
+OUT = Path(__file__).resolve().parent / "out"
 
 GENERATE = [
     "SELECT setseed(0.42)",
@@ -147,10 +149,33 @@ def main() -> None:
     elif args.stage == "predict":
         print(json.dumps(stage_predict(args.db, models, args.days)), flush=True)
     else:
+        results = []
         for stage in ("generate", "train", "predict"):
-            subprocess.run([sys.executable, "-m", "bench.bench_models", "--stage", stage,
-                            "--nodes", str(args.nodes), "--days", str(args.days),
-                            "--db", str(args.db)], check=True)
+            done = subprocess.run([sys.executable, "-m", "bench.bench_models", "--stage", stage,
+                                   "--nodes", str(args.nodes), "--days", str(args.days),
+                                   "--db", str(args.db)], check=True, capture_output=True,
+                                  text=True)
+            sys.stderr.write(done.stderr)
+            print(done.stdout, end="", flush=True)
+            results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        write_out(args.nodes, args.days, results)
+
+
+def write_out(n_nodes: int, days: int, results: list[dict]) -> None:
+    targets = {"features+train": "<= 120 s", "predict": "<= 10 s"}
+    lines = [f"Cluster: {n_nodes:,} nodes x {days} days, generated in DuckDB "
+             f"({results[0].get('events', 0):,} events, {results[0].get('telemetry', 0):,} "
+             "telemetry samples). Memory target <= 8 GB.", "",
+             "| stage | wall s | CPU s | peak GB | load avg 1m | rows | target |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for r in results[1:]:
+        rows = r.get("node_hour_rows", r.get("rows_scored"))
+        lines.append(f"| {r['stage']} | {r['seconds']} | {r['cpu_seconds']} | {r['peak_gb']} | "
+                     f"{r['load_avg_1m']:.1f} | {rows:,} | {targets.get(r['stage'], '')} |")
+    OUT.mkdir(exist_ok=True)
+    (OUT / "bench_models.md").write_text("\n".join(lines) + "\n")
+    (OUT / "bench_models.json").write_text(json.dumps(
+        {"nodes": n_nodes, "days": days, "stages": results}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -31,13 +31,19 @@ from scipy.ndimage import maximum_filter1d
 
 from ingest.catalog import packaged_catalog
 from ingest.store import Store
-from models.target import HARDWARE_CAUSES, episodes_from_events, target_events
+from models.target import (
+    HARDWARE_CAUSES,
+    TARGET_EVENT_SQL,
+    episodes_from_events,
+    target_event_params,
+    target_events,
+)
 
 log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
 HOUR_US = 3_600_000_000
-W1, W24, W7D, W28D = 1, 24, 168, 672
+W1, W24, W72, W7D, W28D = 1, 24, 72, 168, 672
 MAX_WINDOW_H = W28D
 HOURS_SINCE_CAP = float(W28D)
 # Clock-event reasons that mean the hardware slowed itself down: HW slowdown, SW / HW thermal,
@@ -69,6 +75,17 @@ def _catalog_sets() -> tuple[dict[str, list[int]], list[int], list[int]]:
             sorted(int(x) for x in drain["xid"].to_list()))
 
 
+# Hardware warnings: what a part on its way out logs before it fails (correctable ECC, row
+# remaps, contained ECC, non-fatal NVLink, corrected PCIe AER, GSP timeouts, host EDAC / MCE,
+# NVMe timeouts, thermal), never a target event itself. A healthy part logs one or two of them
+# now and then; a failing one escalates: more of them, on one GPU, over hours to days. The
+# ``warn`` features count them of any kind, so that an escalation of a rarely seen kind still
+# looks like one; ``warn_streak`` is, per event, the warnings of the same GPU (or of the node, for
+# host warnings) in the ``WARN_STREAK_H`` hours up to it, maxed over the window.
+WARN_KINDS = ("ecc", "row_remap", "nvlink", "sxid", "pcie", "gsp_timeout", "thermal", "memory",
+              "mce", "storage")
+WARN_XIDS = (63, 74, 92, 94, 119, 144, 145, 146, 147, 148, 149, 150)
+WARN_STREAK_H = 72
 XID_CATEGORIES = ("memory", "hardware", "interconnect", "driver", "application", "other")
 KEY_XIDS = (13, 31, 48, 63, 64, 74, 79, 92, 94, 95, 119)
 _BY_CAT, CRITICAL_XIDS, DRAIN_XIDS = _catalog_sets()
@@ -111,6 +128,12 @@ EVENT_BASES: tuple[Base, ...] = (
     _kinds("node_drain", (W24, W7D, W28D), "node_drain"),
     _kinds("job_requeue", (W7D, W28D), "job_requeue"),
     _ev("severe", (W1, W24), "severity IN ('error', 'critical')"),
+    _ev("warn", (W1, W24, W72, W7D), "warn"),
+    Base("warn_streak", "events", (W24, W72), "max", "warn"),
+    _kinds("pcie_w", (W72,), "pcie"),
+    _kinds("gsp_w", (W72,), "gsp_timeout"),
+    _ev("xid74_w", (W72,), "kind = 'xid' AND code = 74"),
+    _ev("xid63_w", (W72,), "kind = 'xid' AND code = 63"),
 )
 
 # Telemetry: counters become hourly increments; gauges become hourly max / sum / sample count.
@@ -215,72 +238,105 @@ def _point_wrap(sql: str, bases: Sequence[Base]) -> str:
     return f"SELECT node, gkey, {', '.join(aggs)} FROM ({sql}) GROUP BY node, gkey"
 
 
+def _warn_sql() -> tuple[str, list[object]]:
+    """SQL predicate (events alias e) for a hardware warning, and its parameters."""
+    sql = (f"((list_contains(?::VARCHAR[], e.kind) OR (e.kind = 'xid' AND "
+           f"list_contains(?::INTEGER[], e.code))) AND NOT {TARGET_EVENT_SQL})")
+    return sql, [list(WARN_KINDS), list(WARN_XIDS), *target_event_params()]
+
+
 def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
                   per_gpu: bool, point: bool = False) -> pl.DataFrame:
+    """Event counts per (node, GPU key, hour). Events are read from ``WARN_STREAK_H`` before
+    ``lo`` so that a warning streak sees its history; buckets before ``lo`` are dropped by the
+    caller."""
     cols, params = [], []
     for b in EVENT_BASES:
+        if b.name == "warn_streak":
+            cols.append("coalesce(max(streak), 0) AS warn_streak")
+            continue
         cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
         params.extend(b.params)
-    join = (
-        "LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
-        "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu"
-        if per_gpu else ""
-    )
+    warn, warn_params = _warn_sql()
+    gpu = _gkey_events(True)
     sql = (
-        f"WITH x AS (SELECT e.node, {_gkey_events(per_gpu)} AS gkey, {_bucket_sql('e.ts')} AS b, "
-        f"e.kind, e.code, e.severity FROM events e {join} "
-        "WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL) "
-        f"SELECT node, gkey, b, {', '.join(cols)} FROM x GROUP BY node, gkey, b"
+        f"WITH x AS (SELECT e.node, {_gkey_events(per_gpu)} AS gkey, {gpu} AS gpu_key, "
+        f"{_bucket_sql('e.ts')} AS b, e.ts, e.kind, e.code, e.severity, {warn} AS warn "
+        "FROM events e LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
+        "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu "
+        "WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL), "
+        "y AS (SELECT *, CASE WHEN warn THEN sum(CAST(warn AS INTEGER)) OVER ("
+        "PARTITION BY node, gpu_key ORDER BY ts RANGE BETWEEN "
+        f"INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW) END AS streak FROM x) "
+        f"SELECT node, gkey, b, {', '.join(cols)} FROM y GROUP BY node, gkey, b"
     )
     if point:
         sql = _point_wrap(sql, EVENT_BASES)
-    return store.query(sql, [_anchor_us(anchor), lo, hi, *params])
+    return store.query(sql, [_anchor_us(anchor), *warn_params,
+                             lo - timedelta(hours=WARN_STREAK_H), hi, *params])
 
 
 def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
                       per_gpu: bool, point: bool = False) -> pl.DataFrame:
     """Counter increments and gauge aggregates per (node, GPU, hour); ``lo`` should start a day
-    before the first bucket wanted, so the first increment has a previous value."""
-    groups = {**COUNTER_METRICS, **GAUGE_METRICS, "throttle": THROTTLE_METRICS}
-    names = [m for ms in groups.values() for m in ms]
-    grps = [g for g, ms in groups.items() for _ in ms]
+    before the first bucket wanted, so the first increment has a previous value. Counters need
+    their previous value (a window over each series); gauges are aggregated straight from the
+    samples, in a second query."""
+    names = [m for ms in COUNTER_METRICS.values() for m in ms]
+    grps = [g for g, ms in COUNTER_METRICS.items() for _ in ms]
     inc = "CASE WHEN d IS NULL THEN 0 WHEN d >= 0 THEN d ELSE vmax END"
     cols = [f"coalesce(sum(CASE WHEN {inc} >= {COUNTER_NOISE_FLOOR.get(name, 0.0)} THEN {inc} "
             f"ELSE 0 END) FILTER (WHERE grp = '{name}'), 0) AS {name}"
             for name in COUNTER_METRICS]
-    cols.append("coalesce(sum(nthr) FILTER (WHERE grp = 'throttle'), 0) AS throttle_hw")
-    for g in GAUGE_METRICS:
-        cols += [f"coalesce(max(vmax) FILTER (WHERE grp = '{g}'), 0) AS {g}_max",
-                 f"coalesce(sum(vsum) FILTER (WHERE grp = '{g}'), 0) AS {g}_sum",
-                 f"coalesce(sum(n) FILTER (WHERE grp = '{g}'), 0) AS {g}_n"]
     gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
     sql = f"""
         WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp),
         h AS (
             SELECT t.node, t.gpu, t.metric, any_value(m.grp) AS grp, {_bucket_sql('t.ts')} AS b,
-                   max(t.value) AS vmax, sum(t.value) AS vsum, count(*) AS n,
-                   count(*) FILTER (WHERE (CAST(t.value AS BIGINT) & ?) != 0) AS nthr
+                   max(t.value) AS vmax
             FROM telemetry t JOIN m ON t.metric = m.metric
             WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL
             GROUP BY t.node, t.gpu, t.metric, b
         ), c AS (
             SELECT *, vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) AS d
-            FROM h WHERE grp NOT IN ('temp', 'power', 'throttle')
-            UNION ALL
-            SELECT *, NULL AS d FROM h WHERE grp IN ('temp', 'power', 'throttle')
+            FROM h
         )
         SELECT node, {gkey} AS gkey, b, {', '.join(cols)} FROM c GROUP BY ALL
     """
-    params = [names, grps, _anchor_us(anchor), THROTTLE_HW_MASK, lo, hi]
-    if not point:
-        return store.query(sql, params)
-    counters = [b for b in TELEMETRY_BASES if b.name in COUNTER_METRICS]
-    sql = _point_wrap(sql.replace("FROM telemetry t JOIN m", "FROM telemetry t JOIN "
-                                  "(SELECT * FROM m WHERE grp NOT IN ('temp', 'power', "
-                                  "'throttle')) m"), counters)
-    inc = store.query(sql, params)
-    gauges = _telemetry_gauges_point(store, lo, hi, anchor, per_gpu)
-    return inc.join(gauges, on=["node", "gkey"], how="full", coalesce=True)
+    params = [names, grps, _anchor_us(anchor), lo, hi]
+    if point:
+        counters = [b for b in TELEMETRY_BASES if b.name in COUNTER_METRICS]
+        inc_frame = store.query(_point_wrap(sql, counters), params)
+        gauges = _telemetry_gauges_point(store, lo, hi, anchor, per_gpu)
+        return inc_frame.join(gauges, on=["node", "gkey"], how="full", coalesce=True)
+    return store.query(sql, params).join(
+        _telemetry_gauges(store, lo, hi, anchor, per_gpu), on=["node", "gkey", "b"], how="full",
+        coalesce=True,
+    ).fill_null(0)
+
+
+def _telemetry_gauges(store: Store, lo: datetime, hi: datetime, anchor: datetime,
+                      per_gpu: bool) -> pl.DataFrame:
+    """Hourly gauge aggregates (max / sum / samples of each gauge, HW-throttled samples)."""
+    gauge = {m: g for g, ms in GAUGE_METRICS.items() for m in ms}
+    cols = ["count(*) FILTER (WHERE list_contains(?::VARCHAR[], metric) AND "
+            "(CAST(value AS BIGINT) & ?) != 0) AS throttle_hw"]
+    params: list[object] = [list(THROTTLE_METRICS), THROTTLE_HW_MASK]
+    for g, ms in GAUGE_METRICS.items():
+        cond = "list_contains(?::VARCHAR[], metric)"
+        cols += [f"coalesce(max(value) FILTER (WHERE {cond}), 0) AS {g}_max",
+                 f"coalesce(sum(value) FILTER (WHERE {cond}), 0) AS {g}_sum",
+                 f"count(*) FILTER (WHERE {cond}) AS {g}_n"]
+        params += [list(ms)] * 3
+    gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
+    sql = f"""
+        SELECT node, {gkey} AS gkey, {_bucket_sql('ts')} AS b, {', '.join(cols)}
+        FROM telemetry
+        WHERE ts >= ? AND ts < ? AND node IS NOT NULL AND list_contains(?::VARCHAR[], metric)
+        GROUP BY ALL
+    """
+    return store.query(sql, [_anchor_us(anchor), *params, lo, hi,
+                             [*gauge, *THROTTLE_METRICS]])
 
 
 def _telemetry_gauges_point(store: Store, lo: datetime, hi: datetime, as_of: datetime,
@@ -459,27 +515,34 @@ class FeatureGrid:
             self._coords[base.source] = (ni, b)
         ni, b = self._coords[base.source]
         ok = (ni >= 0) & (b >= 0) & (b < self.T)
-        dense = np.zeros((len(self.nodes), self.T), dtype=np.float64)
         values = frame[base.name].cast(pl.Float64).to_numpy()
         if base.agg == "max":
+            dense = np.zeros((len(self.nodes), self.T), dtype=np.float64)
             np.maximum.at(dense, (ni[ok], b[ok]), values[ok])
-        else:
-            np.add.at(dense, (ni[ok], b[ok]), values[ok])
-        return dense
+            return dense
+        flat = np.bincount(ni[ok] * self.T + b[ok], weights=values[ok],
+                           minlength=len(self.nodes) * self.T)
+        return flat.reshape(len(self.nodes), self.T)
 
-    def _window(self, dense: np.ndarray, w: int, agg: str) -> np.ndarray:
-        n = dense.shape[0]
-        out = np.zeros((n, self.T + 1), dtype=np.float32)
+    def _windows(self, dense: np.ndarray, w: int, agg: str,
+                 sel: dict[str, tuple[np.ndarray, np.ndarray]],
+                 csum: np.ndarray | None) -> dict[str, np.ndarray]:
+        """The ``w``-hour window feature at each selection's flat row indices of the
+        ``(nodes, T + 1)`` grid: row ``t`` aggregates buckets ``[t - w, t)``. Sums come from the
+        base's prefix sums ``csum`` (one per base, shared by its windows), gathered only where
+        rows are selected; maxima from one running maximum."""
         if agg == "max":
-            run = maximum_filter1d(dense, size=w, axis=1, origin=(w - 1) // 2, mode="constant",
-                                   cval=0.0)
-            out[:, 1:] = run
-            return out
-        csum = np.zeros((n, self.T + 1))
-        np.cumsum(dense, axis=1, out=csum[:, 1:])
-        back = np.maximum(np.arange(self.T + 1) - w, 0)
-        out[:] = csum - csum[:, back]
-        return out
+            out = np.zeros((dense.shape[0], self.T + 1), dtype=np.float32)
+            out[:, 1:] = maximum_filter1d(dense, size=w, axis=1, origin=(w - 1) // 2,
+                                          mode="constant", cval=0.0)
+            return {k: out.ravel()[idx] for k, (idx, _) in sel.items()}
+        assert csum is not None
+        flat = csum.ravel()
+        res = {}
+        for k, (idx, ti) in sel.items():
+            back = idx - np.minimum(ti, w)
+            res[k] = (flat[idx] - flat[back]).astype(np.float32)
+        return res
 
     def _hours_since_fail(self) -> np.ndarray:
         pos = np.where(self._fail > 0, np.arange(self.T)[None, :], -1)
@@ -495,13 +558,17 @@ class FeatureGrid:
         """The feature rows selected by each boolean ``(nodes, T + 1)`` mask, in one pass."""
         sel = {k: np.flatnonzero(m.ravel()) for k, m in masks.items()}
         cols: dict[str, list[pl.Series]] = {k: [] for k in masks}
+        at = {k: (idx, idx % (self.T + 1)) for k, idx in sel.items()}
         for base in BASES:
             dense = self._dense(base)
+            csum = None
+            if base.agg == "sum":
+                csum = np.zeros((dense.shape[0], self.T + 1))
+                np.cumsum(dense, axis=1, out=csum[:, 1:])
             for w in base.windows:
-                flat = self._window(dense, w, base.agg).ravel()
-                for k, idx in sel.items():
-                    cols[k].append(pl.Series(window_name(base.name, w), flat[idx]))
-            del dense
+                for k, values in self._windows(dense, w, base.agg, at, csum).items():
+                    cols[k].append(pl.Series(window_name(base.name, w), values))
+            del dense, csum
         hs = self._hours_since_fail().ravel()
         labels = self.labels.ravel()
         times = self.row_times()

@@ -76,7 +76,10 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
         )
 
     def fit(self, X: Any, y: Any, sample_weight: Any = None, *, X_calib: Any = None,
-            y_calib: Any = None, calib_weight: Any = None) -> FailurePredictor:
+            y_calib: Any = None, calib_weight: Any = None,
+            dask_client: Any = None) -> FailurePredictor:
+        """Fit the trees (on ``dask_client``'s workers when given: ``models.dask_train``) and
+        the calibration."""
         X, y = validate_data(self, X, y, dtype=np.float32, ensure_all_finite="allow-nan")
         check_classification_targets(y)
         self.classes_ = np.unique(y)
@@ -102,29 +105,49 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
                 fit_idx = np.arange(len(y) - n_cal)
                 cal_X, cal_y = X[len(y) - n_cal:], tail
         weights = None if sample_weight is None else sample_weight[fit_idx]
-        self.model_ = self._lgbm().fit(X[fit_idx], y[fit_idx], sample_weight=weights)
+        if dask_client is not None:
+            from models.dask_train import fit_on_dask
+
+            self.model_ = fit_on_dask(dask_client, X[fit_idx], y[fit_idx], weights,
+                                      self._lgbm().get_params())
+        else:
+            self.model_ = self._lgbm().fit(X[fit_idx], y[fit_idx], sample_weight=weights)
         self.calibrator_ = None
         if self.classes_.size == 2 and cal_X is not None and np.unique(cal_y).size == 2:
-            margin = self.model_.predict(cal_X, raw_score=True).reshape(-1, 1)
+            margin = self._raw(cal_X).reshape(-1, 1)
             self.calibrator_ = LogisticRegression(C=1e4).fit(
                 margin, cal_y == self.classes_[1],
                 sample_weight=None if calib_weight is None else np.asarray(calib_weight))
         return self
 
+    def _raw(self, X: np.ndarray) -> np.ndarray:
+        """Raw scores, each run of identical consecutive rows scored once: hourly rows of a quiet
+        node repeat until an event enters or leaves a window, so time-ordered tables are mostly
+        repeats (exact: a repeat gets its run's first score)."""
+        if X.shape[0] == 0:
+            return np.zeros(0)
+        new = np.ones(X.shape[0], dtype=bool)
+        same = (X[1:] == X[:-1]) | (np.isnan(X[1:]) & np.isnan(X[:-1]))
+        new[1:] = ~same.all(axis=1)
+        first = np.flatnonzero(new)
+        raw = np.asarray(self.model_.predict(X[first], raw_score=True), dtype=np.float64)
+        return raw[np.cumsum(new) - 1]
+
     def decision_function(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float32, ensure_all_finite="allow-nan")
-        return self.model_.predict(X, raw_score=True)
+        return self._raw(X)
 
     def predict_proba(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float32, ensure_all_finite="allow-nan")
         if self.classes_.size != 2:
             return self.model_.predict_proba(X)
+        margin = self._raw(X)
         if self.calibrator_ is None:
-            return self.model_.predict_proba(X)
-        margin = self.model_.predict(X, raw_score=True).reshape(-1, 1)
-        return self.calibrator_.predict_proba(margin)
+            p1 = 1.0 / (1.0 + np.exp(-margin))
+            return np.column_stack([1.0 - p1, p1])
+        return self.calibrator_.predict_proba(margin.reshape(-1, 1))
 
     def predict(self, X: Any) -> np.ndarray:
         proba = self.predict_proba(X)
@@ -154,10 +177,13 @@ class TrainConfig:
     target_precision: float = 0.9
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
-    max_train_rows: int = 600_000
+    # Training rows: every positive, negatives sampled down to about this many rows and
+    # weighted by the inverse of their keep rate (standard rare-event down-sampling).
+    max_train_rows: int = 300_000
     max_calib_rows: int = 800_000  # calibrator fit: negatives beyond this are sampled, weighted
     min_alerts: int = 10  # support rule of the threshold choice (alert episodes on calibration)
     seed: int = 0
+    n_jobs: int = 1  # LightGBM threads (2 oversubscribes a shared 2-core machine: OpenMP spins)
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -180,10 +206,12 @@ def data_range(store: Store, as_of: datetime) -> tuple[datetime, datetime]:
     return row[0], row[1]
 
 
-def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig) -> dict[str, np.ndarray]:
+def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig
+           ) -> tuple[dict[str, np.ndarray], float]:
     """Rows per window. ``calib`` and ``test`` hold every row of their window plus a horizon of
     lead-in before it (scored only, so that an alert open when the window starts is seen);
-    ``train`` negatives beyond ``max_train_rows`` are subsampled."""
+    ``train`` negatives beyond ``max_train_rows`` are subsampled; returns the masks and the
+    negatives' keep rate."""
     times = grid.row_times()
     h = np.timedelta64(int(round(cfg.horizon_h * 3600)), "s")
     masks = {}
@@ -197,7 +225,7 @@ def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig) -> dict[str, np.nd
         rng = np.random.default_rng(cfg.seed)
         sampled = rng.random(grid.shape, dtype=np.float32) < keep
         masks["train"] &= grid.labels | sampled
-    return masks
+    return masks, keep
 
 
 def _keep_rate(mask: np.ndarray, labels: np.ndarray, limit: int) -> float:
@@ -211,13 +239,13 @@ def _calibration_rows(calib: pl.DataFrame, window: tuple[datetime, datetime], li
                       seed: int) -> tuple[pl.DataFrame, np.ndarray]:
     """Rows of the calibration window for the Platt fit, negatives beyond ``limit`` sampled;
     returns them with their weights (1 / keep rate for the sampled negatives)."""
-    rows = calib.filter(pl.col("ts").is_between(*window))
-    labels = rows["label"].to_numpy().astype(bool)
-    keep = _keep_rate(np.ones(labels.size, bool), labels, limit)
-    if keep < 1.0:
-        pick = labels | (np.random.default_rng(seed).random(labels.size) < keep)
-        rows, labels = rows.filter(pl.Series(pick)), labels[pick]
-    return rows, np.where(labels, 1.0, 1.0 / keep)
+    inside = calib.select(pl.col("ts").is_between(*window)).to_series().to_numpy()
+    labels = calib["label"].to_numpy().astype(bool)
+    keep = _keep_rate(inside, labels, limit)
+    pick = inside.copy()
+    if keep < 1.0:  # one filter, so that only the kept rows are copied
+        pick &= labels | (np.random.default_rng(seed).random(labels.size) < keep)
+    return calib.filter(pl.Series(pick)), np.where(labels[pick], 1.0, 1.0 / keep)
 
 
 def _score(est: FailurePredictor, frame: pl.DataFrame, chunk: int = 500_000) -> np.ndarray:
@@ -228,24 +256,23 @@ def _score(est: FailurePredictor, frame: pl.DataFrame, chunk: int = 500_000) -> 
 
 
 def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | None = None,
-                        now: datetime | None = None) -> TrainResult:
-    """Train and evaluate on the data before ``as_of`` (see the module doc)."""
+                        now: datetime | None = None, client: Any = None) -> TrainResult:
+    """Train and evaluate on the data before ``as_of`` (see the module doc); the trees on the
+    Dask cluster of ``client`` when given."""
     cfg = cfg or TrainConfig()
     lo, hi = data_range(store, as_of)
     grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
     split = time_split(grid.start, grid.end, cfg.horizon_h, test_fraction=cfg.test_fraction,
                        calib_fraction=cfg.calib_fraction, warmup_h=cfg.warmup_h)
-    tables = grid.table(_masks(grid, split, cfg))
-    train, calib, test = tables["train"], tables["calib"], tables["test"]
-    fit_cal, cal_w = _calibration_rows(calib, split.calib, cfg.max_calib_rows, cfg.seed)
-    for name, t in (("training", train), ("calibration", fit_cal)):
-        if t["label"].sum() == 0:
-            raise ModelError(f"no failure in the {name} window ({grid.episodes.height} failure "
-                             "episodes in all): more history is needed to train")
-    est = FailurePredictor(random_state=cfg.seed, **cfg.params)
-    est.fit(train.select(FEATURES).to_numpy(), train["label"].to_numpy(),
-            X_calib=fit_cal.select(FEATURES).to_numpy(), y_calib=fit_cal["label"].to_numpy(),
-            calib_weight=cal_w)
+    masks, keep = _masks(grid, split, cfg)
+    # The test table is built after the calibration table is scored and dropped: the two
+    # full-window tables are the largest objects of the run.
+    tables = grid.table({k: masks[k] for k in ("train", "calib")})
+    train, calib = tables.pop("train"), tables.pop("calib")
+    counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train),
+                                                                ("calib", calib))}
+    est = _fit(train, calib, split, cfg, keep, grid.episodes.height, client)
+    del train
     cal_rows = calib.select("node", "ts").with_columns(pl.Series("score", _score(est, calib)))
     pick = {"failures": grid.episodes, "horizon_h": cfg.horizon_h, "window": split.calib,
             "min_alerts": cfg.min_alerts}
@@ -256,14 +283,38 @@ def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | Non
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
     baselines = baseline_thresholds(calib, grid.episodes, horizon_h=cfg.horizon_h,
                                     window=split.calib, target_precision=cfg.target_precision)
+    del calib
+    test = grid.table({"test": masks["test"]})["test"]
+    counts["test"] = (test.height, int(test["label"].sum()))
     metrics = evaluate_all(test, _score(est, test), grid.episodes, horizon_h=cfg.horizon_h, k=k,
                            thresholds={"model": op, **baselines}, window=split.test)
-    card = _card(grid, split, cfg, est, thresholds, metrics, tables, k, now or as_of)
+    card = _card(grid, split, cfg, est, thresholds, metrics, counts, k, now or as_of)
+    if client is not None:
+        from models.dask_train import worker_count
+
+        card["trained_on"] = {"dask_workers": worker_count(client)}
     return TrainResult(est, thresholds, split, metrics, card)
 
 
+def _fit(train: pl.DataFrame, calib: pl.DataFrame, split: Split, cfg: TrainConfig, keep: float,
+         n_episodes: int, client: Any = None) -> FailurePredictor:
+    """Fit on the training rows (sampled negatives weighted back by ``1 / keep``), calibrate on
+    the calibration window."""
+    fit_cal, cal_w = _calibration_rows(calib, split.calib, cfg.max_calib_rows, cfg.seed)
+    for name, t in (("training", train), ("calibration", fit_cal)):
+        if t["label"].sum() == 0:
+            raise ModelError(f"no failure in the {name} window ({n_episodes} failure "
+                             "episodes in all): more history is needed to train")
+    est = FailurePredictor(random_state=cfg.seed, **{"n_jobs": cfg.n_jobs, **cfg.params})
+    y = train["label"].to_numpy()
+    return est.fit(train.select(FEATURES).to_numpy(), y,
+                   sample_weight=np.where(y > 0, 1.0, 1.0 / keep),
+                   X_calib=fit_cal.select(FEATURES).to_numpy(),
+                   y_calib=fit_cal["label"].to_numpy(), calib_weight=cal_w, dask_client=client)
+
+
 def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredictor,
-          thresholds: Thresholds, metrics: dict, tables: dict[str, pl.DataFrame], k: int,
+          thresholds: Thresholds, metrics: dict, counts: dict[str, tuple[int, int]], k: int,
           created: datetime) -> dict[str, Any]:
     gain = est.model_.booster_.feature_importance(importance_type="gain")
     top = sorted(zip(FEATURES, gain.tolist(), strict=True), key=lambda x: -x[1])[:15]
@@ -273,8 +324,8 @@ def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredict
         "horizon_h": cfg.horizon_h,
         "data_window": [grid.start.isoformat(), grid.end.isoformat()],
         "windows": split.to_json(),
-        "rows": {k_: t.height for k_, t in tables.items()},
-        "positives": {k_: int(t["label"].sum()) for k_, t in tables.items()},
+        "rows": {k_: n for k_, (n, _) in counts.items()},
+        "positives": {k_: p for k_, (_, p) in counts.items()},
         "metric_definitions": METRIC_DEFINITIONS,
         "nodes": len(grid.nodes),
         "failure_episodes": grid.episodes.height,

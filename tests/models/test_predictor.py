@@ -188,3 +188,14 @@ def test_predict_explains_alerts_and_is_idempotent(trained) -> None:
     row = store.query("SELECT top_features FROM predictions WHERE run_id = ? AND node = ? "
                       "AND gpu IS NULL", [pred.run_id, node]).row(0)
     assert json.loads(row[0])[0]["feature"] == alert["top_features"][0]["feature"]
+
+
+def test_repeated_rows_get_the_same_scores_as_scoring_every_row() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 3, size=(400, 5)).astype(np.float32)
+    y = (X[:, 0] + rng.random(400) > 2).astype(int)
+    est = FailurePredictor(n_estimators=20, min_child_samples=5).fit(X, y)
+    runs = np.repeat(X[:50], rng.integers(1, 6, size=50), axis=0)  # runs of identical rows
+    runs[3, 2] = np.nan
+    full = est.model_.predict(runs, raw_score=True)
+    assert np.allclose(est.decision_function(runs), full)
