@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from app.common import DbOption, ExitCode, boundary, emit_json, utc_now
-from app.run import load_config, run_once
 
 
 def register(app: typer.Typer) -> None:
@@ -33,10 +32,13 @@ def run(
     refreshed before it lapses, resolved when the risk drops. Prints JSON lines (one per alert,
     then a run summary) on stdout. Holds a lock so two runs never overlap.
     Exit codes: 0 nothing needs a human; 4 new drain alerts; 3 some inputs failed; 1 Alertmanager
-    unreachable or another error; 5 no trained model; 6 another run holds the lock.
+    unreachable or another error; 5 no trained model; 6 busy (another run holds the lock, or
+    an ingest kept the database longer than db_wait_s): try again later.
 
     Example: faultlens run --config /etc/faultlens/faultlens.toml
     """
+    from app.run import load_config, run_once  # imported here: it loads LightGBM (seconds)
+
     cfg = load_config(config, db=db)
     now = utc_now()
     outcome = run_once(cfg, now=now, as_of=as_of.replace(tzinfo=None) if as_of else None,

@@ -30,7 +30,7 @@ class ExitCode(IntEnum):
     PARTIAL = 3  # some inputs failed, the others were processed
     ATTENTION = 4  # it worked and found something a human must act on (faultlens run)
     NO_DATA = 5  # nothing to work on yet: run ingest / demo / train first
-    LOCKED = 6  # another faultlens run holds the lock
+    LOCKED = 6  # busy: a run holds the lock or another process writes the db; try again later
 
 
 DbOption = Annotated[
