@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from reports import q_fleet
 from reports.filters import Filters
 from reports.render import ReportMeta, write_html, write_pdf
 from reports.sections import build_sections
-from reports.snapshot import SnapshotReader
+from reports.snapshot import Snapshot, SnapshotReader
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,21 @@ def parse_since(text: str) -> timedelta | datetime:
         raise ConfigError(f"--since {text!r}: give a duration like 7d, 36h, 2w or a date") from e
 
 
+def first_snapshot(reader: SnapshotReader, db: Path, attempts: int = 40,
+                   pause_s: float = 0.25) -> Snapshot:
+    """The reader's first snapshot; a database that changes while it is copied (an ingest is
+    writing) is copied again, for up to ``attempts`` tries."""
+    for _ in range(attempts):
+        snap = reader.refresh()
+        if snap is not None:
+            return snap
+        if not db.exists():
+            raise StoreError(f"no database at {db}: run `faultlens ingest` or `faultlens demo`")
+        time.sleep(pause_s)
+    raise StoreError(f"could not take a consistent copy of {db} ({reader.last_error}); "
+                     "try again later")
+
+
 def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datetime,
                  fmt: str = "html", models_dir: Path | None = None,
                  workdir: Path | None = None) -> Path:
@@ -44,9 +60,7 @@ def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datet
         raise ConfigError(f"--format {fmt!r}: html or pdf")
     reader = SnapshotReader(db, workdir, with_rollups=False)  # each query runs once: no rollups
     try:
-        snap = reader.refresh()
-        if snap is None:
-            raise StoreError(f"no database at {db}: run `faultlens ingest` or `faultlens demo`")
+        snap = first_snapshot(reader, db)
         lo, hi = q_fleet.data_range(snap.store)
         until = min(now, hi + timedelta(seconds=1)) if hi else now
         start = since if isinstance(since, datetime) else until - since

@@ -136,3 +136,31 @@ def test_telemetry_line_stops_where_the_telemetry_stops() -> None:
     assert len(trace.y) == len(hours) + 1
     assert [v == v for v in trace.y] == [True] * 4 + [False] + [True] * 2  # NaN breaks the line
     assert trace.x[4] == smalldb.START + timedelta(hours=4)
+
+
+def test_report_retries_a_database_that_changes_while_it_is_copied(tmp_path, monkeypatch) -> None:
+    from ingest.errors import StoreError
+    from reports import build
+    from reports.snapshot import SnapshotReader
+
+    db = tmp_path / "f.duckdb"
+    from ingest.store import Store
+
+    with Store(db):
+        pass
+    calls = []
+    real = SnapshotReader.refresh
+
+    def flaky(self):  # the first two copies see a writer change the file under them
+        calls.append(1)
+        return None if len(calls) <= 2 else real(self)
+
+    monkeypatch.setattr(SnapshotReader, "refresh", flaky)
+    reader = SnapshotReader(db, tmp_path / "work", with_rollups=False)
+    snap = build.first_snapshot(reader, db, attempts=5, pause_s=0.0)
+    assert len(calls) == 3 and snap.path.exists()
+    monkeypatch.setattr(SnapshotReader, "refresh", lambda self: None)
+    with pytest.raises(StoreError, match="consistent copy"):
+        build.first_snapshot(reader, db, attempts=2, pause_s=0.0)
+    with pytest.raises(StoreError, match="no database"):
+        build.first_snapshot(reader, tmp_path / "missing.duckdb", attempts=2, pause_s=0.0)
