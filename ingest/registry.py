@@ -1,26 +1,90 @@
-"""The parsers, registered by name in one explicit dict, and format sniffing over them."""
+"""The parsers, registered by name in one explicit dict, and format sniffing over them.
+
+A parser module is imported the first time one of its parsers is asked for (an ingest with
+``--format`` or of one format loads only that module); sniffing asks every parser, so it loads
+them all.
+"""
 
 from __future__ import annotations
 
-from ingest import (
-    dcgm,
-    dcgm_logs,
-    kernel,
-    nccl,
-    nvsmi,
-    nvsmi_text,
-    prom,
-    slurm,
-    traces,
-    training,
-)
+import importlib
+from collections.abc import Iterator, MutableMapping
+
 from ingest.base import Parser
 from ingest.errors import InputError
 
-# Every parser module lists its parsers in ``PARSERS``; the modules are named here, explicitly.
-_MODULES = (kernel, slurm, nccl, dcgm, dcgm_logs, nvsmi, nvsmi_text, prom, training, traces)
+# Parser name -> the module that lists it in its ``PARSERS`` (checked when the module loads).
+MODULE_OF: dict[str, str] = {
+    **dict.fromkeys(("kernel", "journal_json", "k8s_device_plugin"), "ingest.kernel"),
+    **dict.fromkeys(("sacct", "sacct_json", "slurmrestd_nodes", "slurmctld", "sinfo",
+                     "scontrol_node", "k8s_events"), "ingest.slurm"),
+    **dict.fromkeys(("nccl", "pytorch"), "ingest.nccl"),
+    "dcgm_exporter": "ingest.dcgm",
+    **dict.fromkeys(("dcgmi", "nv_hostengine", "fabricmanager"), "ingest.dcgm_logs"),
+    **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "ingest.nvsmi"),
+    **dict.fromkeys(("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink",
+                     "nvidia_smi_bundle"), "ingest.nvsmi_text"),
+    "prometheus_json": "ingest.prom",
+    "training": "ingest.training",
+    **dict.fromkeys(("alibaba2023_pods", "alibaba2023_nodes", "pai2020_job", "pai2020_task",
+                     "pai2020_instance", "pai2020_machine_spec", "pai2020_sensor",
+                     "pai2020_group_tag", "pai2020_machine_metric", "acme_jobs", "acme_summary",
+                     "alibaba_genai_duty_cycle"), "ingest.traces"),
+}
 
-REGISTRY: dict[str, Parser] = {p.name: p for m in _MODULES for p in m.PARSERS}
+
+class _Registry(MutableMapping[str, Parser]):
+    """Name -> parser; a module's parsers are created when the module is first needed. Entries
+    set explicitly (a test, a benchmark) win over the module's."""
+
+    def __init__(self, module_of: dict[str, str]) -> None:
+        self._module_of = module_of
+        self._parsers: dict[str, Parser] = {}
+        self._removed: set[str] = set()
+        self._loaded: set[str] = set()
+
+    def _load(self, module_name: str) -> None:
+        if module_name in self._loaded:
+            return
+        module = importlib.import_module(module_name)
+        names = {p.name for p in module.PARSERS}
+        mapped = {n for n, m in self._module_of.items() if m == module_name}
+        if names != mapped:
+            raise RuntimeError(f"{module_name} defines {sorted(names)}, registry maps "
+                               f"{sorted(mapped)}")
+        for parser in module.PARSERS:
+            self._parsers.setdefault(parser.name, parser)
+        self._loaded.add(module_name)
+
+    def __getitem__(self, name: str) -> Parser:
+        if name in self._removed:
+            raise KeyError(name)
+        if name not in self._parsers and name in self._module_of:
+            self._load(self._module_of[name])
+        return self._parsers[name]
+
+    def __setitem__(self, name: str, parser: Parser) -> None:
+        self._removed.discard(name)
+        self._parsers[name] = parser
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self:
+            raise KeyError(name)
+        self._parsers.pop(name, None)
+        self._removed.add(name)
+
+    def __iter__(self) -> Iterator[str]:
+        names = dict.fromkeys([*self._module_of, *self._parsers])
+        return (n for n in names if n not in self._removed)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        return name not in self._removed and (name in self._parsers or name in self._module_of)
+
+
+REGISTRY: MutableMapping[str, Parser] = _Registry(MODULE_OF)
 
 
 def names() -> list[str]:

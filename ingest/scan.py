@@ -43,7 +43,8 @@ from ingest.errors import InputError
 from ingest.reader import MAX_LINE_BYTES, CandidateChunk
 
 BLOCK_BYTES = 64 * 1024 * 1024  # bytes scanned per block
-SUB_BYTES = 1 << 20  # piece of a block the newline index works on
+SUB_BYTES = 1 << 20  # piece of a block the newline bitmap is built from
+PREFETCH = 8  # blocks' candidates the scanning thread may run ahead of the parser
 RAW_KEEP_CHARS = 4000  # text kept of an over-long line (as ``reader.iter_candidates``)
 _CAND_SCHEMA = {"line": pl.Int64, "raw": pl.String}
 _LONG_SCHEMA = {"line": pl.Int64, "bytes": pl.Int64, "raw": pl.String}
@@ -89,7 +90,9 @@ def iter_scan(
                                  start_byte, start_line, block_bytes)
     else:
         raise ValueError(f"unknown scan engine {engine!r}")
-    return reader._in_thread(make) if threaded else make()
+    # a block's candidates are small (the block itself is not kept): let the scan run well
+    # ahead of the parser, so that neither waits for the other
+    return reader._in_thread(make, depth=PREFETCH) if threaded else make()
 
 
 # -- the Hyperscan engine --------------------------------------------------------------------------
@@ -282,7 +285,9 @@ def _unique_ends(ends: Sequence[int], long_ends: np.ndarray) -> np.ndarray:
     """Sorted unique line ends (offsets just past the newline), over-long lines left out."""
     if not len(ends):
         return np.empty(0, np.int64)
-    out = np.unique(np.asarray(ends, np.int64))
+    out = np.asarray(ends, np.int64)
+    if len(out) > 1 and not (out[1:] > out[:-1]).all():  # Hyperscan reports ends in order
+        out = np.unique(out)
     if len(long_ends):
         out = out[~np.isin(out, long_ends)]
     return out

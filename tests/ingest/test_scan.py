@@ -131,6 +131,28 @@ def test_over_long_lines_are_listed_not_candidates(tmp_path: Path, engine: str) 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_long_lines_inside_one_block(tmp_path: Path, engine: str) -> None:
+    """Several long lines among short ones in one block: each is found (probed every third of
+    the limit), and only those over the limit are listed."""
+    third = MAX_LINE_BYTES // 3
+    path = tmp_path / "longs.log"
+    path.write_bytes(b"".join([
+        b"NVRM short\n",
+        b"Xid " + b"a" * (third - 10) + b"\n",  # under a third: not even decoded
+        b"Xid " + b"b" * (third + 5) + b"\n",  # decoded, fits
+        b"Xid " + b"c" * MAX_LINE_BYTES + b"\n",  # too long
+        b"Xid " + b"d" * (MAX_LINE_BYTES + 1) + b"\n",  # too long, right after another
+        b"Last error:\n", b"e" * (2 * MAX_LINE_BYTES) + b"\r\n",  # a too-long detail line
+        b"NVRM end\n",
+    ]))
+    cands, n, longs, _ = scanned(path, engine=engine, block_bytes=16 << 20)
+    assert (cands, n, longs) == expected(path)
+    assert [line for line, _, _ in longs] == [4, 5, 7]
+    assert [c[0] for c in cands] == [1, 2, 3, 6, 8]
+    assert n == 8
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_gzip_and_start_byte(tmp_path: Path, tricky: Path, engine: str) -> None:
     gz = tmp_path / "tricky.log.gz"
     gz.write_bytes(gzip.compress(TRICKY))
@@ -167,9 +189,16 @@ def test_falls_back_to_polars_without_hyperscan(
     assert scanned(tricky, block_bytes=64)[0] == TRICKY_CANDIDATES
 
 
-def test_newline_index_across_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_newline_bits_across_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
 
-    monkeypatch.setattr(scan, "SUB_BYTES", 100)
-    data = np.frombuffer(b"ab\n" * 1000 + b"\n", np.uint8)
-    assert scan.newline_index(data).tolist() == [3 * i + 2 for i in range(1000)] + [3000]
+    monkeypatch.setattr(scan, "SUB_BYTES", 100)  # rounded down to 64: many pieces, odd tail
+    raw = b"ab\n" * 1000 + b"\n" + b"x" * 200 + b"\n"
+    bits = scan.NewlineBits(np.frombuffer(raw, np.uint8))
+    nl = np.array([i for i, c in enumerate(raw) if c == 10], np.int64)
+    assert bits.total == 1002
+    assert bits.before(nl).tolist() == list(range(1002))
+    assert bits.before(np.array([0, 2, 3, 3001, 3100], np.int64)).tolist() == [0, 0, 1, 1001, 1001]
+    starts = bits.line_starts(nl, bits.before(nl))
+    assert starts.tolist() == [0, *(nl[:-1] + 1).tolist()]
+    assert starts[-1] == 3001 and nl[-1] == 3201  # a 200-byte line starts words back
