@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
+from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import average_precision_score
 
 RULE_COLUMNS = (
@@ -60,8 +61,9 @@ METRIC_DEFINITIONS = {
                           "earliest matching alert",
     "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the "
                       "horizon",
-    "threshold": "lowest threshold whose calibration-window alert precision reaches the target "
-                 "(and stays there above it) with at least min_alerts alerts",
+    "threshold": "max(min_threshold, lowest threshold whose calibration-window alert "
+                 "precision, isotonic-smoothed over thresholds with at least min_alerts alerts, "
+                 "reaches the target)",
 }
 
 
@@ -188,16 +190,17 @@ def episode_metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: fl
 
 def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
                      window: tuple[datetime, datetime], target_precision: float,
-                     min_alerts: int = 10, tolerance: float = 0.0,
-                     candidates: np.ndarray | None = None) -> float:
+                     min_alerts: int = 10, candidates: np.ndarray | None = None) -> float:
     """The operating threshold, from alert episodes on the calibration window.
 
     Among thresholds with at least ``min_alerts`` alert episodes (the support rule: a precision
-    measured on three alerts means nothing), the lowest one whose alert precision reaches
-    ``target_precision`` while every higher supported threshold stays within ``tolerance`` of the
-    target (by default none may fall below it: one lucky low threshold under a dip is noise, not
-    an operating point). If none does: the
-    supported threshold of best precision; with no supported threshold, ``inf`` (never alert).
+    measured on three alerts means nothing), the lowest one whose *smoothed* alert precision
+    reaches ``target_precision``. The smoothing is an isotonic (non-decreasing in the threshold)
+    fit of the measured precisions weighted by their alert counts: on a calibration window of
+    a few dozen alerts, neighbouring thresholds differ by one or two alerts and the raw curve
+    jumps by +-0.1, so a single lucky low threshold or a single dip high up must not decide the
+    pick; pooled neighbours do. If none reaches the target: the supported threshold of best
+    measured precision; with no supported threshold, ``inf`` (never alert).
     ``rows``: node, ts, score."""
     scores = rows["score"].to_numpy()
     if candidates is None:
@@ -207,19 +210,20 @@ def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: f
         q = 1.0 - np.geomspace(0.5, 0.5 / max(pos.size, 2), 80)
         candidates = np.quantile(pos, q)
     cands = np.unique(np.asarray(candidates, dtype=float))
-    stats = []
+    sup = []
     for t in cands:
         m = episode_metrics(rows, failures, threshold=float(t), horizon_h=horizon_h,
                             window=window)
-        stats.append((float(t), m["alerts"], m["precision"] or 0.0))
-    sup = [(t, n, p) for t, n, p in stats if n >= min_alerts]
+        if m["alerts"] >= min_alerts:
+            sup.append((float(t), m["alerts"], m["precision"] or 0.0))
     if not sup:
         return float("inf")
-    for i, (t, _, p) in enumerate(sup):
-        if p >= target_precision and all(q >= target_precision - tolerance for _, _, q in sup[i:]):
-            return t
-    best = max(p for _, _, p in sup)
-    return next(t for t, _, p in sup if p == best)
+    t_arr, n_arr, p_arr = (np.array(c, dtype=float) for c in zip(*sup, strict=True))
+    smooth = IsotonicRegression(increasing=True).fit_transform(t_arr, p_arr, sample_weight=n_arr)
+    reach = np.flatnonzero(smooth >= target_precision - 1e-12)
+    if reach.size:
+        return float(t_arr[reach[0]])
+    return float(t_arr[int(np.argmax(p_arr))])
 
 
 def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:

@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 HOUR = timedelta(hours=1)
 HOUR_US = 3_600_000_000
-W1, W24, W72, W7D, W28D = 1, 24, 72, 168, 672
+W1, W6, W24, W72, W7D, W28D = 1, 6, 24, 72, 168, 672
 MAX_WINDOW_H = W28D
 HOURS_SINCE_CAP = float(W28D)
 # Clock-event reasons that mean the hardware slowed itself down: HW slowdown, SW / HW thermal,
@@ -128,7 +128,7 @@ EVENT_BASES: tuple[Base, ...] = (
     _kinds("node_drain", (W24, W7D, W28D), "node_drain"),
     _kinds("job_requeue", (W7D, W28D), "job_requeue"),
     _ev("severe", (W1, W24), "severity IN ('error', 'critical')"),
-    _ev("warn", (W1, W24, W72, W7D), "warn"),
+    _ev("warn", (W1, W6, W24, W72, W7D), "warn"),
     Base("warn_streak", "events", (W24, W72), "max", "warn"),
     _kinds("pcie_w", (W72,), "pcie"),
     _kinds("gsp_w", (W72,), "gsp_timeout"),
@@ -192,6 +192,12 @@ BASES: tuple[Base, ...] = EVENT_BASES + TELEMETRY_BASES + OTHER_BASES
 _HELPERS = {"temp_sum_24h", "temp_n_24h", "temp_max_1h", "temp_max_24h", "temp_max_7d"}
 _TEMP_HOT = {"temp_hot_1h": "temp_max_1h", "temp_hot_24h": "temp_max_24h",
              "temp_hot_7d": "temp_max_7d"}
+# Per-kind weekly warning counts behind ``warn_kinds_7d`` (distinct warning kinds).
+WARN_KIND_COLUMNS = ("ecc_7d", "row_remap_7d", "nvlink_7d", "pcie_7d", "gsp_7d", "thermal_7d",
+                     "host_mem_7d", "xid63_7d", "xid74_7d", "xid92_7d", "xid94_7d", "xid119_7d",
+                     "ecc_sbe_inc_7d", "pcie_replay_inc_7d", "nvlink_err_inc_7d", "retired_inc_7d",
+                     "remap_corr_inc_7d")
+DERIVED_WARN = ("warn_kinds_7d", "warn_escalation")
 
 
 def window_name(base: str, w: int) -> str:
@@ -204,10 +210,28 @@ def feature_names() -> list[str]:
     """The model's feature columns, in order."""
     names = [window_name(b.name, w) for b in BASES for w in b.windows]
     names = [n for n in names if n not in _HELPERS]
-    return [*names, *_TEMP_HOT, "temp_hot_mean_24h", "hours_since_fail"]
+    return [*names, *_TEMP_HOT, "temp_hot_mean_24h", *DERIVED_WARN, "hours_since_fail"]
 
 
 FEATURES: tuple[str, ...] = tuple(feature_names())
+
+# Hardware-warning evidence (never a target event itself): more of it never lowers the risk.
+# The model gets these as LightGBM monotone constraints, so that a rare warning kind with few
+# training examples still pushes the score up instead of landing in a leaf learned from noise.
+MONOTONE_BASES = frozenset({
+    "warn", "warn_streak", "pcie_w", "gsp_w", "xid74_w", "xid63_w", "pcie", "gsp", "thermal",
+    "host_mem", "xid63", "xid92", "xid94", "xid119", "ecc_sbe_inc", "retired_inc",
+    "remap_corr_inc", "pcie_replay_inc", "nvlink_err_inc", "violation_inc", "throttle_hw",
+})
+MONOTONE_FEATURES = frozenset(
+    {window_name(b.name, w) for b in BASES if b.name in MONOTONE_BASES for w in b.windows}
+    | set(DERIVED_WARN) | set(_TEMP_HOT) | {"temp_hot_mean_24h"}
+)
+
+
+def monotone_constraints() -> tuple[int, ...]:
+    """LightGBM ``monotone_constraints`` for ``FEATURES``: +1 for warning evidence, else 0."""
+    return tuple(1 if f in MONOTONE_FEATURES else 0 for f in FEATURES)
 
 
 # -- hourly buckets (DuckDB) -----------------------------------------------------------------------
@@ -459,9 +483,17 @@ def _hot(expr: pl.Expr) -> pl.Expr:
 
 
 def _derive(frame: pl.DataFrame) -> pl.DataFrame:
+    """Derived columns: temperature excursions, and two warning features that do not depend on
+    the warning's kind (so that a rarely seen kind still counts): how many distinct kinds warned
+    in the last 7 days, and the escalation of the last 6 h over the 18 h before (in warnings per
+    hour, ``warn_6h / 6 - (warn_24h - warn_6h) / 18``)."""
+    kinds = sum((pl.col(c) > 0).cast(pl.Float32) for c in WARN_KIND_COLUMNS)
     return frame.with_columns(
         *(_hot(pl.col(src)).alias(name) for name, src in _TEMP_HOT.items()),
         _hot(pl.col("temp_sum_24h") / pl.col("temp_n_24h")).alias("temp_hot_mean_24h"),
+        kinds.alias("warn_kinds_7d"),
+        (pl.col("warn_6h") / 6.0 - (pl.col("warn_24h") - pl.col("warn_6h")) / 18.0)
+        .cast(pl.Float32).alias("warn_escalation"),
     )
 
 

@@ -146,3 +146,22 @@ def test_grid_and_point_paths_agree(store, hour: int) -> None:
                                                                         equal_nan=True)]
     assert mismatched == []
     assert a[:, FEATURES.index("xid_all_28d")].sum() > 0  # the comparison saw real data
+
+
+def test_kind_free_warning_features(timeline) -> None:
+    # The Xid 92 (correctable ECC, a warning) at 02:30 is in bucket 2: seen from row 3.
+    seen = _hours(XID92_AT) + 1
+    rows = _grid_rows(timeline, [seen - 1, seen, seen + 6, seen + 24])
+    assert rows["warn_kinds_7d"].to_list() == [0, 1, 1, 1]  # one kind (Xid 92) this week
+    # 6 h rate minus the 18 h before: 1/6 while it is recent, -1/18 once it is older than 6 h
+    assert rows["warn_escalation"].to_list() == pytest.approx([0, 1 / 6, -1 / 18, 0])
+
+
+def test_monotone_constraints_cover_only_warning_evidence() -> None:
+    from models.features import monotone_constraints
+
+    cons = dict(zip(FEATURES, monotone_constraints(), strict=True))
+    assert cons["warn_24h"] == cons["pcie_w_72h"] == cons["warn_kinds_7d"] == 1
+    # counts that include failures themselves (after one, the node is drained) stay free
+    assert cons["xid_all_24h"] == cons["fail_24h"] == cons["hours_since_fail"] == 0
+    assert cons["ecc_24h"] == 0  # an uncorrectable ECC event is a target, not a warning

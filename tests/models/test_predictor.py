@@ -199,3 +199,39 @@ def test_repeated_rows_get_the_same_scores_as_scoring_every_row() -> None:
     runs[3, 2] = np.nan
     full = est.model_.predict(runs, raw_score=True)
     assert np.allclose(est.decision_function(runs), full)
+
+
+def test_threshold_pick_smooths_a_single_dip_above_it() -> None:
+    # Ten nodes alert at 0.6 and all fail; ten at 0.9, of which two do not fail; ten at 0.99 and
+    # all fail. Precision by threshold: 0.5 -> 28 / 30, 0.8 -> 18 / 20 (a dip), 0.95 -> 10 / 10.
+    # The isotonic fit pools the dip with its lower neighbour (46 / 50 = 0.92), so at a target
+    # of 0.91 the pick is 0.5; a rule that needs every higher threshold above the target would
+    # have been pushed to 0.95 by the dip alone.
+    rows, fails = [], []
+    for i in range(30):
+        score = .6 if i < 10 else .9 if i < 20 else .99
+        rows += _hourly(f"n{i:02d}", {h: score for h in range(20, 23)}, hours=48)
+        if i not in (10, 11):
+            fails.append((f"n{i:02d}", D + timedelta(hours=30)))
+    frame = pl.DataFrame(rows, schema=["node", "ts", "score"], orient="row")
+    failures = pl.DataFrame(fails, schema=["node", "ts"], orient="row")
+    pick = {"horizon_h": 24, "window": (D, D + timedelta(hours=47)),
+            "candidates": np.array([.5, .8, .95])}
+    m = [episode_metrics(frame, failures, threshold=t, horizon_h=24, window=pick["window"])
+         for t in (.5, .8, .95)]
+    assert [(x["alerts"], x["true_alerts"]) for x in m] == [(30, 28), (20, 18), (10, 10)]
+    assert choose_threshold(frame, failures, target_precision=0.91, **pick) == 0.5
+    assert choose_threshold(frame, failures, target_precision=0.93, **pick) == 0.95
+
+
+def test_monotone_constraint_never_lowers_the_score() -> None:
+    # Feature 0 helps only at its middle values; constrained, a higher value never scores lower.
+    rng = np.random.default_rng(1)
+    X = rng.random((3000, 2)).astype(np.float32)
+    y = ((X[:, 0] > 0.3) & (X[:, 0] < 0.6) & (rng.random(3000) < 0.8)).astype(int)
+    grid = np.column_stack([np.linspace(0, 1, 50), np.full(50, 0.5)]).astype(np.float32)
+    free = FailurePredictor(n_estimators=50, min_child_samples=20).fit(X, y)
+    tied = FailurePredictor(n_estimators=50, min_child_samples=20,
+                            monotone_constraints=(1, 0)).fit(X, y)
+    assert np.any(np.diff(free.decision_function(grid)) < -1e-9)
+    assert np.all(np.diff(tied.decision_function(grid)) >= -1e-9)
