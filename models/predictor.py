@@ -499,10 +499,14 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any,
                           ("pr_auc", "precision", "recall", "precision_at_k",
                            "median_lead_time_h")))
     console.print(t)
-    pred = predict_failures(store, result.estimator, result.card, as_of=floor_hour(hi))
+    # Every node with its reasons (min_action NONE): the top ten are shown even when none of
+    # them crosses the watch threshold, and the dashboard gets the reasons of every node.
+    pred = predict_failures(store, result.estimator, result.card, as_of=floor_hour(hi),
+                            min_action=RiskAction.NONE)
     save_predictions(store, pred, result.card["horizon_h"])  # the dashboard shows them
     risk = Table("node", "gpu", "score", "action", "why", title=f"top at-risk nodes as of "
-                 f"{pred.as_of:%Y-%m-%d %H:%M}")
+                 f"{pred.as_of:%Y-%m-%d %H:%M} (action none: below the watch threshold "
+                 f"{result.thresholds.watch:.2f})")
     for a in pred.alerts[:10]:
         why = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
         risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
@@ -517,4 +521,5 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any,
                    "yes" if r["node"] in known else "-")
     console.print(lt)
     return {"model_version": result.card["model_version"], "metrics": result.metrics,
-            "alerts": len(pred.alerts), "lemons": lemons["node"].to_list()}
+            "alerts": sum(a["action"] != RiskAction.NONE for a in pred.alerts),
+            "lemons": lemons["node"].to_list()}
