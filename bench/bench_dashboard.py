@@ -187,9 +187,63 @@ def snapshot_cost(db: Path) -> dict:
 
 
 NODE = "gpu0007"
+COUNT_JS = """() => ({
+  elements: document.querySelectorAll('[data-testid="stElementContainer"]').length,
+  charts: document.querySelectorAll('.js-plotly-plot').length,
+  dom_nodes: document.getElementsByTagName('*').length})"""
+BUSY = {"TaskDuration": "task_s", "ScriptDuration": "script_s", "LayoutDuration": "layout_s",
+        "RecalcStyleDuration": "style_s"}
 
 
-def _pick(page, runs: Runs, sidebar, which: int, name: str) -> float:  # noqa: ANN001
+class Probe:
+    """The browser's own counters (Chrome DevTools Protocol ``Performance.getMetrics``) around a
+    filter change: main-thread time busy on tasks, scripts, layout and style, which the load of
+    a shared machine inflates far less than the wall time; and, with ``cpu``, a sampled CPU
+    profile of the page whose self time is summed per script (plotly, Streamlit, ...)."""
+
+    def __init__(self, page, cpu: bool = False) -> None:  # noqa: ANN001
+        self.cdp = page.context.new_cdp_session(page)
+        self.cdp.send("Performance.enable")
+        self.cpu, self.page, self._before = cpu, page, {}
+        self.by_script: dict[str, float] = {}
+        if cpu:
+            self.cdp.send("Profiler.enable")
+            self.cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+
+    def _metrics(self) -> dict[str, float]:
+        got = self.cdp.send("Performance.getMetrics")["metrics"]
+        return {m["name"]: m["value"] for m in got if m["name"] in BUSY}
+
+    def start(self) -> None:
+        self._before = self._metrics()
+        if self.cpu:
+            self.cdp.send("Profiler.start")
+
+    def stop(self) -> dict[str, float]:
+        after = self._metrics()
+        out = {BUSY[k]: round(after[k] - self._before.get(k, 0.0), 3) for k in after}
+        if self.cpu:
+            self._add_profile(self.cdp.send("Profiler.stop")["profile"])
+        out.update(self.page.evaluate(COUNT_JS))
+        return out
+
+    def _add_profile(self, profile: dict) -> None:
+        nodes = {n["id"]: n for n in profile["nodes"]}
+        deltas = profile.get("timeDeltas", [])
+        for sample, dt in zip(profile.get("samples", []), deltas[1:] + [0], strict=True):
+            frame = nodes[sample]["callFrame"]
+            url = frame.get("url") or frame.get("functionName") or "?"
+            name = url.rsplit("/", 1)[-1].split("?")[0] or "?"
+            self.by_script[name] = self.by_script.get(name, 0.0) + dt / 1e6
+
+    def take_profile(self) -> dict[str, float]:
+        top = sorted(self.by_script.items(), key=lambda kv: -kv[1])[:12]
+        self.by_script = {}
+        return {k: round(v, 3) for k, v in top}
+
+
+def _pick(page, runs: Runs, sidebar, which: int, name: str,  # noqa: ANN001
+          probe: Probe | None = None, seen_busy: list | None = None) -> float:
     """Choose ``name`` in the sidebar's ``which``-th multiselect, time it, then clear it again."""
     box = sidebar.locator("[data-testid='stMultiSelect']").nth(which)
     box.click()
@@ -198,9 +252,13 @@ def _pick(page, runs: Runs, sidebar, which: int, name: str) -> float:  # noqa: A
     option.wait_for()
     page.evaluate(ARM_JS)
     seen = runs.finished  # from the press on the option
+    if probe is not None:
+        probe.start()
     option.click()
     runs.wait_after(seen)
     took = runs.since_click()
+    if probe is not None and seen_busy is not None:
+        seen_busy.append(probe.stop())
     page.keyboard.press("Escape")
     seen = runs.finished  # back to no filter for the next measurement
     box.locator("[aria-label*='Clear']").first.click(timeout=5_000)
@@ -208,14 +266,21 @@ def _pick(page, runs: Runs, sidebar, which: int, name: str) -> float:  # noqa: A
     return took
 
 
-def measure(url: str, repeat: int = 3) -> dict[str, dict[str, float]]:
+def _median_busy(tries: list[dict]) -> dict[str, float]:
+    keys = tries[0].keys() if tries else ()
+    return {k: round(statistics.median(t[k] for t in tries), 3) for k in keys}
+
+
+def measure(url: str, repeat: int = 3, pages: list[str] | None = None,
+            cpu: bool = False) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, dict] = {}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         runs = Runs(page)
+        probe = Probe(page, cpu=cpu)
         t0 = time.perf_counter()
         page.goto(url)  # the first snapshot of the database is taken here
         page.get_by_role("heading", name="Fleet overview").wait_for(timeout=600_000)
@@ -225,6 +290,8 @@ def measure(url: str, repeat: int = 3) -> dict[str, dict[str, float]]:
         nav = page.locator("[data-testid='stSidebarNav']")
         sidebar = page.locator("[data-testid='stSidebar']")
         for path, title in PAGES.items():
+            if pages and (path or "overview") not in pages:
+                continue
             link = nav.get_by_role("link", name=NAV[path])
             link.wait_for()
             page.evaluate(ARM_JS)
@@ -233,26 +300,67 @@ def measure(url: str, repeat: int = 3) -> dict[str, dict[str, float]]:
             runs.wait_after(seen)
             page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
             first = runs.since_click()
-            changes, node_changes = [], []
+            changes, node_changes, busy, node_busy = [], [], [], []
             for _ in range(repeat):  # the machine is shared: the median of a few tries
-                changes.append(_pick(page, runs, sidebar, 0, "dgx"))  # a cluster (precomputed)
-                node_changes.append(_pick(page, runs, sidebar, 1, NODE))  # one node (not)
+                # a cluster (precomputed), then one node (not)
+                changes.append(_pick(page, runs, sidebar, 0, "dgx", probe, busy))
+                node_changes.append(_pick(page, runs, sidebar, 1, NODE, probe, node_busy))
             change, node_change = statistics.median(changes), statistics.median(node_changes)
             errors = page.locator("[data-testid='stException']").count()
-            results[path or "overview"] = {"first_render_s": round(first, 3),
-                                           "filter_change_s": round(change, 3),
-                                           "node_filter_change_s": round(node_change, 3),
-                                           "filter_change_tries_s": [round(x, 3) for x in changes],
-                                           "node_filter_change_tries_s": [
-                                               round(x, 3) for x in node_changes],
-                                           "exceptions": errors}
-            print(f"{path or 'overview':12s} first {first:.2f} s  cluster {change:.2f} s  "
-                  f"node {node_change:.2f} s{'  EXCEPTION' if errors else ''}", file=sys.stderr)
+            results[path or "overview"] = {
+                "first_render_s": round(first, 3), "filter_change_s": round(change, 3),
+                "node_filter_change_s": round(node_change, 3),
+                "filter_change_tries_s": [round(x, 3) for x in changes],
+                "node_filter_change_tries_s": [round(x, 3) for x in node_changes],
+                "browser_cluster": _median_busy(busy), "browser_node": _median_busy(node_busy),
+                "exceptions": errors}
+            if cpu:
+                results[path or "overview"]["cpu_self_s_by_script"] = probe.take_profile()
+            b, nb = results[path or "overview"]["browser_cluster"], results[
+                path or "overview"]["browser_node"]
+            print(f"{path or 'overview':12s} first {first:.2f} s  cluster {change:.2f} s "
+                  f"(busy {b.get('task_s', 0):.2f})  node {node_change:.2f} s "
+                  f"(busy {nb.get('task_s', 0):.2f})  elements {b.get('elements')}"
+                  f"{'  EXCEPTION' if errors else ''}", file=sys.stderr)
         browser.close()
     return results
 
 
-def main() -> None:
+def _table(results: dict[str, dict]) -> list[str]:
+    lines = ["| page | first render (s) | filter change: cluster, median / min (s) | browser "
+             "busy: cluster, all / script+layout+style (s) | filter change: one node, median / "
+             "min (s) | browser busy: one node, all / script+layout+style (s) | elements |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for page, r in results.items():
+        cells = [page, f"{r['first_render_s']:.2f}"]
+        for wall, tries, busy in (("filter_change_s", "filter_change_tries_s", "browser_cluster"),
+                                  ("node_filter_change_s", "node_filter_change_tries_s",
+                                   "browser_node")):
+            b = r.get(busy, {})
+            main = sum(b.get(k, 0.0) for k in ("script_s", "layout_s", "style_s"))
+            cells += [f"{r[wall]:.2f} / {min(r[tries]):.2f}",
+                      f"{b.get('task_s', float('nan')):.2f} / {main:.2f}"]
+        cells.append(str(r.get("browser_node", {}).get("elements", "-")))
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _start(db: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "dashboard", "--db", str(db),
+                             "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.2)  # polling a starting server
+    return proc, url
+
+
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=50_000_000)
     ap.add_argument("--db", type=Path, default=Path("/tmp/bench_dash.duckdb"))
@@ -260,24 +368,24 @@ def main() -> None:
     ap.add_argument("--label", default="", help="A note kept with the results.")
     ap.add_argument("--repeat", type=int, default=3,
                     help="Filter changes timed per page and filter (the median is reported).")
-    a = ap.parse_args()
+    ap.add_argument("--pages", nargs="*", help="Only these pages (overview, events, node, ...).")
+    ap.add_argument("--cpu-profile", action="store_true",
+                    help="Also sample the page's CPU profile (self time per script).")
+    ap.add_argument("--no-snapshot-cost", action="store_true",
+                    help="Skip timing the snapshot in this process.")
+    ap.add_argument("--name", default="bench_dashboard", help="Result file name in bench/out.")
+    return ap.parse_args()
+
+
+def main() -> None:
+    a = _args()
     if not a.reuse:
         build(a.db, a.events)
     load_before = os.getloadavg()
-    snapshot = snapshot_cost(a.db)
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "dashboard", "--db", str(a.db),
-                             "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    snapshot = {"seconds": float("nan")} if a.no_snapshot_cost else snapshot_cost(a.db)
+    proc, url = _start(a.db)
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.2)
-        results = measure(url, a.repeat)
+        results = measure(url, a.repeat, a.pages, a.cpu_profile)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -289,7 +397,7 @@ def main() -> None:
            "filter_change_s": FILTER_S}, "load_average_1_5_15": load, "snapshot": snapshot,
            "startup": startup, "repeat": a.repeat, "pages": results}
     OUT.mkdir(exist_ok=True)
-    (OUT / "bench_dashboard.json").write_text(json.dumps(doc, indent=2))
+    (OUT / f"{a.name}.json").write_text(json.dumps(doc, indent=2))
     rolled = snapshot.get("rollups", {})
     lines = [f"# Dashboard latency, {n[0]:,} events (from Chromium)", "",
              f"{a.label}  ", f"Load average (1/5/15 min) before {load['before']}, after "
@@ -297,14 +405,13 @@ def main() -> None:
              f"Snapshot at start: {snapshot['seconds']:.1f} s (copy {snapshot.get('copy_s')} s, "
              f"rollups {rolled.get('seconds')} s). First load of the dashboard (snapshot, "
              f"rollups, default views computed ahead): {startup['first_load_s']:.1f} s.", "",
-             f"Filter changes: median of {a.repeat} tries each.", "",
-             "| page | first render (s) | filter change: cluster (s) | filter change: one node "
-             "(s) |",
-             "|---|---:|---:|---:|"]
-    for page, r in results.items():
-        lines.append(f"| {page} | {r['first_render_s']:.2f} | {r['filter_change_s']:.2f} | "
-                     f"{r['node_filter_change_s']:.2f} |")
-    (OUT / "bench_dashboard.md").write_text("\n".join(lines) + "\n")
+             f"Filter changes: median of {a.repeat} tries each. Browser busy: the "
+             "browser's own counters over the change (Chrome DevTools Performance.getMetrics): "
+             "all tasks of the page (TaskDuration) / main-thread JavaScript + layout + style "
+             "(ScriptDuration + LayoutDuration + RecalcStyleDuration); the rest of a change is "
+             "the server, the websocket and paint. Elements: Streamlit elements on the page "
+             "(sidebar included).", "", *_table(results)]
+    (OUT / f"{a.name}.md").write_text("\n".join(lines) + "\n")
     print(json.dumps(doc, indent=2))
 
 

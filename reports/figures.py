@@ -45,6 +45,11 @@ def _layout(fig: go.Figure, title: str, *, left: int = 60, right: int = 20,
     return fig
 
 
+# Counts go in the hover, not as labels on the bars: plotly measures each label in the browser on
+# every redraw (a large part of redrawing a chart after a filter change).
+_HOVER = "%{x}<br>%{y}<br>"
+
+
 def _values(column: pl.Series) -> Any:
     """Numbers and times as a numpy array (plotly takes them without a per-value check), other
     columns as a list."""
@@ -97,8 +102,8 @@ def fig_mtbf(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "no failures in this range")
     fig = go.Figure(go.Bar(x=frame["component"].to_list(), y=frame["mtbf_node_h"].to_list(),
-                           text=[f"{n} failures" for n in frame["failures"].to_list()],
-                           marker_color=PALETTE[3]))
+                           customdata=frame["failures"].to_list(), marker_color=PALETTE[3],
+                           hovertemplate=_HOVER + "%{customdata} failures<extra></extra>"))
     return _layout(fig, title, yaxis_title="hours")
 
 
@@ -182,8 +187,9 @@ def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "no attributed interruptions in this range")
     fig = go.Figure(go.Bar(x=frame["cause"].to_list(), y=frame["interruptions"].to_list(),
-                           text=[f"{p}%" for p in frame["share_pct"].to_list()],
-                           marker_color=PALETTE[0], name="interruptions"))
+                           customdata=frame["share_pct"].to_list(), marker_color=PALETTE[0],
+                           name="interruptions",
+                           hovertemplate=_HOVER + "%{customdata}% of interruptions<extra></extra>"))
     fig.add_scatter(x=frame["cause"].to_list(), y=frame["gpu_hours_lost"].to_list(),
                     name="GPU-hours lost", yaxis="y2", mode="markers",
                     marker={"color": PALETTE[2], "size": 12})
@@ -226,8 +232,8 @@ def fig_straggler_causes(frame: pl.DataFrame) -> go.Figure:
     by = frame.group_by("cause").agg(pl.col("wasted_gpu_h").sum(), pl.len().alias("n")).sort(
         "wasted_gpu_h", descending=True)
     fig = go.Figure(go.Bar(x=by["cause"].to_list(), y=by["wasted_gpu_h"].to_list(),
-                           text=[f"{n} stragglers" for n in by["n"].to_list()],
-                           marker_color=PALETTE[1]))
+                           customdata=by["n"].to_list(), marker_color=PALETTE[1],
+                           hovertemplate=_HOVER + "%{customdata} stragglers<extra></extra>"))
     return _layout(fig, title, yaxis_title="GPU-hours")
 
 
@@ -256,7 +262,8 @@ def fig_strategy_ranking(frame: pl.DataFrame) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=frame["strategy"].to_list(), y=frame["ettr"].to_list(), marker_color=PALETTE[4],
         error_y={"type": "data", "array": err_hi, "arrayminus": err_lo},
-        text=[f"${c:,.0f} lost" for c in frame["cost_usd"].to_list()],
+        customdata=frame["cost_usd"].to_list(),
+        hovertemplate=_HOVER + "$%{customdata:,.0f} lost<extra></extra>",
     ))
     lo = max(0.0, min(frame["ettr"].min() or 0.0, 1.0) - 0.05)
     return _layout(fig, title, yaxis_title="ETTR", yaxis_range=[lo, 1.0])

@@ -26,6 +26,14 @@ from reports.source_context import ROOTS_ENV, read_context
 CHART = {"displayModeBar": False, "displaylogo": False}
 
 
+def chart(where: Any, fig: Any, key: str) -> None:
+    """A ``reports.figures`` chart in ``where`` (``st``, a column, ...), the one way pages draw.
+
+    ``theme=None``: the figure's own template (the report's look) instead of Streamlit's theme,
+    which the browser would otherwise merge into every figure on every redraw."""
+    where.plotly_chart(fig, key=key, config=CHART, theme=None)
+
+
 def db_path() -> Path:
     return default_db_path()
 

@@ -26,10 +26,9 @@ def render() -> None:
     c[4].metric("Quarantined", f"{totals['quarantined']:,}")
     st.caption("Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_ingest(query(q_fleet.ingest_by_format)), key="ingest",
-                      config=ui.CHART)
+    ui.chart(left, figures.fig_ingest(query(q_fleet.ingest_by_format)), key="ingest")
     reasons = query(q_fleet.quarantine_reasons)
-    right.plotly_chart(figures.fig_quarantine_reasons(reasons), key="reasons", config=ui.CHART)
+    ui.chart(right, figures.fig_quarantine_reasons(reasons), key="reasons")
     st.subheader("Ingested files")
     st.dataframe(query(q_fleet.ingested_files), hide_index=True)
     quarantine_browser(reasons["reason"].to_list())

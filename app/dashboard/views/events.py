@@ -31,8 +31,8 @@ def explorer(f: Filters) -> None:
     facets = {k: tuple(v) for k, v in chosen.items() if v}
     by = st.radio("Timeline by", ("kind", "source", "severity"), horizontal=True, key="ev_by")
     total = query(q_fleet.event_count, f, facets, search)
-    st.plotly_chart(figures.fig_event_timeline(query(q_fleet.event_timeline, f, facets, search,
-                                                     by=by)), key="timeline", config=ui.CHART)
+    timeline = query(q_fleet.event_timeline, f, facets, search, by=by)
+    ui.chart(st, figures.fig_event_timeline(timeline), key="timeline")
     st.subheader(f"{total:,} events")
     offset = ui.paginate(total, "ev_page", PAGE_SIZE)
     page = query(q_fleet.event_page, f, facets, search, offset=offset, limit=PAGE_SIZE)

@@ -23,7 +23,7 @@ def render() -> None:
     c[2].metric("GPU-hours in failed jobs", f"{lost['gpu_hours_lost']:,.0f}")
     tax = query(q_detail.taxonomy, f)
     left, right = st.columns([3, 2])
-    left.plotly_chart(figures.fig_taxonomy(tax), key="taxonomy", config=ui.CHART)
+    ui.chart(left, figures.fig_taxonomy(tax), key="taxonomy")
     with right:
         st.subheader("Taxonomy")
         if tax.height:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
 from app.dashboard import ui
@@ -39,24 +40,17 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     fig = figures.fig_node_events(query(q_detail.node_event_points, node, f))
     if f.since and f.until:
         fig.update_xaxes(range=[f.since, f.until])
-    st.plotly_chart(fig, key="node_events", config=ui.CHART)
+    ui.chart(st, fig, key="node_events")
     metrics = query(q_detail.node_metrics, node)
     if metrics:
         metric = st.selectbox("Telemetry metric", metrics,
                               index=metrics.index(default_metric(metrics)), key="node_m")
-        st.plotly_chart(figures.fig_telemetry(query(q_detail.node_telemetry, node, metric, f),
-                                              metric), key="node_tel", config=ui.CHART)
+        tel = query(q_detail.node_telemetry, node, metric, f)
+        ui.chart(st, figures.fig_telemetry(tel, metric), key="node_tel")
     else:
         st.caption("No telemetry for this node.")
     left, right = st.columns(2)
-    with left:
-        st.subheader("Risk and reasons")
-        if risk.height:
-            st.dataframe(sections.risk_table(risk), hide_index=True)
-        else:
-            st.caption("No prediction for this node: run `faultlens predict`.")
-        st.subheader("Lemon evidence")
-        st.write(lemon["evidence"] if lemon and lemon.get("evidence") else "No lemon signal.")
+    left.markdown(_risk_and_lemon(risk, lemon))  # one element: fewer to redraw on each change
     with right:
         st.subheader("Drains and outages")
         st.dataframe(query(q_detail.node_outages, node, f), hide_index=True)
@@ -64,6 +58,22 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     st.dataframe(query(q_detail.node_jobs, node, f), hide_index=True)
     st.subheader("Warnings and errors")
     st.dataframe(query(q_detail.node_events, node, f), hide_index=True)
+
+
+def _risk_and_lemon(risk: pl.DataFrame, lemon: dict | None) -> str:
+    """The node's risk rows with their reasons and its lemon evidence, as one markdown block."""
+    lines = ["#### Risk and reasons"]
+    if risk.height:
+        for r in sections.risk_table(risk).iter_rows(named=True):
+            gpu = f" gpu {r['gpu']}" if r.get("gpu") not in (None, "") else ""
+            lines.append(f"- **{r['score']:.3f}**{gpu} · action `{r.get('action') or '-'}` · "
+                         f"`{r.get('reasons') or 'no reasons'}`")
+    else:
+        lines.append("No prediction for this node: run `faultlens predict`.")
+    lines.append("#### Lemon evidence")
+    evidence = lemon.get("evidence") if lemon else None
+    lines.append(f"`{evidence}`" if evidence else "No lemon signal.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

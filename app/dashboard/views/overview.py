@@ -6,7 +6,7 @@ import streamlit as st
 
 from app.dashboard import ui
 from app.dashboard.views import on_trace, query
-from reports import figures, q_detail, q_fleet, sections
+from reports import figures, q_fleet, sections
 
 
 def render() -> None:
@@ -32,22 +32,19 @@ def render() -> None:
     c[4].metric("Nodes at risk now", f"{sections.count_at_risk(at_risk)}",
                 help="latest prediction run, score >= 0.5")
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
-                      key="trend", config=ui.CHART)
-    right.plotly_chart(figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
-                       key="mtbf", config=ui.CHART)
+    ui.chart(left, figures.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
+             key="trend")
+    ui.chart(right, figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
+             key="mtbf")
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids", config=ui.CHART)
-    with right:  # the table, not a chart of it: one figure fewer to redraw on every filter change
-        st.markdown("**At risk now** (latest prediction run)")
-        if at_risk.height:
-            st.dataframe(sections.risk_table(at_risk.head(20)), hide_index=True)
-        else:
-            st.caption("No predictions: run `faultlens predict`.")
-    tax = query(q_detail.taxonomy, f)
-    if tax.height:
-        st.subheader("Interruptions by root cause")
-        st.dataframe(tax, hide_index=True)
+    ui.chart(left, figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids")
+    # the table, not a chart of it, and the interruption taxonomy on the Jobs page only: fewer
+    # elements for the browser to redraw on every filter change
+    if at_risk.height:
+        right.markdown("**At risk now** (latest prediction run)")
+        right.dataframe(sections.risk_table(at_risk.head(20)), hide_index=True)
+    else:
+        right.caption("No predictions: run `faultlens predict`.")
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script

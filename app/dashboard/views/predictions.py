@@ -22,18 +22,16 @@ def render() -> None:
         st.caption(f"Run of {at_risk['made_at'][0]:%Y-%m-%d %H:%M} UTC, model "
                    f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h")
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_at_risk(at_risk), key="risk", config=ui.CHART)
+    ui.chart(left, figures.fig_at_risk(at_risk), key="risk")
     fleet = Filters(since=f.since, until=f.until)  # calibration is fleet-wide: one result per range
-    right.plotly_chart(figures.fig_calibration(query(q_detail.calibration, fleet)), key="calib",
-                       config=ui.CHART)
+    ui.chart(right, figures.fig_calibration(query(q_detail.calibration, fleet)), key="calib")
     st.subheader("At-risk nodes and GPUs")
     st.dataframe(sections.risk_table(at_risk), hide_index=True)
     if card is None:
         st.info("No model card: run `faultlens train` to see the model against its baselines.")
         return
     st.subheader(f"Model card: {card.get('model_version', '?')}")
-    st.plotly_chart(figures.fig_model_vs_baselines(q_detail.baseline_metrics(card)), key="base",
-                    config=ui.CHART)
+    ui.chart(st, figures.fig_model_vs_baselines(q_detail.baseline_metrics(card)), key="base")
     st.dataframe(q_detail.baseline_metrics(card), hide_index=True)
     with st.expander("Model card (JSON)"):
         st.json(card, expanded=False)

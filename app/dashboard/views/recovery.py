@@ -58,8 +58,8 @@ def what_if(f: Filters, n_nodes: int) -> None:
                f"${best['cost_usd']:,.0f} lost over {scores[0].interruptions} interruptions "
                f"({scores[0].window_h:,.0f} h, {scores[0].gpus:,} GPUs)")
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_strategy_ranking(frame), key="ranking", config=ui.CHART)
-    right.plotly_chart(figures.fig_badput(frame), key="badput", config=ui.CHART)
+    ui.chart(left, figures.fig_strategy_ranking(frame), key="ranking")
+    ui.chart(right, figures.fig_badput(frame), key="badput")
     st.subheader("Ranking (fewest dollars lost first)")
     st.caption(f"ETTR interval: {RESAMPLES} block-bootstrap resamples of the trace.")
     st.dataframe(frame, hide_index=True)
