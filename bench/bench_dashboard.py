@@ -340,7 +340,7 @@ def _table(results: dict[str, dict]) -> list[str]:
             main = sum(b.get(k, 0.0) for k in ("script_s", "layout_s", "style_s"))
             cells += [f"{r[wall]:.2f} / {min(r[tries]):.2f}",
                       f"{b.get('task_s', float('nan')):.2f} / {main:.2f}"]
-        cells.append(str(r.get("browser_node", {}).get("elements", "-")))
+        cells.append(str(r.get("browser_cluster", {}).get("elements", "-")))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
