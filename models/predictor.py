@@ -35,13 +35,8 @@ from models.evaluate import (
     evaluate_all,
     time_split,
 )
-from models.features import (
-    FEATURES,
-    FeatureGrid,
-    floor_hour,
-    monotone_constraints,
-    point_features,
-)
+from models.feature_catalog import FEATURES, monotone_constraints
+from models.features import FeatureGrid, floor_hour, point_features
 from models.target import DEFAULT_HORIZON_H
 
 log = logging.getLogger(__name__)

@@ -8,13 +8,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from models.features import (
-    FEATURES,
-    HOURS_SINCE_CAP,
-    TEMP_NORMAL_C,
-    FeatureGrid,
-    point_features,
-)
+from models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
+from models.features import FeatureGrid, point_features
 from models.target import failure_episodes
 from tests.models.synthetic import T0, insert_events, insert_gpus, random_cluster
 
@@ -158,7 +153,7 @@ def test_kind_free_warning_features(timeline) -> None:
 
 
 def test_monotone_constraints_cover_only_warning_evidence() -> None:
-    from models.features import monotone_constraints
+    from models.feature_catalog import monotone_constraints
 
     cons = dict(zip(FEATURES, monotone_constraints(), strict=True))
     assert cons["warn_24h"] == cons["pcie_w_72h"] == cons["warn_kinds_7d"] == 1
