@@ -5,7 +5,8 @@ The three steps are separate so that parsing can run in a process pool or on a D
 1. ``plan`` looks the file up in ``ingested_files``: unchanged (skip), grown (read from the byte
    where the last run stopped), rotated or new (read from the start).
 2. ``parse_file`` streams the file in chunks through its parser and spills each table's rows to
-   Parquet parts in a scratch folder; it touches no database, so it can run in any process.
+   Parquet parts in a scratch folder, partitioned as the Parquet lake is (``events/source=kernel/
+   day=2026-01-03/part-00000.parquet``); it touches no database, so it can run in any process.
 3. ``load`` inserts the parts, the quarantined lines and the registry row in one transaction:
    after a crash or Ctrl-C the database holds all of a file or none of it.
 """
@@ -17,7 +18,7 @@ import re
 import shutil
 import tempfile
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from glob import glob
@@ -29,6 +30,7 @@ import polars as pl
 from ingest import registry
 from ingest.base import ChunkResult, ParseContext
 from ingest.errors import InputError, StoreError
+from ingest.lake import DAY_COLUMN, partition_columns
 from ingest.reader import (
     MAX_LINE_BYTES,
     Chunk,
@@ -230,6 +232,7 @@ def sniff_format(task: FileTask) -> str:
 
 
 SPILL_ROWS = 250_000  # rows of a table buffered before a Parquet part is written
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # a row without a timestamp (or source)
 
 
 class _Sink:
@@ -263,15 +266,35 @@ class _Sink:
         self._rows.pop(table, None)
         if not frames:
             return
-        out = f"{self.scratch}/{table}-{self._k:05d}.parquet"
-        self._k += 1
         frame = pl.concat(frames, how="vertical_relaxed") if len(frames) > 1 else frames[0]
-        frame.write_parquet(out, compression="uncompressed", statistics=False)
-        (self.qparts if table == "quarantine" else self.parts.setdefault(table, [])).append(out)
+        out = self.qparts if table == "quarantine" else self.parts.setdefault(table, [])
+        for keys, part in partitions(table, frame):
+            folder = Path(self.scratch, table, *keys)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"part-{self._k:05d}.parquet"
+            self._k += 1
+            part.write_parquet(path, compression="uncompressed", statistics=False)
+            out.append(str(path))
 
     def close(self) -> None:
         for table in list(self._buf):
             self._flush(table)
+
+
+def partitions(table: str, frame: pl.DataFrame) -> Iterator[tuple[tuple[str, ...], pl.DataFrame]]:
+    """``frame`` split as the Parquet lake partitions ``table`` (``ingest.lake``): by ``source``
+    and UTC day of its time column, as hive folder names (``source=kernel``, ``day=2026-01-03``);
+    tables without a time column stay whole."""
+    keys = partition_columns(table)
+    if not keys or frame.height == 0:
+        yield (), frame
+        return
+    by = [k if k == "source" else "_day" for k in keys]
+    frame = frame.with_columns(pl.col(DAY_COLUMN[table]).dt.date().alias("_day"))
+    for values, part in frame.partition_by(by, as_dict=True, maintain_order=True).items():
+        names = tuple(f"{k}={NULL_PARTITION if v is None else v}"
+                      for k, v in zip(keys, values, strict=True))
+        yield names, part.drop("_day")
 
 
 def _too_long(line: pl.Series, nbytes: pl.Series, raw: pl.Series) -> ChunkResult:

@@ -186,7 +186,10 @@ class Store:
             return 0
         try:
             rows = self._fetchall(
-                f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?)", [list(files)]
+                # the parts' folders are hive-style (source=.../day=...): the columns are in
+                # the files, so the folder names must not add any
+                f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?, hive_partitioning = "
+                "false)", [list(files)]
             )
             return int(rows[0][0]) if rows else 0
         except duckdb.Error as e:
@@ -196,7 +199,7 @@ class Store:
         try:
             self._run(
                 "INSERT INTO quarantine BY NAME SELECT ? AS file, line, raw, reason "
-                "FROM read_parquet(?)",
+                "FROM read_parquet(?, hive_partitioning = false)",
                 [file, list(files)],
             )
         except duckdb.Error as e:

@@ -58,3 +58,21 @@ def test_per_node_and_per_job_folders() -> None:
     assert infer_node("/logs/jobs/100440/nccl.log") is None
     assert infer_job("/logs/jobs/100440/nccl.log") == "100440"
     assert infer_job("/logs/nodes/gpu0001/kern.log") is None
+
+
+def test_parsed_parts_are_partitioned_by_source_and_day(store, tmp_path) -> None:
+    from ingest.pipeline import load, parse_file, plan
+
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "2026-01-03T23:59:58+00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has "
+        "fallen off the bus.\n"
+        "2026-01-04T00:00:02+00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, "
+        "DBE (double bit error) ECC error.\n")
+    task = plan(store, str(log), fmt="kernel")
+    pf = parse_file(task, str(tmp_path))
+    names = sorted(str(Path(p).relative_to(pf.scratch).parent) for p in pf.parts["events"])
+    assert names == ["events/source=kernel/day=2026-01-03", "events/source=kernel/day=2026-01-04"]
+    load(store, pf, now=datetime(2026, 2, 1))
+    rows = store.query("SELECT code, source FROM events ORDER BY ts")
+    assert rows.rows() == [(79, "kernel"), (48, "kernel")]  # no day / partition columns added
