@@ -37,6 +37,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -299,10 +300,10 @@ def _blocks(f: BinaryIO, seekable: bool, chunk_bytes: int) -> Iterator[tuple[byt
         yield buf, cut
 
 
-def _raw_chunks(
-    path: str | Path, gzipped: bool, start_byte: int, chunk_bytes: int
-) -> Iterator[tuple[pl.Series, int]]:
-    """(lines, body bytes) per chunk; ``InputError`` for unreadable or corrupt input."""
+@contextmanager
+def lines_from(path: str | Path, gzipped: bool, start_byte: int) -> Iterator[BinaryIO]:
+    """``open_lines`` positioned at ``start_byte`` (of the decompressed stream); errors while it
+    is open and read become ``InputError`` (unreadable file, truncated or corrupt gzip)."""
     try:
         with open_lines(path, gzipped) as f:
             if start_byte:
@@ -310,12 +311,20 @@ def _raw_chunks(
                     _skip(f, start_byte)
                 else:
                     f.seek(start_byte)
-            for buf, body_len in _blocks(f, not gzipped, chunk_bytes):
-                yield _split(buf, body_len), body_len
+            yield f
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         raise InputError(f"{path}: truncated or corrupt gzip stream ({e})") from e
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def _raw_chunks(
+    path: str | Path, gzipped: bool, start_byte: int, chunk_bytes: int
+) -> Iterator[tuple[pl.Series, int]]:
+    """(lines, body bytes) per chunk; ``InputError`` for unreadable or corrupt input."""
+    with lines_from(path, gzipped, start_byte) as f:
+        for buf, body_len in _blocks(f, not gzipped, chunk_bytes):
+            yield _split(buf, body_len), body_len
 
 
 def iter_chunks(

@@ -26,9 +26,7 @@ splitter and ``str.contains`` (``engine="polars"``), several times slower.
 from __future__ import annotations
 
 import functools
-import gzip
 import re
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ingest import reader
-from ingest.errors import InputError
 from ingest.reader import MAX_LINE_BYTES, CandidateChunk
 
 BLOCK_BYTES = 64 * 1024 * 1024  # bytes scanned per block
@@ -158,18 +155,8 @@ def _blocks(
     One buffer is read into again and again (a fresh 64 MiB ``bytes`` per block costs more in page
     faults than the scan): what is yielded is only valid until the next block is asked for.
     """
-    try:
-        with reader.open_lines(path, gzipped) as f:
-            if start_byte:
-                if gzipped:
-                    reader._skip(f, start_byte)
-                else:
-                    f.seek(start_byte)
-            yield from _fill(f, block_bytes)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        raise InputError(f"{path}: truncated or corrupt gzip stream ({e})") from e
-    except OSError as e:
-        raise InputError(f"cannot read {path}: {e.strerror or e}") from e
+    with reader.lines_from(path, gzipped, start_byte) as f:
+        yield from _fill(f, block_bytes)
 
 
 def _fill(f: Any, block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:

@@ -104,6 +104,24 @@ class Filters:
         return n * (self.span_days or 0.0)
 
 
+def facet_where(facets: dict[str, Any] | None, alias: str = "") -> tuple[list[str], list[Any]]:
+    """Predicates (and their params) for the event explorer's facets: source / kind / severity
+    lists and Xid codes, on columns of the table ``alias``."""
+    a = f"{alias}." if alias else ""
+    parts: list[str] = []
+    params: list[Any] = []
+    for col in ("source", "kind", "severity"):
+        values = (facets or {}).get(col)
+        if values:
+            parts.append(f"{a}{col} IN (SELECT unnest(?::VARCHAR[]))")
+            params.append([str(v) for v in values])
+    codes = (facets or {}).get("code")
+    if codes:
+        parts.append(f"{a}code IN (SELECT unnest(?::INTEGER[]))")
+        params.append([int(c) for c in codes])
+    return parts, params
+
+
 def _join(parts: list[str]) -> str:
     return " AND ".join(parts) if parts else "TRUE"
 

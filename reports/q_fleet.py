@@ -15,7 +15,7 @@ import polars as pl
 from ingest.store import Store
 from models.target import EPISODE_GAP, episodes_from_events, failure_episodes
 from reports import rollups
-from reports.filters import Filters, bucket_for
+from reports.filters import Filters, bucket_for, facet_where
 
 # Failure causes of models.target, grouped into the components an SRE counts MTBF for.
 COMPONENT_OF_CAUSE: dict[str, str] = {
@@ -190,16 +190,9 @@ def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | N
     """``Filters`` plus the explorer's facets (source/kind/code/severity) and free-text search."""
     where, params = f.events_where(alias)
     a = f"{alias}." if alias else ""
-    parts = [where]
-    for col in ("source", "kind", "severity"):
-        values = (facets or {}).get(col)
-        if values:
-            parts.append(f"{a}{col} IN (SELECT unnest(?::VARCHAR[]))")
-            params.append([str(v) for v in values])
-    codes = (facets or {}).get("code")
-    if codes:
-        parts.append(f"{a}code IN (SELECT unnest(?::INTEGER[]))")
-        params.append([int(c) for c in codes])
+    facet_parts, facet_params = facet_where(facets, alias)
+    parts = [where, *facet_parts]
+    params += facet_params
     if search:
         parts.append(f"({a}message ILIKE ? OR {a}file ILIKE ?)")
         params += [f"%{search}%", f"%{search}%"]

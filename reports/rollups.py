@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from ingest.store import Store
-from reports.filters import Filters
+from reports.filters import Filters, facet_where
 
 log = logging.getLogger(__name__)
 
@@ -129,15 +129,9 @@ def where(f: Filters, grain: str, facets: dict[str, Any] | None = None) -> tuple
     if grain == "node" and f.nodes:
         parts.append("node IN (SELECT unnest(?::VARCHAR[]))")
         params.append(list(f.nodes))
-    for name in ("source", "kind", "severity"):
-        values = (facets or {}).get(name)
-        if values:
-            parts.append(f"{name} IN (SELECT unnest(?::VARCHAR[]))")
-            params.append([str(v) for v in values])
-    codes = (facets or {}).get("code")
-    if codes:
-        parts.append("code IN (SELECT unnest(?::INTEGER[]))")
-        params.append([int(c) for c in codes])
+    facet_parts, facet_params = facet_where(facets)
+    parts += facet_parts
+    params += facet_params
     return (" AND ".join(parts) if parts else "TRUE"), params
 
 
