@@ -24,8 +24,7 @@ from typing import Any
 
 import polars as pl
 import requests
-
-from ingest.errors import FaultlensError
+from faultlens.ingest.errors import FaultlensError
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-
-from app import (
+from faultlens.app import (
     cmd_ingest,
     cmd_lake,
     cmd_models,
@@ -19,7 +18,7 @@ from app import (
     cmd_stragglers,
     cmd_synth,
 )
-from app.common import setup_logging
+from faultlens.app.common import setup_logging
 
 app = typer.Typer(
     name="faultlens",

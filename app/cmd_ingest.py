@@ -9,10 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from app.common import (
+from faultlens.app.common import (
     DaskOption,
     DbOption,
     ExitCode,
@@ -24,11 +21,13 @@ from app.common import (
     is_tty,
     utc_now,
 )
-from ingest.attribution import refresh
-from ingest.base import ParseContext
-from ingest.catalog import load_catalog
-from ingest.pipeline import FileReport, expand_paths, ingest_paths
-from ingest.store import Store
+from faultlens.ingest.attribution import refresh
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.pipeline import FileReport, expand_paths, ingest_paths
+from faultlens.ingest.store import Store
+from rich.console import Console
+from rich.table import Table
 
 err = Console(stderr=True)
 
@@ -97,7 +96,7 @@ def ingest(
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
     """
     if prometheus is not None:
-        from app.cmd_prom import pull_prometheus
+        from faultlens.app.cmd_prom import pull_prometheus
 
         pull_prometheus(prometheus, since=since, db=db, node=node, json=json, quiet=quiet)
         if not paths:
@@ -210,7 +209,7 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
 
 
 def status_doc(store: Store) -> dict:
-    from ingest.schema import TABLES
+    from faultlens.ingest.schema import TABLES
 
     tables = {name: store.count(name) for name in TABLES}
     by_kind = store.query(

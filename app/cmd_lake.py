@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-
-from app.common import DbOption, JsonOption, boundary, db_path, emit_json
-from ingest.store import Store
+from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json
+from faultlens.ingest.store import Store
 
 lake_app = typer.Typer(
     help="Parquet-lake mode: export the tables as partitioned Parquet, or serve them from it.",
@@ -32,7 +31,7 @@ def export(location: LocationArg, db: DbOption = None, json: JsonOption = False)
 
     Example: faultlens lake export /data/lake --db data/faultlens.duckdb
     """
-    from ingest.lake import export_lake
+    from faultlens.ingest.lake import export_lake
 
     with Store(db_path(db), read_only=True) as store:
         manifest = export_lake(store, location)
@@ -52,7 +51,7 @@ def attach(location: LocationArg, db: DbOption = None, json: JsonOption = False)
 
     Example: faultlens lake attach /data/lake --db data/history.duckdb
     """
-    from ingest.lake import attach_lake
+    from faultlens.ingest.lake import attach_lake
 
     done = attach_lake(db_path(db), location)
     if json:

@@ -7,10 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-
-from app.common import (
+from faultlens.app.common import (
     DaskOption,
     DbOption,
     JsonOption,
@@ -20,8 +17,10 @@ from app.common import (
     emit_json,
     utc_now,
 )
-from ingest.errors import ConfigError
-from ingest.store import Store
+from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.store import Store
+from rich.console import Console
+from rich.table import Table
 
 err = Console(stderr=True)
 
@@ -93,8 +92,8 @@ def train(
         raise ConfigError("--test-fraction must be in (0, 0.8) and --horizon-h positive")
     # imported here: LightGBM / scikit-learn take seconds to import, which every other command
     # (``faultlens ingest`` from cron) would pay
-    from models.predictor import TrainConfig, train_failure_model
-    from models.registry import default_models_dir, save_model
+    from faultlens.models.predictor import TrainConfig, train_failure_model
+    from faultlens.models.registry import default_models_dir, save_model
 
     cfg = TrainConfig(horizon_h=horizon_h, test_fraction=test_fraction, k=k,
                       target_precision=target_precision, seed=seed)
@@ -146,8 +145,8 @@ def predict(
     """
     if scheduler not in SCHEDULERS:
         raise ConfigError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
-    from models.predictor import predict_failures, save_predictions
-    from models.registry import default_models_dir, load_model
+    from faultlens.models.predictor import predict_failures, save_predictions
+    from faultlens.models.registry import default_models_dir, load_model
 
     path = db_path(db)
     model = load_model(models_dir or default_models_dir(path), model_version)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from faultlens.app.common import db_path, emit_json, utc_now
+from faultlens.ingest.prom import parse_duration, pull
+from faultlens.ingest.store import Store
+from faultlens.ingest.telemetry import resolve_gpu_indices
 from rich.console import Console
-
-from app.common import db_path, emit_json, utc_now
-from ingest.prom import parse_duration, pull
-from ingest.store import Store
-from ingest.telemetry import resolve_gpu_indices
 
 
 def pull_prometheus(

@@ -8,13 +8,12 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.store import Store
+from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
+from faultlens.replay.score import replay as run_replay
 from rich.console import Console
-
-from app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
-from ingest.errors import ConfigError
-from ingest.store import Store
-from replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
-from replay.score import replay as run_replay
 
 err = Console(stderr=True)
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from app.common import DbOption, ExitCode, boundary, db_path, utc_now
-from ingest.errors import ConfigError
+from faultlens.app.common import DbOption, ExitCode, boundary, db_path, utc_now
+from faultlens.ingest.errors import ConfigError
 
 DASHBOARD = Path(__file__).resolve().parent / "dashboard" / "main.py"
 
@@ -49,12 +48,12 @@ def dashboard(
 
     Example: faultlens dashboard --db data/faultlens.duckdb --port 8501 --logs /var/log/cluster
     """
-    from reports.source_context import ROOTS_ENV, resolve_roots
+    from faultlens.reports.source_context import ROOTS_ENV, resolve_roots
 
     env = dict(os.environ)
     entries: list[str] = [str(p) for p in logs or []]
     if config is not None:
-        from app.run import load_config
+        from faultlens.app.run import load_config
 
         cfg = load_config(config, db=db)
         entries += cfg.ingest_paths
@@ -97,7 +96,7 @@ def report(
 
     Example: faultlens report --since 7d --format html --out weekly.html
     """
-    from reports import build_report, parse_since
+    from faultlens.reports import build_report, parse_since
 
     if fmt not in ("html", "pdf"):
         raise ConfigError(f"--format {fmt!r}: html or pdf")

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-
-from app.common import DbOption, ExitCode, boundary, emit_json, utc_now
+from faultlens.app.common import DbOption, ExitCode, boundary, emit_json, utc_now
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +36,10 @@ def run(
 
     Example: faultlens run --config /etc/faultlens/faultlens.toml
     """
-    from app.run import load_config, run_once  # imported here: it loads LightGBM (seconds)
+    from faultlens.app.run import (  # imported here: it loads LightGBM (seconds)
+        load_config,
+        run_once,
+    )
 
     cfg = load_config(config, db=db)
     now = utc_now()

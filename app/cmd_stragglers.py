@@ -6,12 +6,11 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
+from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.ingest.store import Store
+from faultlens.models.stragglers import StragglerReport, detect
 from rich.console import Console
 from rich.table import Table
-
-from app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
-from ingest.store import Store
-from models.stragglers import StragglerReport, detect
 
 err = Console(stderr=True)
 

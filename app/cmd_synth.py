@@ -8,10 +8,18 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from faultlens.app.common import (
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    db_path,
+    emit_json,
+    is_tty,
+    utc_now,
+)
+from faultlens.ingest.errors import ConfigError
 from rich.console import Console
-
-from app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json, is_tty, utc_now
-from ingest.errors import ConfigError
 
 err = Console(stderr=True)
 
@@ -33,7 +41,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _config(nodes: int, days: float, seed: int, start: datetime, rate: float | None):
-    from synth import SynthConfig
+    from faultlens.synth import SynthConfig
 
     cfg = SynthConfig(n_nodes=nodes, days=days, seed=seed, start=start.replace(tzinfo=None))
     if rate is not None:
@@ -62,7 +70,7 @@ def synth(
 
     Example: faultlens synth --nodes 64 --days 14 --seed 1 --out data/synth
     """
-    from synth import generate
+    from faultlens.synth import generate
 
     cfg = _config(nodes, days, seed, start, rate)
     result = generate(cfg, out)
@@ -104,7 +112,7 @@ def demo(
 
     Example: faultlens demo --nodes 64 --days 14 --db /tmp/demo.duckdb
     """
-    from app.demo import run_demo
+    from faultlens.app.demo import run_demo
 
     cfg = _config(nodes, days, seed, start, rate)
     cfg.telemetry_interval_min = telemetry_min

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-
-from ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
-from ingest.store import default_db_path
+from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
+from faultlens.ingest.store import default_db_path
 
 log = logging.getLogger("faultlens")
 

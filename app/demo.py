@@ -20,14 +20,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.pipeline import IngestReport, ingest_paths
+from faultlens.ingest.store import Store
+from faultlens.synth import SynthConfig, generate
 from rich.console import Console
 from rich.table import Table
-
-from ingest.catalog import load_catalog
-from ingest.errors import ConfigError
-from ingest.pipeline import IngestReport, ingest_paths
-from ingest.store import Store
-from synth import SynthConfig, generate
 
 log = logging.getLogger(__name__)
 
@@ -138,10 +137,10 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
 
 
 def _stages() -> list[Stage]:
-    from app.demo_stages import stage_attribution, stage_fabric, stage_models
-    from models.stragglers import demo_stage as stage_stragglers
-    from replay.demo import demo_stage as stage_replay
-    from reports.build import demo_stage as stage_report
+    from faultlens.app.demo_stages import stage_attribution, stage_fabric, stage_models
+    from faultlens.models.stragglers import demo_stage as stage_stragglers
+    from faultlens.replay.demo import demo_stage as stage_replay
+    from faultlens.reports.build import demo_stage as stage_report
 
     return [stage_summary, stage_attribution, stage_fabric, stage_models, stage_stragglers,
             stage_replay, stage_report]

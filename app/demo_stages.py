@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
+from faultlens.ingest.store import Store
 from rich.console import Console
 from rich.table import Table
-
-from ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
-from ingest.store import Store
 
 
 def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
@@ -69,7 +68,7 @@ def _truth_mix(truth: dict[str, Any]) -> pl.DataFrame | None:
 
 def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
     """Localize network faults with the synthetic cluster's topology file, when there is one."""
-    from ingest.topology import load_topology, localize_network_faults
+    from faultlens.ingest.topology import load_topology, localize_network_faults
 
     out = truth.get("out")
     topo_path = Path(out) / "topology.csv" if out else None
@@ -89,9 +88,9 @@ def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
 def stage_models(store: Store, truth: dict[str, Any], console: Console) -> None:
     """Train the failure model (saved next to the database, where `predict` and the dashboard
     look for it), show it against both baselines, the top at-risk nodes and the lemon list."""
-    from ingest.errors import ModelError
-    from models.predictor import demo_stage
-    from models.registry import default_models_dir
+    from faultlens.ingest.errors import ModelError
+    from faultlens.models.predictor import demo_stage
+    from faultlens.models.registry import default_models_dir
 
     try:
         demo_stage(store, truth, console, models_dir=default_models_dir(Path(store.path)))

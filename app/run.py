@@ -30,15 +30,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from app import alerts as am
-from ingest.attribution import refresh
-from ingest.catalog import load_catalog
-from ingest.errors import ConfigError, LockedError
-from ingest.pipeline import IngestReport, ingest_paths
-from ingest.store import DatabaseBusyError, Store, default_db_path
-from models.actions import ACTION_RANK, RiskAction
-from models.predictor import Prediction, predict_failures, save_predictions
-from models.registry import LoadedModel, default_models_dir, load_model
+from faultlens.app import alerts as am
+from faultlens.ingest.attribution import refresh
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.errors import ConfigError, LockedError
+from faultlens.ingest.pipeline import IngestReport, ingest_paths
+from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
+from faultlens.models.actions import ACTION_RANK, RiskAction
+from faultlens.models.predictor import Prediction, predict_failures, save_predictions
+from faultlens.models.registry import LoadedModel, default_models_dir, load_model
 
 log = logging.getLogger(__name__)
 

@@ -34,8 +34,7 @@ import urllib.request
 from pathlib import Path
 
 import duckdb
-
-from ingest.store import Store
+from faultlens.ingest.store import Store
 
 OUT = Path(__file__).resolve().parent / "out"
 CHROMIUM = "/usr/bin/chromium"
@@ -173,7 +172,7 @@ def snapshot_cost(db: Path) -> dict:
     """Copy + rollups of ``db`` as the dashboard does it at start (without the warm-up)."""
     import tempfile
 
-    from reports.snapshot import SnapshotReader
+    from faultlens.reports.snapshot import SnapshotReader
 
     with tempfile.TemporaryDirectory() as tmp:
         reader = SnapshotReader(db, tmp)
@@ -347,7 +346,8 @@ def _table(results: dict[str, dict]) -> list[str]:
 
 def _start(db: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "dashboard", "--db", str(db),
+    proc = subprocess.Popen([sys.executable, "-m", "faultlens.app.cli", "dashboard",
+                             "--db", str(db),
                              "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

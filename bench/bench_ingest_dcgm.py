@@ -154,8 +154,8 @@ def run_faultlens(path: str, db: str) -> None:
     """Entry point of the child process: ingest one file, print the report as JSON."""
     from datetime import datetime
 
-    from ingest.pipeline import ingest_paths
-    from ingest.store import Store
+    from faultlens.ingest.pipeline import ingest_paths
+    from faultlens.ingest.store import Store
 
     with Store(db) as store:
         report = ingest_paths(store, [path], now=datetime(2025, 3, 1))

@@ -239,10 +239,10 @@ def plain_python(path: str) -> dict[str, int]:
 def faultlens(path: str, db: str, line_path: bool = False) -> dict[str, int]:
     from datetime import datetime
 
-    from ingest import nccl, registry
-    from ingest.base import ParseContext
-    from ingest.pipeline import ingest_paths
-    from ingest.store import Store
+    from faultlens.ingest import nccl, registry
+    from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.pipeline import ingest_paths
+    from faultlens.ingest.store import Store
 
     if line_path:  # every line split and handed to parse_chunk (the path before ingest.scan)
         registry.REGISTRY["nccl"] = nccl.NcclParser("nccl", prefilter=False)

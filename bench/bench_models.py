@@ -70,7 +70,7 @@ GENERATE = [
 
 
 def generate(db: Path, n_nodes: int, days: int) -> dict:
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     hours = days * 24
     t0 = time.perf_counter()
@@ -93,9 +93,9 @@ def _cpu_s() -> float:
 
 
 def stage_train(db: Path, models: Path, days: int) -> dict:
-    from ingest.store import Store
-    from models.predictor import TrainConfig, train_failure_model
-    from models.registry import save_model
+    from faultlens.ingest.store import Store
+    from faultlens.models.predictor import TrainConfig, train_failure_model
+    from faultlens.models.registry import save_model
 
     t0, c0 = time.perf_counter(), _cpu_s()
     with Store(db, read_only=True) as store:
@@ -118,9 +118,9 @@ def grid_rows(card: dict) -> int:
 
 
 def stage_predict(db: Path, models: Path, days: int) -> dict:
-    from ingest.store import Store
-    from models.predictor import predict_failures
-    from models.registry import load_model
+    from faultlens.ingest.store import Store
+    from faultlens.models.predictor import predict_failures
+    from faultlens.models.registry import load_model
 
     model = load_model(models)
     t0, c0 = time.perf_counter(), _cpu_s()

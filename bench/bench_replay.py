@@ -18,12 +18,11 @@ import sys
 import time
 
 import numpy as np
-
-from replay.des import simulate
-from replay.generate import llama3_trace
-from replay.model import JobSpec
-from replay.score import evaluate, replay
-from replay.strategies import STRATEGIES, resolve
+from faultlens.replay.des import simulate
+from faultlens.replay.generate import llama3_trace
+from faultlens.replay.model import JobSpec
+from faultlens.replay.score import evaluate, replay
+from faultlens.replay.strategies import STRATEGIES, resolve
 
 FLEET_GPUS = 100_000
 INTERVALS_MIN = np.linspace(5, 240, 20)

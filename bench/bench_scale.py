@@ -188,8 +188,8 @@ def make_tree(root: Path, total_bytes: int, n_files: int, *, seed: int = 7) -> l
 
 def run_one(mode: str, tree: str, db: str, scratch: str) -> None:
     """Child process: ingest ``tree`` in ``mode`` (plain | dask1 | dask2); print JSON."""
-    from ingest.pipeline import ingest_paths
-    from ingest.store import Store
+    from faultlens.ingest.pipeline import ingest_paths
+    from faultlens.ingest.store import Store
 
     now = datetime(2026, 2, 1)
     t0 = time.perf_counter()

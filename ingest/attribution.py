@@ -26,10 +26,9 @@ import logging
 from datetime import timedelta
 
 import polars as pl
-
-from ingest.schema import CauseCategory as C
-from ingest.schema import Kind as K
-from ingest.store import Store
+from faultlens.ingest.schema import CauseCategory as C
+from faultlens.ingest.schema import Kind as K
+from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -311,7 +310,7 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
 def refresh(store: Store) -> dict[str, int]:
     """After an ingest: GPU indices from the inventory, events linked to jobs, failed jobs
     attributed. Idempotent; each step is one statement or one transaction."""
-    from ingest.telemetry import resolve_gpu_indices
+    from faultlens.ingest.telemetry import resolve_gpu_indices
 
     gpus = resolve_gpu_indices(store)
     with store.transaction():

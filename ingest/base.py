@@ -33,8 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import polars as pl
-
-from ingest.schema import Source, conform
+from faultlens.ingest.schema import Source, conform
 
 QUARANTINE_SCHEMA = {"line": pl.Int64, "raw": pl.String, "reason": pl.String}
 RAW_KEEP_CHARS = 4000  # quarantined raw text is kept up to this length

@@ -11,8 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import polars as pl
-
-from ingest.schema import Action, Severity
+from faultlens.ingest.schema import Action, Severity
 
 CATALOG_SCHEMA = {
     "xid": pl.Int32,
@@ -35,7 +34,7 @@ ACTION_SEVERITY = {
 def load_catalog(path: str | Path | None = None) -> pl.DataFrame:
     """The catalog as a frame (packaged copy unless ``path`` is given)."""
     if path is None:
-        source = resources.files("ingest").joinpath("data/xid_catalog.csv").read_bytes()
+        source = resources.files("faultlens.ingest").joinpath("data/xid_catalog.csv").read_bytes()
         return pl.read_csv(source, schema=CATALOG_SCHEMA)
     return pl.read_csv(path, schema=CATALOG_SCHEMA)
 

@@ -33,11 +33,16 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
-from prometheus_client.parser import text_string_to_metric_families
-
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, numbered, quarantine_frame
-from ingest.schema import TS, Source
-from ingest.telemetry import (
+from faultlens.ingest.base import (
+    ChunkResult,
+    ParseContext,
+    Parsed,
+    Quarantined,
+    numbered,
+    quarantine_frame,
+)
+from faultlens.ingest.schema import TS, Source
+from faultlens.ingest.telemetry import (
     LABEL_SCHEMA,
     LABELS,
     conform_labels,
@@ -47,6 +52,7 @@ from ingest.telemetry import (
     label_dicts_to_frame,
     samples_to_tables,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 _NAME_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 _LABEL_BLOCK_RE = r'^(?:[ ]*[a-zA-Z_][a-zA-Z0-9_]*[ ]*=[ ]*"(?:[^"\\]|\\.)*"[ ]*,?)*[ ]*$'

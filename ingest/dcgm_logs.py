@@ -21,8 +21,7 @@ import re
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
     Parsed,
@@ -33,8 +32,8 @@ from ingest.base import (
     rows_to_frames,
     to_json,
 )
-from ingest.schema import Kind, Severity, Source, conform
-from ingest.telemetry import default_ts
+from faultlens.ingest.schema import Kind, Severity, Source, conform
+from faultlens.ingest.telemetry import default_ts
 
 # -- nv-hostengine / nvvs -------------------------------------------------------------------------
 

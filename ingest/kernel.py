@@ -50,9 +50,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest import kernel_patterns as kp
-from ingest.base import (
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import (
     ChunkResult,
     LineResult,
     ParseContext,
@@ -62,12 +61,26 @@ from ingest.base import (
     numbered,
     quarantine_frame,
 )
-from ingest.kernel_families import family_events
-from ingest.kernel_line import Piece, Prefix, Record, classify_body, is_candidate, parse_prefix
-from ingest.kernel_misc import assemble, finish_record, rtc_boot_time
-from ingest.kernel_vec import PREFIXED, dp_events, prefix_frame, route_expr, sxid_events, xid_events
-from ingest.reader import literal_regex
-from ingest.schema import EVENTS, Source, conform
+from faultlens.ingest.kernel_families import family_events
+from faultlens.ingest.kernel_line import (
+    Piece,
+    Prefix,
+    Record,
+    classify_body,
+    is_candidate,
+    parse_prefix,
+)
+from faultlens.ingest.kernel_misc import assemble, finish_record, rtc_boot_time
+from faultlens.ingest.kernel_vec import (
+    PREFIXED,
+    dp_events,
+    prefix_frame,
+    route_expr,
+    sxid_events,
+    xid_events,
+)
+from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.schema import EVENTS, Source, conform
 
 _EVENT_SCHEMA = EVENTS.polars_schema
 _PY_ROUTES = ("hw", "nvrm")

@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-
-from ingest import kernel_patterns as kp
-from ingest.base import ParseContext, normalize_pci
-from ingest.kernel_line import Prefix, _int, event
-from ingest.kernel_vec import attrs_expr, event_columns, pci_of
-from ingest.reader import literal_regex
-from ingest.schema import Kind
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ParseContext, normalize_pci
+from faultlens.ingest.kernel_line import Prefix, _int, event
+from faultlens.ingest.kernel_vec import attrs_expr, event_columns, pci_of
+from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.schema import Kind
 
 
 @dataclass(frozen=True)

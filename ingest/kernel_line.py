@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
-from ingest import kernel_patterns as kp
-from ingest.base import ParseContext, Quarantined, normalize_node, normalize_pci
-from ingest.catalog import packaged_catalog
-from ingest.schema import Kind, Severity, Source
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ParseContext, Quarantined, normalize_node, normalize_pci
+from faultlens.ingest.catalog import packaged_catalog
+from faultlens.ingest.schema import Kind, Severity, Source
 
 _PREFIX = re.compile(kp.PREFIX_RE)
 _HOST_TAG = re.compile(kp.HOST_TAG_RE)
@@ -266,7 +266,7 @@ Outcome = dict[str, Any] | Quarantined | Piece | None
 
 
 def classify_body(pre: Prefix, ctx: ParseContext) -> Outcome:
-    from ingest.kernel_misc import classify_hw, classify_nvrm, classify_other
+    from faultlens.ingest.kernel_misc import classify_hw, classify_nvrm, classify_other
 
     route = route_of(pre.body)
     if route == "xid":

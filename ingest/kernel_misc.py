@@ -10,10 +10,15 @@ import re
 from datetime import datetime, timedelta
 from typing import Any
 
-from ingest import kernel_patterns as kp
-from ingest.base import ParseContext, Quarantined, normalize_pci
-from ingest.kernel_families import QUARANTINE_LITERALS, UNKNOWN_SHAPE, family_event, match_family
-from ingest.kernel_line import (
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ParseContext, Quarantined, normalize_pci
+from faultlens.ingest.kernel_families import (
+    QUARANTINE_LITERALS,
+    UNKNOWN_SHAPE,
+    family_event,
+    match_family,
+)
+from faultlens.ingest.kernel_line import (
     _RE,
     MAX_GAP_LINES,
     Outcome,
@@ -24,7 +29,7 @@ from ingest.kernel_line import (
     catalog_severity,
     event,
 )
-from ingest.schema import Kind
+from faultlens.ingest.schema import Kind
 
 NO_HEAD = "continuation line without its first line"
 

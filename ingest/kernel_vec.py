@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest import kernel_patterns as kp
-from ingest.base import ParseContext, normalize_node, normalize_pci
-from ingest.catalog import severity_action_expr
-from ingest.kernel_line import SXID_SEVERITY
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci
+from faultlens.ingest.catalog import severity_action_expr
+from faultlens.ingest.kernel_line import SXID_SEVERITY
 
 _MONTH_MM = {m: f"{i:02d}" for m, i in kp.MONTH_NO.items()}
 _MONTH_INT = dict(kp.MONTH_NO)

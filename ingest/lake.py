@@ -18,9 +18,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingest.errors import ConfigError, StoreError
-from ingest.schema import SCHEMA_VERSION, TABLES
-from ingest.store import Store
+from faultlens.ingest.errors import ConfigError, StoreError
+from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
+from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
 

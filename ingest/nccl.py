@@ -40,9 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from ingest import pytorch
-from ingest.base import (
+from faultlens.ingest import pytorch
+from faultlens.ingest.base import (
     ChunkResult,
     LineResult,
     ParseContext,
@@ -50,8 +49,8 @@ from ingest.base import (
     normalize_pci,
     quarantine_frame,
 )
-from ingest.pytorch import Sink, TorchState, make_event
-from ingest.schema import TABLES, Kind, Severity, Source
+from faultlens.ingest.pytorch import Sink, TorchState, make_event
+from faultlens.ingest.schema import TABLES, Kind, Severity, Source
 
 # Shared by Python ``re`` (reference path) and polars ``extract_groups`` (vectorized path).
 NCCL_LINE = (
@@ -495,7 +494,7 @@ class NcclParser:
     ) -> ChunkResult:
         """Vectorized: one literal-alternation pass selects the candidate lines, which are parsed
         in batches over several chunks (``ingest.nccl_vec``)."""
-        from ingest import nccl_vec  # imported here: it imports this module
+        from faultlens.ingest import nccl_vec  # imported here: it imports this module
 
         return nccl_vec.parse_chunk(lines, first_line, ctx, state)
 
@@ -503,12 +502,12 @@ class NcclParser:
         self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: NcclState
     ) -> ChunkResult:
         """Vectorized, on the candidate lines only (``line``, ``raw``, ``follows``)."""
-        from ingest import nccl_vec
+        from faultlens.ingest import nccl_vec
 
         return nccl_vec.parse_candidates(cand, ctx, state)
 
     def finish(self, ctx: ParseContext, state: NcclState) -> ChunkResult:
-        from ingest import nccl_vec
+        from faultlens.ingest import nccl_vec
 
         batch = nccl_vec.flush(ctx, state)  # the last candidates, before what they left pending
         sink = Sink()

@@ -24,10 +24,9 @@ from datetime import timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest import nccl, pytorch
-from ingest.base import ChunkResult, ParseContext, fmt, node_expr
-from ingest.schema import TABLES, Kind, Severity, Source
+from faultlens.ingest import nccl, pytorch
+from faultlens.ingest.base import ChunkResult, ParseContext, fmt, node_expr
+from faultlens.ingest.schema import TABLES, Kind, Severity, Source
 
 _EVENT_SCHEMA = TABLES["events"].polars_schema
 

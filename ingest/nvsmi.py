@@ -25,8 +25,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
     Parsed,
@@ -36,8 +35,8 @@ from ingest.base import (
     quarantine_frame,
     to_json,
 )
-from ingest.schema import TS, Kind, Severity, Source, conform
-from ingest.telemetry import default_ts
+from faultlens.ingest.schema import TS, Kind, Severity, Source, conform
+from faultlens.ingest.telemetry import default_ts
 
 D = "DCGM_FI_DEV_"
 # Text-format leaf paths (lower case, sections joined by "/") -> metric.

@@ -22,8 +22,7 @@ import re
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
     Parsed,
@@ -34,7 +33,7 @@ from ingest.base import (
     quarantine_frame,
     to_json,
 )
-from ingest.nvsmi import (
+from faultlens.ingest.nvsmi import (
     THROTTLE_METRIC,
     D,
     DocParser,
@@ -43,9 +42,9 @@ from ingest.nvsmi import (
     parse_q_text,
     parse_q_xml,
 )
-from ingest.nvsmi import value_expr as nvsmi_value
-from ingest.schema import TS, Kind, Severity, Source, conform
-from ingest.telemetry import default_ts
+from faultlens.ingest.nvsmi import value_expr as nvsmi_value
+from faultlens.ingest.schema import TS, Kind, Severity, Source, conform
+from faultlens.ingest.telemetry import default_ts
 
 CSV_METRICS = {
     "temperature.gpu": D + "GPU_TEMP",

@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from ingest import registry
-from ingest.base import ChunkResult, ParseContext
-from ingest.errors import InputError, StoreError
-from ingest.lake import DAY_COLUMN, partition_columns
-from ingest.reader import (
+from faultlens.ingest import registry
+from faultlens.ingest.base import ChunkResult, ParseContext
+from faultlens.ingest.errors import InputError, StoreError
+from faultlens.ingest.lake import DAY_COLUMN, partition_columns
+from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
     Chunk,
     file_head,
@@ -41,8 +40,8 @@ from ingest.reader import (
     read_head_text,
     tail_fingerprint,
 )
-from ingest.schema import conform
-from ingest.store import Store
+from faultlens.ingest.schema import conform
+from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +336,7 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
     """The pre-filtered path: only lines with one of ``parser.prefilter`` reach the parser."""
     n_lines, end_byte = 0, task.start_byte
     if getattr(parser, "raw_scan", False):  # candidates found in the raw bytes (ingest.scan)
-        from ingest.scan import iter_scan
+        from faultlens.ingest.scan import iter_scan
 
         chunks = iter_scan(
             task.path, parser.prefilter, follow=getattr(parser, "prefilter_follow", None),

@@ -35,12 +35,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
-from ingest.errors import InputError
-from ingest.schema import TS, Source
-from ingest.store import Store
-from ingest.telemetry import conform_samples, label_dicts_to_frame, samples_to_tables
+from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.schema import TS, Source
+from faultlens.ingest.store import Store
+from faultlens.ingest.telemetry import conform_samples, label_dicts_to_frame, samples_to_tables
 
 log = logging.getLogger(__name__)
 

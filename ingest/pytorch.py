@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ingest.base import ParseContext, normalize_node
-from ingest.schema import Kind, Severity, Source
+from faultlens.ingest.base import ParseContext, normalize_node
+from faultlens.ingest.schema import Kind, Severity, Source
 
 MESSAGE_CHARS = 2000
 WS = " \t\r\n\x0b\x0c"  # what ``strip`` removes, the same in Python and polars

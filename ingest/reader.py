@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import polars as pl
-
-from ingest.errors import InputError
+from faultlens.ingest.errors import InputError
 
 CHUNK_BYTES = 16 * 1024 * 1024  # bytes read per block (measured: 16 MiB splits cheapest)
 HEAD_BYTES = 4096  # bytes hashed into a file's fingerprint

@@ -10,26 +10,26 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterator, MutableMapping
 
-from ingest.base import Parser
-from ingest.errors import InputError
+from faultlens.ingest.base import Parser
+from faultlens.ingest.errors import InputError
 
 # Parser name -> the module that lists it in its ``PARSERS`` (checked when the module loads).
 MODULE_OF: dict[str, str] = {
-    **dict.fromkeys(("kernel", "journal_json", "k8s_device_plugin"), "ingest.kernel"),
+    **dict.fromkeys(("kernel", "journal_json", "k8s_device_plugin"), "faultlens.ingest.kernel"),
     **dict.fromkeys(("sacct", "sacct_json", "slurmrestd_nodes", "slurmctld", "sinfo",
-                     "scontrol_node", "k8s_events"), "ingest.slurm"),
-    **dict.fromkeys(("nccl", "pytorch"), "ingest.nccl"),
-    "dcgm_exporter": "ingest.dcgm",
-    **dict.fromkeys(("dcgmi", "nv_hostengine", "fabricmanager"), "ingest.dcgm_logs"),
-    **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "ingest.nvsmi"),
+                     "scontrol_node", "k8s_events"), "faultlens.ingest.slurm"),
+    **dict.fromkeys(("nccl", "pytorch"), "faultlens.ingest.nccl"),
+    "dcgm_exporter": "faultlens.ingest.dcgm",
+    **dict.fromkeys(("dcgmi", "nv_hostengine", "fabricmanager"), "faultlens.ingest.dcgm_logs"),
+    **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "faultlens.ingest.nvsmi"),
     **dict.fromkeys(("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink",
-                     "nvidia_smi_bundle"), "ingest.nvsmi_text"),
-    "prometheus_json": "ingest.prom",
-    "training": "ingest.training",
+                     "nvidia_smi_bundle"), "faultlens.ingest.nvsmi_text"),
+    "prometheus_json": "faultlens.ingest.prom",
+    "training": "faultlens.ingest.training",
     **dict.fromkeys(("alibaba2023_pods", "alibaba2023_nodes", "pai2020_job", "pai2020_task",
                      "pai2020_instance", "pai2020_machine_spec", "pai2020_sensor",
                      "pai2020_group_tag", "pai2020_machine_metric", "acme_jobs", "acme_summary",
-                     "alibaba_genai_duty_cycle"), "ingest.traces"),
+                     "alibaba_genai_duty_cycle"), "faultlens.ingest.traces"),
 }
 
 

@@ -35,9 +35,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from ingest import reader
-from ingest.reader import MAX_LINE_BYTES, CandidateChunk
+from faultlens.ingest import reader
+from faultlens.ingest.reader import MAX_LINE_BYTES, CandidateChunk
 
 BLOCK_BYTES = 64 * 1024 * 1024  # bytes scanned per block
 SUB_BYTES = 1 << 20  # piece of a block the newline bitmap is built from

@@ -15,11 +15,11 @@ The formats live in their own modules; this one lists them for ``ingest.registry
 
 from __future__ import annotations
 
-from ingest.slurm_daemon import DaemonParser
-from ingest.slurm_json import SlurmJsonParser
-from ingest.slurm_nodes import SinfoParser
-from ingest.slurm_sacct import SacctParser
-from ingest.slurm_scontrol import K8sEventsParser, ScontrolNodeParser
+from faultlens.ingest.slurm_daemon import DaemonParser
+from faultlens.ingest.slurm_json import SlurmJsonParser
+from faultlens.ingest.slurm_nodes import SinfoParser
+from faultlens.ingest.slurm_sacct import SacctParser
+from faultlens.ingest.slurm_scontrol import K8sEventsParser, ScontrolNodeParser
 
 PARSERS = [
     SacctParser(),

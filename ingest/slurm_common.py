@@ -13,9 +13,8 @@ from zoneinfo import ZoneInfo
 
 import hostlist
 import polars as pl
-
-from ingest.base import ChunkResult, ParseContext, normalize_node
-from ingest.schema import Kind, Severity, Source, conform
+from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
+from faultlens.ingest.schema import Kind, Severity, Source, conform
 
 SOURCE = Source.SLURM.value
 

@@ -25,8 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
     Parsed,
@@ -35,8 +34,8 @@ from ingest.base import (
     numbered,
     quarantine_frame,
 )
-from ingest.schema import Kind, Severity, Source
-from ingest.slurm_common import (
+from faultlens.ingest.schema import Kind, Severity, Source
+from faultlens.ingest.slurm_common import (
     SEVERITY,
     SOURCE,
     expand_nodes,

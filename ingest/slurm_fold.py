@@ -14,10 +14,9 @@ Input is a "records" frame: one row per sacct line (or JSON job / step), with th
 from __future__ import annotations
 
 import polars as pl
-
-from ingest.base import fmt
-from ingest.schema import TABLES, Kind, conform
-from ingest.slurm_common import SEVERITY, SOURCE
+from faultlens.ingest.base import fmt
+from faultlens.ingest.schema import TABLES, Kind, conform
+from faultlens.ingest.slurm_common import SEVERITY, SOURCE
 
 STEP_COLS = (
     "job_id",

@@ -14,8 +14,7 @@ from bisect import bisect_left
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     RAW_KEEP_CHARS,
     ChunkResult,
     ParseContext,
@@ -24,8 +23,8 @@ from ingest.base import (
     normalize_node,
     numbered,
 )
-from ingest.schema import Kind, Source
-from ingest.slurm_common import (
+from faultlens.ingest.schema import Kind, Source
+from faultlens.ingest.slurm_common import (
     SEVERITY,
     SOURCE,
     epoch_to_dt,
@@ -35,7 +34,7 @@ from ingest.slurm_common import (
     unwrap,
     xid_in,
 )
-from ingest.slurm_fold import fold
+from faultlens.ingest.slurm_fold import fold
 
 
 def _first(value: Any) -> str | None:

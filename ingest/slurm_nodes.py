@@ -17,10 +17,9 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, numbered
-from ingest.schema import Kind, Source
-from ingest.slurm_common import (
+from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, numbered
+from faultlens.ingest.schema import Kind, Source
+from faultlens.ingest.slurm_common import (
     SEVERITY,
     SOURCE,
     expand_nodes,

@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-
-from ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, fmt, numbered
-from ingest.schema import Source
-from ingest.slurm_common import (
+from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, fmt, numbered
+from faultlens.ingest.schema import Source
+from faultlens.ingest.slurm_common import (
     SOURCE,
     duration_expr,
     exit_exprs,
@@ -35,7 +34,7 @@ from ingest.slurm_common import (
     time_expr,
     tz_of,
 )
-from ingest.slurm_fold import STEP_COLS, fold
+from faultlens.ingest.slurm_fold import STEP_COLS, fold
 
 # sacct --helpformat names (lower case) used to recognize a header line.
 KNOWN_FIELDS = frozenset(

@@ -12,8 +12,7 @@ import re
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
     Parsed,
@@ -22,9 +21,17 @@ from ingest.base import (
     normalize_node,
     numbered,
 )
-from ingest.schema import Kind, Source
-from ingest.slurm_common import SEVERITY, SOURCE, parse_time, result, split_reason, tz_of, xid_in
-from ingest.slurm_nodes import node_kind
+from faultlens.ingest.schema import Kind, Source
+from faultlens.ingest.slurm_common import (
+    SEVERITY,
+    SOURCE,
+    parse_time,
+    result,
+    split_reason,
+    tz_of,
+    xid_in,
+)
+from faultlens.ingest.slurm_nodes import node_kind
 
 _NODE = r"^NodeName=(\S+)"
 _STATE = r"(?:^|\s)State=(\S+)"

@@ -19,9 +19,8 @@ from typing import Any
 
 import duckdb
 import polars as pl
-
-from ingest.errors import LockedError, StoreError
-from ingest.schema import SCHEMA_VERSION, TABLES, conform
+from faultlens.ingest.errors import LockedError, StoreError
+from faultlens.ingest.schema import SCHEMA_VERSION, TABLES, conform
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,10 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-
-from ingest.base import ParseContext, fmt, node_expr, pci_expr
-from ingest.catalog import severity_action_expr
-from ingest.schema import TS, Kind, Source, conform, empty_frame
-from ingest.store import Store
+from faultlens.ingest.base import ParseContext, fmt, node_expr, pci_expr
+from faultlens.ingest.catalog import severity_action_expr
+from faultlens.ingest.schema import TS, Kind, Source, conform, empty_frame
+from faultlens.ingest.store import Store
 
 # Prometheus label -> our column in the samples frame.
 LABELS = {

@@ -49,11 +49,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from ingest.base import normalize_node, normalize_pci
-from ingest.errors import InputError
-from ingest.schema import Kind
-from ingest.store import Store
+from faultlens.ingest.base import normalize_node, normalize_pci
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.schema import Kind
+from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
 

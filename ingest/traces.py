@@ -59,8 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     QUARANTINE_SCHEMA,
     RAW_KEEP_CHARS,
     ChunkResult,
@@ -70,7 +69,7 @@ from ingest.base import (
     fmt,
     node_expr,
 )
-from ingest.schema import TS, Source, conform
+from faultlens.ingest.schema import TS, Source, conform
 
 log = logging.getLogger(__name__)
 

@@ -35,8 +35,7 @@ from datetime import timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest.base import (
+from faultlens.ingest.base import (
     ChunkResult,
     LineResult,
     ParseContext,
@@ -47,7 +46,7 @@ from ingest.base import (
     quarantine_frame,
     to_json,
 )
-from ingest.schema import Kind, Severity, Source, conform, empty_frame
+from faultlens.ingest.schema import Kind, Severity, Source, conform, empty_frame
 
 ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 # Launcher prefixes naming the rank: torchrun ``[default7]:`` / ``[rank0]:``, srun ``0: ``.

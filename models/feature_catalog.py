@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import polars as pl
-
-from ingest.catalog import packaged_catalog
+from faultlens.ingest.catalog import packaged_catalog
 
 HOUR = timedelta(hours=1)
 HOUR_US = 3_600_000_000

@@ -26,10 +26,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
-from scipy.ndimage import maximum_filter1d
-
-from ingest.store import Store
-from models.feature_catalog import (
+from faultlens.ingest.store import Store
+from faultlens.models.feature_catalog import (
     BASES,
     COUNTER_METRICS,
     COUNTER_NOISE_FLOOR,
@@ -52,13 +50,14 @@ from models.feature_catalog import (
     Base,
     window_name,
 )
-from models.target import (
+from faultlens.models.target import (
     HARDWARE_CAUSES,
     TARGET_EVENT_SQL,
     episodes_from_events,
     target_event_params,
     target_events,
 )
+from scipy.ndimage import maximum_filter1d
 
 log = logging.getLogger(__name__)
 

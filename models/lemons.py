@@ -14,10 +14,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
-
-from ingest.base import fmt
-from ingest.store import Store
-from models.target import failure_episodes
+from faultlens.ingest.base import fmt
+from faultlens.ingest.store import Store
+from faultlens.models.target import failure_episodes
 
 SIGNALS: dict[str, float] = {  # signal -> absolute floor of its threshold
     "failures": 2,

@@ -19,15 +19,10 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 import polars as pl
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
-
-from ingest.errors import ModelError
-from ingest.store import Store
-from models.actions import RiskAction, Thresholds, command, decide
-from models.evaluate import (
+from faultlens.ingest.errors import ModelError
+from faultlens.ingest.store import Store
+from faultlens.models.actions import RiskAction, Thresholds, command, decide
+from faultlens.models.evaluate import (
     METRIC_DEFINITIONS,
     Split,
     baseline_thresholds,
@@ -35,9 +30,13 @@ from models.evaluate import (
     evaluate_all,
     time_split,
 )
-from models.feature_catalog import FEATURES, monotone_constraints
-from models.features import FeatureGrid, floor_hour, point_features
-from models.target import DEFAULT_HORIZON_H
+from faultlens.models.feature_catalog import FEATURES, monotone_constraints
+from faultlens.models.features import FeatureGrid, floor_hour, point_features
+from faultlens.models.target import DEFAULT_HORIZON_H
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +111,7 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
                 cal_X, cal_y = X[len(y) - n_cal:], tail
         weights = None if sample_weight is None else sample_weight[fit_idx]
         if dask_client is not None:
-            from models.dask_train import fit_on_dask
+            from faultlens.models.dask_train import fit_on_dask
 
             self.model_ = fit_on_dask(dask_client, X[fit_idx], y[fit_idx], weights,
                                       self._lgbm().get_params())
@@ -307,7 +306,7 @@ def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | Non
                            thresholds={"model": op, **baselines}, window=split.test)
     card = _card(grid, split, cfg, est, thresholds, metrics, counts, k, now or as_of)
     if client is not None:
-        from models.dask_train import worker_count
+        from faultlens.models.dask_train import worker_count
 
         card["trained_on"] = {"dask_workers": worker_count(client)}
     return TrainResult(est, thresholds, split, metrics, card)
@@ -417,7 +416,7 @@ def predict_failures(store: Store, estimator: FailurePredictor, card: dict[str, 
 
 def _alerts(scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, scheduler: str,
             min_action: str) -> list[dict[str, Any]]:
-    from models.actions import ACTION_RANK
+    from faultlens.models.actions import ACTION_RANK
 
     floor = ACTION_RANK[RiskAction(min_action)]
     ranks = pl.Series([ACTION_RANK[RiskAction(a)] for a in scored["action"]])
@@ -476,14 +475,13 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any,
     """`faultlens demo`: train, show model vs both baselines, the top at-risk nodes with their
     reasons, and the lemon list. ``truth`` is the synthetic cluster's ground truth (its lemon
     nodes are marked in the lemon table). Returns the numbers shown."""
+    from faultlens.models.lemons import lemon_table
     from rich.table import Table
-
-    from models.lemons import lemon_table
 
     lo, hi = data_range(store, datetime.max)
     result = train_failure_model(store, as_of=hi, now=hi)
     if models_dir is not None:
-        from models.registry import save_model
+        from faultlens.models.registry import save_model
 
         save_model(models_dir, result.estimator, result.card)
     t = Table("scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)",

@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import joblib
-
-from ingest.errors import ModelError
+from faultlens.ingest.errors import ModelError
 
 CARD = "model_card.json"
 LATEST = "LATEST"

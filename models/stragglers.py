@@ -32,8 +32,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
-
-from ingest.store import Store
+from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
 

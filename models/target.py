@@ -39,9 +39,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
-
-from ingest.schema import CauseCategory, Kind
-from ingest.store import Store
+from faultlens.ingest.schema import CauseCategory, Kind
+from faultlens.ingest.store import Store
 
 DEFAULT_HORIZON_H = 24.0
 EPISODE_GAP = timedelta(hours=1)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from replay.demo import ALL_STRATEGIES, DEMO_STRATEGIES, demo_stage, replay_table
-from replay.model import Badput, JobSpec, Trace, daly_interval, young_interval
-from replay.score import Score, predictor_value_gpu_h, rank, replay
-from replay.strategies import STRATEGIES, Strategy, resolve
-from replay.traces import from_db, from_ground_truth
+from faultlens.replay.demo import ALL_STRATEGIES, DEMO_STRATEGIES, demo_stage, replay_table
+from faultlens.replay.model import Badput, JobSpec, Trace, daly_interval, young_interval
+from faultlens.replay.score import Score, predictor_value_gpu_h, rank, replay
+from faultlens.replay.strategies import STRATEGIES, Strategy, resolve
+from faultlens.replay.traces import from_db, from_ground_truth
 
 __all__ = [
     "ALL_STRATEGIES", "DEMO_STRATEGIES", "STRATEGIES", "Badput", "JobSpec", "Score", "Strategy",

@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from faultlens.ingest.store import Store
+from faultlens.replay.model import BUCKETS, JobSpec, Trace
+from faultlens.replay.score import Score, predictor_value_gpu_h, rank, replay
+from faultlens.replay.strategies import STRATEGIES
 from rich.table import Table
-
-from ingest.store import Store
-from replay.model import BUCKETS, JobSpec, Trace
-from replay.score import Score, predictor_value_gpu_h, rank, replay
-from replay.strategies import STRATEGIES
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def demo_stage(store: Store, truth: str | Path | dict | None, console: Any,
     Reads the interruptions from ``store`` (falling back to the ground-truth file ``truth`` when
     the database has none), prints the ranking to ``console`` and returns it as a dict.
     """
-    from replay.traces import from_db, from_ground_truth
+    from faultlens.replay.traces import from_db, from_ground_truth
 
     job = job or JobSpec()
     trace = from_db(store, alert_threshold=job.alert_threshold)

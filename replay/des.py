@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
-
-from replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Plan
-from replay.model import Badput, JobSpec, Trace
-from replay.strategies import H, Strategy
+from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Plan
+from faultlens.replay.model import Badput, JobSpec, Trace
+from faultlens.replay.strategies import H, Strategy
 
 END = -1
 

@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from replay.model import Badput
+from faultlens.replay.model import Badput
 
 KEEP, FINE, DURABLE, STEP = 0, 1, 2, 3
 PARTS: tuple[Badput, ...] = (

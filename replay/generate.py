@@ -10,8 +10,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
-
-from replay.model import JobSpec, Trace
+from faultlens.replay.model import JobSpec, Trace
 
 LLAMA3_GPUS = 16_384
 LLAMA3_DAYS = 54.0

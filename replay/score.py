@@ -9,12 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from ingest.errors import ConfigError
-from replay.engine import Plan, account, account_many, productive_many, timeline
-from replay.generate import block_bootstrap, fit_to_job
-from replay.model import BUCKETS, JOB_FIELDS, JobSpec, Trace
-from replay.strategies import H, Strategy, resolve
+from faultlens.ingest.errors import ConfigError
+from faultlens.replay.engine import Plan, account, account_many, productive_many, timeline
+from faultlens.replay.generate import block_bootstrap, fit_to_job
+from faultlens.replay.model import BUCKETS, JOB_FIELDS, JobSpec, Trace
+from faultlens.replay.strategies import H, Strategy, resolve
 
 log = logging.getLogger(__name__)
 

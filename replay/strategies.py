@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-
-from ingest.errors import ConfigError
-from replay.engine import DURABLE, FINE, KEEP, NEVER_H, STEP, Plan
-from replay.model import JobSpec, Trace, daly_interval
+from faultlens.ingest.errors import ConfigError
+from faultlens.replay.engine import DURABLE, FINE, KEEP, NEVER_H, STEP, Plan
+from faultlens.replay.model import JobSpec, Trace, daly_interval
 
 H = 1.0 / 3600.0  # hours per second
 

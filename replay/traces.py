@@ -20,12 +20,11 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-
-from ingest.errors import InputError
-from ingest.schema import CauseCategory
-from ingest.store import Store
-from replay.generate import poisson_trace
-from replay.model import Trace
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.schema import CauseCategory
+from faultlens.ingest.store import Store
+from faultlens.replay.generate import poisson_trace
+from faultlens.replay.model import Trace
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +44,7 @@ def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.Dat
     """Interruptions: hardware failure episodes (``models.target``, the one definition of a
     hardware failure), nodes going down, NCCL watchdog timeouts, job failures attributed to
     anything but the user, and planned maintenance."""
-    from models.target import failure_episodes
+    from faultlens.models.target import failure_episodes
 
     schema = {"ts": pl.Datetime("us"), "node": pl.String, "job_id": pl.String,
               "kind": pl.String, "planned": pl.Boolean, "hardware": pl.Boolean}

@@ -13,12 +13,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ingest.errors import ConfigError, StoreError
-from reports import q_fleet
-from reports.filters import Filters
-from reports.render import ReportMeta, write_html, write_pdf
-from reports.sections import build_sections
-from reports.snapshot import Snapshot, SnapshotReader
+from faultlens.ingest.errors import ConfigError, StoreError
+from faultlens.reports import q_fleet
+from faultlens.reports.filters import Filters
+from faultlens.reports.render import ReportMeta, write_html, write_pdf
+from faultlens.reports.sections import build_sections
+from faultlens.reports.snapshot import Snapshot, SnapshotReader
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from ingest.store import Store
-from reports import rollups
-from reports.filters import Filters
+from faultlens.ingest.store import Store
+from faultlens.reports import rollups
+from faultlens.reports.filters import Filters
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +161,7 @@ def lemon_of(table: pl.DataFrame, node: str) -> dict[str, Any] | None:
 
 
 def lemons(store: Store, as_of: datetime, n: int | None = 20) -> pl.DataFrame:
-    from models.lemons import lemon_table
+    from faultlens.models.lemons import lemon_table
 
     table = lemon_table(store, as_of)
     return table.head(n) if table.height and n is not None else table
@@ -227,7 +226,7 @@ def baseline_metrics(card: dict[str, Any]) -> pl.DataFrame:
 
 def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
     """Predicted score against the observed failure rate within the horizon, per score bin."""
-    from models.target import TARGET_EVENT_SQL, target_event_params
+    from faultlens.models.target import TARGET_EVENT_SQL, target_event_params
 
     tw, tparams = f.time_where("p.made_at")
     where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
@@ -265,7 +264,7 @@ def detected_stragglers(store: Store, job_id: str | None,
                         since: datetime | None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(stragglers, per-job cost) of every job (or one) that ended after ``since``: the detection
     run the dashboard keeps per snapshot; node and end-of-range filters apply afterwards."""
-    from models.stragglers import detect
+    from faultlens.models.stragglers import detect
 
     report = detect(store, job_id=job_id, since=since)
     return report.stragglers, report.jobs
@@ -296,7 +295,7 @@ def whatif(store: Store, since: datetime | None, until: datetime | None, strateg
 def interruption_trace(store: Store, since: datetime | None, until: datetime | None) -> Any:
     """The fleet's interruption trace of the range (``replay.from_db``): the part of a what-if
     that reads the database, computed once per snapshot and range."""
-    from replay import from_db
+    from faultlens.replay import from_db
 
     return from_db(store, since, until)
 
@@ -304,7 +303,7 @@ def interruption_trace(store: Store, since: datetime | None, until: datetime | N
 def whatif_on(trace: Any, strategies: list[str] | tuple[str, ...], *, interval_min: float,
               spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
     """Rank ``strategies`` replayed on ``trace`` (no database access)."""
-    from replay import JobSpec, rank, replay
+    from faultlens.replay import JobSpec, rank, replay
 
     if trace.n_events == 0:
         return []

@@ -11,11 +11,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
-
-from ingest.store import Store
-from models.target import EPISODE_GAP, episodes_from_events, failure_episodes
-from reports import rollups
-from reports.filters import Filters, bucket_for, facet_where
+from faultlens.ingest.store import Store
+from faultlens.models.target import EPISODE_GAP, episodes_from_events, failure_episodes
+from faultlens.reports import rollups
+from faultlens.reports.filters import Filters, bucket_for, facet_where
 
 # Failure causes of models.target, grouped into the components an SRE counts MTBF for.
 COMPONENT_OF_CAUSE: dict[str, str] = {

@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from faultlens.ingest.errors import ConfigError, FaultlensError
+from faultlens.reports.sections import Section
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
-
-from ingest.errors import ConfigError, FaultlensError
-from reports.sections import Section
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-from ingest.store import Store
-from reports.filters import Filters, facet_where
+from faultlens.ingest.store import Store
+from faultlens.reports.filters import Filters, facet_where
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def build(store: Store) -> dict[str, Any]:
         "WHERE severity IN (SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])) "
         "ORDER BY node, ts", [list(NOTABLE_SEVERITIES), list(OUT_KINDS)])
     t_notable = time.perf_counter() - t0 - t_grouped
-    from models.target import target_events
+    from faultlens.models.target import target_events
 
     targets = target_events(store, _EPOCH, _END)
     store.con.register("_rollup_targets", targets.to_arrow())

@@ -15,12 +15,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
-
-from ingest.errors import FaultlensError
-from ingest.store import Store
-from reports import figures as F
-from reports import q_detail, q_fleet
-from reports.filters import Filters
+from faultlens.ingest.errors import FaultlensError
+from faultlens.ingest.store import Store
+from faultlens.reports import figures as F
+from faultlens.reports import q_detail, q_fleet
+from faultlens.reports.filters import Filters
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +42,14 @@ def fleet_ettr(store: Store, since: datetime | None, until: datetime | None) -> 
     """ETTR of a fleet-wide job checkpointing every 30 min, replayed on the range (no bootstrap).
 
     The whole fleet's interruptions: node filters do not apply (a job spans the fleet)."""
-    from replay import from_db
+    from faultlens.replay import from_db
 
     return ettr_of(from_db(store, since, until))
 
 
 def ettr_of(trace: Any) -> float | None:
     """ETTR of a fleet-wide job checkpointing every 30 min replayed on ``trace`` (no bootstrap)."""
-    from replay import JobSpec, replay
+    from faultlens.replay import JobSpec, replay
 
     if trace.span_h <= 1.0 and trace.n_events == 0:
         return None

@@ -32,10 +32,9 @@ from typing import Any
 
 import duckdb
 import polars as pl
-
-from ingest.errors import StoreError
-from ingest.store import Store
-from reports import rollups
+from faultlens.ingest.errors import StoreError
+from faultlens.ingest.store import Store
+from faultlens.reports import rollups
 
 log = logging.getLogger(__name__)
 

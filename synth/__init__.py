@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from synth.config import SynthConfig
-from synth.generate import SynthResult, generate, simulate
+from faultlens.synth.config import SynthConfig
+from faultlens.synth.generate import SynthResult, generate, simulate
 
 __all__ = ["SynthConfig", "SynthResult", "generate", "simulate"]

@@ -32,8 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
-
-from synth.config import Cause, SynthConfig
+from faultlens.synth.config import Cause, SynthConfig
 
 # PCI bus ids of the 8 GPUs and 8 compute HCAs of an HGX H100 server.
 GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ingest.schema import CauseCategory
+from faultlens.ingest.schema import CauseCategory
 
 LLAMA3_FAILURES_PER_1000_NODE_DAYS = 419 / (2048 * 54) * 1000  # 3.79
 META_RSC1_FAILURES_PER_1000_NODE_DAYS = 6.50

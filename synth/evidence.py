@@ -7,10 +7,9 @@ text. Keys used here are the template names in ``kernel_logs.TEMPLATES``.
 from __future__ import annotations
 
 import numpy as np
-
-from synth.cluster import Failure, Job, Node
-from synth.config import SynthConfig
-from synth.failures import DAY, HOUR, KEvent
+from faultlens.synth.cluster import Failure, Job, Node
+from faultlens.synth.config import SynthConfig
+from faultlens.synth.failures import DAY, HOUR, KEvent
 
 # What each cause's failure looks like at the moment it happens (key list per variant).
 _AT_FAILURE: dict[tuple[str, str], list[str]] = {

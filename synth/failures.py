@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from synth.cluster import Failure, Job, Node, kill_job, still_running
-from synth.config import VARIANT_PRECURSOR_P, Cause, SynthConfig
+from faultlens.synth.cluster import Failure, Job, Node, kill_job, still_running
+from faultlens.synth.config import VARIANT_PRECURSOR_P, Cause, SynthConfig
 
 HOUR = 3600.0
 DAY = 86400.0

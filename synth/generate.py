@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from synth.cluster import Failure, Job, Node, Scheduler, assign_job_ids, build_nodes
-from synth.config import SynthConfig
-from synth.evidence import app_events, benign_events, failure_events
-from synth.failures import DAY, KEvent, place_job_failures, sample_hw_failures
-from synth.kernel_logs import write_kernel_logs
-from synth.slurm_logs import write_slurm
-from synth.truth import build_truth, write_truth
+from faultlens.synth.cluster import Failure, Job, Node, Scheduler, assign_job_ids, build_nodes
+from faultlens.synth.config import SynthConfig
+from faultlens.synth.evidence import app_events, benign_events, failure_events
+from faultlens.synth.failures import DAY, KEvent, place_job_failures, sample_hw_failures
+from faultlens.synth.kernel_logs import write_kernel_logs
+from faultlens.synth.slurm_logs import write_slurm
+from faultlens.synth.truth import build_truth, write_truth
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +107,10 @@ def _visible(config: SynthConfig, events: list[KEvent], failures: list[Failure])
 
 def _stragglers(cluster: Cluster, out_dir: Path, rng: np.random.Generator) -> list[dict]:
     """Hook: ``synth.training.write(jobs, nodes, rng, out_dir, config)`` when that module exists."""
-    if not cluster.config.write_training or importlib.util.find_spec("synth.training") is None:
+    module = "faultlens.synth.training"
+    if not cluster.config.write_training or importlib.util.find_spec(module) is None:
         return []
-    training = importlib.import_module("synth.training")
+    training = importlib.import_module(module)
     return list(training.write(cluster.jobs, cluster.nodes, rng, out_dir, cluster.config))
 
 
@@ -161,16 +161,16 @@ def _clear_previous(out: Path) -> None:
 def _phase2(cluster: Cluster, out: Path, ss: dict[str, np.random.SeedSequence]) -> list[Path]:
     files: list[Path] = []
     try:
-        from synth import topology
+        from faultlens.synth import topology
     except ImportError:  # phase 2 modules are optional while they are being written
         return files
     files.append(topology.write_topology(cluster.nodes, out))
     if cluster.config.write_job_logs:
-        from synth.nccl_logs import write_job_logs
+        from faultlens.synth.nccl_logs import write_job_logs
 
         files += write_job_logs(cluster, out, np.random.default_rng(ss["job_logs"]))
     if cluster.config.write_telemetry:
-        from synth.telemetry import write_telemetry
+        from faultlens.synth.telemetry import write_telemetry
 
         files += write_telemetry(cluster, out, np.random.default_rng(ss["telemetry"]))
     return files

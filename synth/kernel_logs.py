@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-
-from synth.cluster import Failure, Node
-from synth.config import SynthConfig
-from synth.failures import DAY, KEvent
+from faultlens.synth.cluster import Failure, Node
+from faultlens.synth.config import SynthConfig
+from faultlens.synth.failures import DAY, KEvent
 
 MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")

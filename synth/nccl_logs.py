@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from synth.cluster import Job, Node
-from synth.failures import KEvent
+from faultlens.synth.cluster import Job, Node
+from faultlens.synth.failures import KEvent
 
 if TYPE_CHECKING:
-    from synth.generate import Cluster
+    from faultlens.synth.generate import Cluster
 
 NCCL_VERSION = "2.21.5"
 MAX_NORMAL_JOBS = 40

@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-
-from synth.cluster import Failure, Job, Node
+from faultlens.synth.cluster import Failure, Job, Node
 
 SACCT_COLUMNS = ("JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "NodeList",
                  "NNodes", "AllocTRES", "Submit", "Start", "End", "Elapsed", "Timelimit", "State",

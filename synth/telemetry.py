@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-
-from synth.cluster import Node
-from synth.failures import DAY, HOUR
+from faultlens.synth.cluster import Node
+from faultlens.synth.failures import DAY, HOUR
 
 if TYPE_CHECKING:
-    from synth.generate import Cluster
+    from faultlens.synth.generate import Cluster
 
 DRIVER = "535.161.08"
 P = "DCGM_FI_DEV_"

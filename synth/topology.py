@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth.cluster import Node
+from faultlens.synth.cluster import Node
 
 LEAVES_PER_SPINE = 4
 

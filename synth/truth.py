@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from synth.cluster import Failure, Job, Node
-from synth.config import SynthConfig
-from synth.failures import KEvent
+from faultlens.synth.cluster import Failure, Job, Node
+from faultlens.synth.config import SynthConfig
+from faultlens.synth.failures import KEvent
 
 # Which precursor template keys are which event kinds (ingest.schema.Kind vocabulary) and codes.
 PRECURSOR_KIND: dict[str, tuple[str, int | None]] = {

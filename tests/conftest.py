@@ -33,7 +33,7 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def store(db_path: Path):
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     with Store(db_path) as s:
         yield s

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from app.dashboard import ui
+from faultlens.app.dashboard import ui
 
 st.set_page_config(page_title="faultlens", page_icon=":material/monitor_heart:", layout="wide")
 

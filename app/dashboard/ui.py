@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
-
-from ingest.store import default_db_path
-from reports import q_fleet
-from reports.filters import Filters, cluster_of, default_days, nodes_for
-from reports.snapshot import Snapshot, SnapshotReader
-from reports.source_context import ROOTS_ENV, read_context
+from faultlens.ingest.store import default_db_path
+from faultlens.reports import q_fleet
+from faultlens.reports.filters import Filters, cluster_of, default_days, nodes_for
+from faultlens.reports.snapshot import Snapshot, SnapshotReader
+from faultlens.reports.source_context import ROOTS_ENV, read_context
 
 # Charts without plotly's mode bar (drag still zooms, a double click resets): dozens of icons
 # fewer per chart to draw on every rerun.
@@ -46,7 +45,7 @@ def models_dir() -> Path:
 @st.cache_resource(show_spinner="Taking a snapshot of the database (copy, summary tables, "
                    "default views); later snapshots are taken in the background.")
 def _reader(path: str) -> SnapshotReader:
-    from app.dashboard.views import warm
+    from faultlens.app.dashboard.views import warm
 
     reader = SnapshotReader(path, warm=warm)
     reader.refresh()  # the first snapshot, under the spinner
@@ -127,7 +126,7 @@ def _keep() -> None:
 
 def filters() -> Filters:
     """The filters of every page (time range, cluster, node, GPU, job) in the sidebar."""
-    from app.dashboard.views import query
+    from faultlens.app.dashboard.views import query
 
     snap = snapshot()
     lo, hi = query(q_fleet.data_range)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from faultlens.app.cli import app
 from typer.testing import CliRunner
 
-from app.cli import app
 from tests.conftest import REPO
 
 runner = CliRunner()

@@ -29,10 +29,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from faultlens.app.common import ExitCode
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
 
-from app.common import ExitCode
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
 from tests.app.test_dashboard_browser import (
     ARGS,
     CHROMIUM,
@@ -133,7 +133,7 @@ class Tally:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "faultlens.app.cli", *args], cwd=REPO,
                           capture_output=True, text=True)
 
 
@@ -231,7 +231,8 @@ def dashboard(live: tuple[Path, Feed, Path, Path], tmp_path: Path) -> Iterator[s
     port = _free_port()
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "dashboard", "--db", str(db), "--port", str(port),
+        [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(db),
+         "--port", str(port),
          "--models-dir", str(models)],
         cwd=REPO, env=dict(os.environ, FAULTLENS_DB=str(db)), stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True)
@@ -394,8 +395,8 @@ HOLD = ("import sys; from ingest.store import Store; s = Store(sys.argv[1]); pri
 
 
 def test_a_writer_waits_for_or_is_told_the_database_is_busy(tmp_path: Path) -> None:
-    from app.run import open_store
-    from ingest.store import DatabaseBusyError
+    from faultlens.app.run import open_store
+    from faultlens.ingest.store import DatabaseBusyError
 
     db = tmp_path / "f.duckdb"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], cwd=REPO,

@@ -109,7 +109,7 @@ def test_missing_database_says_what_to_run(tmp_path: Path,
 
 def test_empty_database_pages_do_not_fail(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     Store(tmp_path / "empty.duckdb").close()
     monkeypatch.setenv("FAULTLENS_DB", str(tmp_path / "empty.duckdb"))
@@ -124,8 +124,8 @@ def test_empty_database_pages_do_not_fail(tmp_path: Path,
 def logs_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[AppTest, Path]:
     """The small database whose gpu003 Xid 13 events point at a log file under the configured
     folder, and whose first quarantined line points at a file outside it."""
-    from ingest.store import Store
-    from reports.source_context import ROOTS_ENV
+    from faultlens.ingest.store import Store
+    from faultlens.reports.source_context import ROOTS_ENV
 
     logs, secret = tmp_path / "logs", tmp_path / "secret"
     logs.mkdir()
@@ -171,7 +171,7 @@ def test_event_source_context_from_a_configured_folder(logs_app: tuple[AppTest, 
 
 def test_quarantine_source_context_outside_the_folders_is_refused(
         logs_app: tuple[AppTest, Path]) -> None:
-    from reports.source_context import OUTSIDE_MESSAGE
+    from faultlens.reports.source_context import OUTSIDE_MESSAGE
 
     at, _ = logs_app
     at.switch_page("views/data_health.py").run()
@@ -184,7 +184,7 @@ def test_quarantine_source_context_outside_the_folders_is_refused(
 
 
 def test_source_context_without_folders_says_how_to_configure(app: AppTest) -> None:
-    from reports.source_context import NO_ROOTS_MESSAGE
+    from faultlens.reports.source_context import NO_ROOTS_MESSAGE
 
     app.switch_page("views/events.py").run()
     _select_row(app, "ev_table", 0)
@@ -195,11 +195,10 @@ def test_dashboard_command_hands_resolved_log_folders_to_the_app(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--logs` (repeatable) and the `[ingest]` paths of `--config` become the readable roots;
     the config's database is used when `--db` is not given."""
+    from faultlens.app import cmd_report
+    from faultlens.app.cli import app as cli
+    from faultlens.reports.source_context import ROOTS_ENV
     from typer.testing import CliRunner
-
-    from app import cmd_report
-    from app.cli import app as cli
-    from reports.source_context import ROOTS_ENV
 
     (tmp_path / "a").mkdir()
     (tmp_path / "nodes").mkdir()

@@ -62,7 +62,8 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     env = dict(os.environ, FAULTLENS_DB=str(db))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "dashboard", "--db", str(db), "--port", str(port),
+        [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(db),
+         "--port", str(port),
          "--models-dir", str(tmp_path / "models")],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
     )
@@ -95,7 +96,8 @@ def test_dashboard_and_report_in_chromium(dashboard: tuple[str, Path], tmp_path:
     shots = tmp_path / "shots"
     shots.mkdir()
     report = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "app.cli", "report", "--db", str(db), "--since", "30d",
+    subprocess.run([sys.executable, "-m", "faultlens.app.cli", "report", "--db", str(db),
+                    "--since", "30d",
                     "--out", str(report)], check=True, capture_output=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)

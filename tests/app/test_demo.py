@@ -7,10 +7,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from faultlens.app.cli import app
+from faultlens.ingest.store import Store
 from typer.testing import CliRunner
-
-from app.cli import app
-from ingest.store import Store
 
 RATE = 150.0  # failures per 1000 node-days: enough failures in 16 nodes x 7 days to check
 

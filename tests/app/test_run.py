@@ -7,10 +7,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from app.alerts import reconcile, textfile_lines, write_textfile
-from app.run import load_config, run_lock
-from ingest.errors import ConfigError, LockedError
+from faultlens.app.alerts import reconcile, textfile_lines, write_textfile
+from faultlens.app.run import load_config, run_lock
+from faultlens.ingest.errors import ConfigError, LockedError
 
 NOW = datetime(2025, 5, 1, 12, 0)
 TTL, REFRESH = timedelta(hours=4), timedelta(hours=2)
@@ -86,11 +85,11 @@ def test_config_paths_are_relative_to_the_file(tmp_path: Path) -> None:
 def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     import json
 
+    from faultlens.app.cli import app
+    from faultlens.app.common import ExitCode
+    from faultlens.ingest.store import Store
     from typer.testing import CliRunner
 
-    from app.cli import app
-    from app.common import ExitCode
-    from ingest.store import Store
     from tests.models.synthetic import random_cluster
 
     db = tmp_path / "f.duckdb"

@@ -28,12 +28,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.app.run import load_config, run_lock
+from faultlens.ingest.store import Store
+from faultlens.models.predictor import TrainConfig, run_id_for, train_failure_model
+from faultlens.models.registry import load_model, save_model
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.run import load_config, run_lock
-from ingest.store import Store
-from models.predictor import TrainConfig, run_id_for, train_failure_model
-from models.registry import load_model, save_model
 from tests.models.synthetic import random_cluster
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def alertmanager_stub() -> Iterator[str]:
 
 
 def run_cmd(config: Path, as_of: datetime, *, verbose: bool = True) -> list[str]:
-    return [sys.executable, "-m", "app.cli", *(["-v"] if verbose else []), "run",
+    return [sys.executable, "-m", "faultlens.app.cli", *(["-v"] if verbose else []), "run",
             "--config", str(config), "--as-of", as_of.isoformat()]
 
 
@@ -120,7 +120,7 @@ class Watched:
         for line in self.proc.stderr:
             self.lines.append(line)
             for marker, event in self.seen.items():
-                if f"app.run: {marker}" in line:
+                if f"faultlens.app.run: {marker}" in line:
                     event.set()
 
     def wait_for(self, marker: str, timeout_s: float) -> bool:
@@ -144,7 +144,7 @@ class Watched:
         last = "startup"
         for line in self.lines:
             for marker, name in PHASES:
-                if f"app.run: {marker}" in line:
+                if f"faultlens.app.run: {marker}" in line:
                     last = name
         return last
 

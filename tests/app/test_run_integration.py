@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from faultlens.app.cli import app
+from faultlens.ingest.store import Store
+from faultlens.models.predictor import TrainConfig, predict_failures, train_failure_model
+from faultlens.models.registry import save_model
 from typer.testing import CliRunner
 
-from app.cli import app
-from ingest.store import Store
-from models.predictor import TrainConfig, predict_failures, train_failure_model
-from models.registry import save_model
 from tests.models.synthetic import random_cluster
 
 pytestmark = pytest.mark.integration

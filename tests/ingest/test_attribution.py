@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
-
-from ingest.attribution import attribute_failures, link_events_to_jobs, mtbf, taxonomy
-from ingest.catalog import load_catalog
-from ingest.store import Store
+from faultlens.ingest.attribution import attribute_failures, link_events_to_jobs, mtbf, taxonomy
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.store import Store
 
 T0 = datetime(2025, 3, 1, 0, 0, 0)
 H = timedelta(hours=1)

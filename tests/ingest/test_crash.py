@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from ingest.store import Store
+from faultlens.ingest.store import Store
 
 NOISE = "Mar  3 10:{m:02d}:{s:02d} {host} CRON[{pid}]: (root) CMD (run-parts /etc/cron.hourly)\n"
 XID = (
@@ -36,7 +35,7 @@ def _write_logs(folder: Path, n_files: int, lines_per_file: int) -> list[Path]:
 
 
 def _ingest_cmd(db: Path, paths: list[Path]) -> list[str]:
-    return [sys.executable, "-m", "app.cli", "ingest", "--db", str(db), "--quiet",
+    return [sys.executable, "-m", "faultlens.app.cli", "ingest", "--db", str(db), "--quiet",
             "--format", "kernel", *map(str, paths)]
 
 

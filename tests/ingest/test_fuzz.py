@@ -22,13 +22,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from faultlens.ingest import registry
+from faultlens.ingest.pipeline import FileReport, ingest_paths
+from faultlens.ingest.reader import read_head_text
+from faultlens.ingest.store import Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ingest import registry
-from ingest.pipeline import FileReport, ingest_paths
-from ingest.reader import read_head_text
-from ingest.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "data"
@@ -210,9 +209,9 @@ import json, resource, sys
 from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
-from ingest import registry
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
+from faultlens.ingest import registry
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
 tmp = Path(sys.argv[1])
 seed = Path(sys.argv[2]).read_bytes().splitlines()[:20]
 line = (seed[0] + b" ") * (10_000_000 // (len(seed[0]) + 1) + 1)

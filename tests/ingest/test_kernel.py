@@ -11,13 +11,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest.base import ParseContext, Parsed, Quarantined
+from faultlens.ingest.kernel import PARSERS, KernelParser, sniff_text
+from faultlens.ingest.reader import iter_chunks
+from faultlens.ingest.schema import conform, empty_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ingest.base import ParseContext, Parsed, Quarantined
-from ingest.kernel import PARSERS, KernelParser, sniff_text
-from ingest.reader import iter_chunks
-from ingest.schema import conform, empty_frame
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel"
 NOW = datetime(2026, 3, 1, 12, 0, 0)
@@ -31,7 +30,7 @@ def real_line_count(path: Path) -> int:
 
 
 def ingest(store, paths, **ctx_fields):
-    from ingest.pipeline import ingest_paths
+    from faultlens.ingest.pipeline import ingest_paths
 
     base = ParseContext(file="", **ctx_fields) if ctx_fields else None
     return ingest_paths(store, [str(p) for p in paths], now=NOW, base_ctx=base)
@@ -193,7 +192,7 @@ def test_ib_link_flap_and_mlx5_port_state(loaded):
 def test_kmsg_raw_records_are_noise_with_uptime(corpus):
     path = corpus / "xid" / "kmsg-gpud-testdata-nvswitch-open-raw-devkmsg.log"
     line = path.read_text().splitlines()[0]
-    from ingest.kernel_line import parse_prefix
+    from faultlens.ingest.kernel_line import parse_prefix
 
     pre = parse_prefix(line, ParseContext(file=str(path)))
     assert pre.uptime_s == pytest.approx(206.764307) and pre.body.startswith("nvidia-nvswitch2")
@@ -396,7 +395,7 @@ def test_reingest_grow_rotate(corpus, tmp_path, store):
 
 
 def test_gzip_same_as_plain_truncated_gzip_fails(corpus, tmp_path, db_path):
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     src = corpus / "xid" / "xid-gpud-testdata-xid119-gsp-rpc-timeout-dmesg-ctime-xe9680.log"
     gz = tmp_path / "kern.log.gz"
@@ -499,8 +498,8 @@ def test_host_lines_both_paths_agree():
 def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, store):
     import dataclasses
 
-    from synth import SynthConfig, generate
-    from synth.config import LLAMA3_CAUSES
+    from faultlens.synth import SynthConfig, generate
+    from faultlens.synth.config import LLAMA3_CAUSES
 
     host = {"CPU", "NIC", "SSD", "System Memory"}  # rare in the real mix: made common here
     causes = tuple(dataclasses.replace(c, count=10 if c.name in host else 3, precursor_p=1.0)
@@ -568,8 +567,8 @@ def test_family_attrs_json_same_on_both_paths(items):
 
 
 def test_rfc3164_fast_stamp_path_equals_the_general_one(corpus):
-    from ingest.kernel import KernelState
-    from ingest.kernel_vec import _bsd_prefix_frame, _generic_prefix_frame
+    from faultlens.ingest.kernel import KernelState
+    from faultlens.ingest.kernel_vec import _bsd_prefix_frame, _generic_prefix_frame
 
     lines = (DATA / "syslog-dec-jan-rollover.log").read_text().splitlines()
     lines += HOST.read_text().splitlines()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import typer
+from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.lake import attach_lake, export_lake
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
 from typer.testing import CliRunner
 
 from bench.bench_scale import make_tree
-from ingest.errors import ConfigError
-from ingest.lake import attach_lake, export_lake
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
 from tests.integration_helpers.dbcompare import table_diff
 
 QUERIES = [
@@ -87,7 +87,7 @@ def test_reexport_replaces_and_attach_refuses_a_database_with_rows(source_db, tm
 
 
 def test_lake_cli(source_db, tmp_path) -> None:
-    from app import cmd_lake
+    from faultlens.app import cmd_lake
 
     app = typer.Typer()
     cmd_lake.register(app)

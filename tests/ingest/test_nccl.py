@@ -8,14 +8,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest import nccl
+from faultlens.ingest.base import ParseContext, Parsed, Quarantined
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.reader import iter_chunks
+from faultlens.ingest.store import Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest import nccl
-from ingest.base import ParseContext, Parsed, Quarantined
-from ingest.pipeline import ingest_paths
-from ingest.reader import iter_chunks
-from ingest.store import Store
 from tests.conftest import CORPUS
 
 NOW = datetime(2025, 1, 1)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest import nccl, nccl_vec, registry, scan
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.pipeline import ingest_paths, uses_prefilter
+from faultlens.ingest.store import Store
 
-from ingest import nccl, nccl_vec, registry, scan
-from ingest.base import ParseContext
-from ingest.pipeline import ingest_paths, uses_prefilter
-from ingest.store import Store
 from tests.conftest import CORPUS
 
 NOW = datetime(2025, 1, 1)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from ingest.pipeline import infer_job, infer_node, ingest_paths
-from ingest.store import Store
+from faultlens.ingest.pipeline import infer_job, infer_node, ingest_paths
+from faultlens.ingest.store import Store
 
 NOW = datetime(2025, 3, 3, 12, 0, 0)
 # A boot banner identical on every node of a homogeneous cluster: longer than the 4 KiB head.
@@ -61,7 +61,7 @@ def test_per_node_and_per_job_folders() -> None:
 
 
 def test_parsed_parts_are_partitioned_by_source_and_day(store, tmp_path) -> None:
-    from ingest.pipeline import load, parse_file, plan
+    from faultlens.ingest.pipeline import load, parse_file, plan
 
     log = tmp_path / "kern.log"
     log.write_text(

@@ -7,11 +7,10 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-
-from ingest import pytorch
-from ingest.base import ParseContext
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
+from faultlens.ingest import pytorch
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
 
 NOW = datetime(2025, 1, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"

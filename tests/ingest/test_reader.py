@@ -8,9 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from ingest.errors import InputError
-from ingest.reader import (
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
     iter_candidates,
     iter_chunks,
@@ -165,7 +164,7 @@ def test_over_long_lines_are_listed_not_candidates(tmp_path):
 
 
 def test_pipeline_quarantines_over_long_lines_on_the_prefilter_path(tmp_path, store):
-    from ingest.pipeline import ingest_paths
+    from faultlens.ingest.pipeline import ingest_paths
 
     path = tmp_path / "dmesg.log"
     xid = b"[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
@@ -183,7 +182,7 @@ def test_a_file_being_written_is_read_to_its_last_complete_line(tmp_path, monkey
     import os
     import time
 
-    from ingest.reader import iter_chunks
+    from faultlens.ingest.reader import iter_chunks
 
     monkeypatch.setenv("FAULTLENS_LIVE_WRITE_S", "30")
     log = tmp_path / "kern.log"

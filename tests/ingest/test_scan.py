@@ -8,10 +8,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from ingest import scan
-from ingest.errors import InputError
-from ingest.reader import MAX_LINE_BYTES, iter_chunks
+from faultlens.ingest import scan
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.reader import MAX_LINE_BYTES, iter_chunks
 
 LITERALS = ("NVRM", "Xid", "Last error:", " float ")
 FOLLOW = "Last error:"

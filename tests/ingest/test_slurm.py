@@ -9,17 +9,16 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest.base import ParseContext, Parsed, Quarantined, numbered
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.slurm import PARSERS
+from faultlens.ingest.slurm_common import expand_nodes, parse_duration, split_state
+from faultlens.ingest.slurm_daemon import daemon_chunk
+from faultlens.ingest.slurm_daemon import parse_line as daemon_line
+from faultlens.ingest.slurm_nodes import SinfoParser, sinfo_parse_line
+from faultlens.ingest.slurm_sacct import layout_from_header, parse_line, sacct_records
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from ingest.base import ParseContext, Parsed, Quarantined, numbered
-from ingest.pipeline import ingest_paths
-from ingest.slurm import PARSERS
-from ingest.slurm_common import expand_nodes, parse_duration, split_state
-from ingest.slurm_daemon import daemon_chunk
-from ingest.slurm_daemon import parse_line as daemon_line
-from ingest.slurm_nodes import SinfoParser, sinfo_parse_line
-from ingest.slurm_sacct import layout_from_header, parse_line, sacct_records
 
 NOW = datetime(2026, 1, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
@@ -349,7 +348,7 @@ def test_sacct_parse_line_agrees_with_vectorized(corpus):
         df = numbered(lines, 1)
         layout = layout_from_header("|".join(columns), None, ctx) if delim else None
         if layout is None:
-            from ingest.slurm_sacct import layout_without_header
+            from faultlens.ingest.slurm_sacct import layout_without_header
 
             layout = layout_without_header(lines[0], ctx)
         else:

@@ -8,10 +8,9 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
-
-from ingest.errors import StoreError
-from ingest.schema import SCHEMA_VERSION, TABLES
-from ingest.store import Store
+from faultlens.ingest.errors import StoreError
+from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
+from faultlens.ingest.store import Store
 
 
 def test_open_creates_every_declared_table_with_declared_columns(db_path: Path) -> None:

@@ -6,10 +6,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
-from ingest.base import ParseContext
-from ingest.pipeline import ingest_paths
-from ingest.telemetry import gpu_inventory, resolve_gpu_indices
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.telemetry import gpu_inventory, resolve_gpu_indices
 
 NOW = datetime(2025, 1, 1)
 EXPECTED_FORMAT = {

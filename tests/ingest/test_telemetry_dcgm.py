@@ -7,22 +7,21 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from ingest.base import ChunkResult, ParseContext, Quarantined
-from ingest.dcgm import DcgmExporterParser
-from ingest.dcgm_logs import DcgmiParser, FabricManagerParser, NvHostengineParser
-from ingest.nvsmi import NvidiaSmiQParser, NvidiaSmiXmlParser
-from ingest.nvsmi_text import (
+from faultlens.ingest.base import ChunkResult, ParseContext, Quarantined
+from faultlens.ingest.dcgm import DcgmExporterParser
+from faultlens.ingest.dcgm_logs import DcgmiParser, FabricManagerParser, NvHostengineParser
+from faultlens.ingest.nvsmi import NvidiaSmiQParser, NvidiaSmiXmlParser
+from faultlens.ingest.nvsmi_text import (
     NvidiaSmiBundleParser,
     NvidiaSmiCsvParser,
     NvidiaSmiNvlinkParser,
     NvidiaSmiTableParser,
 )
-from ingest.pipeline import ingest_paths
-from ingest.prom import PrometheusJsonParser
-from ingest.telemetry import gpu_inventory
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.prom import PrometheusJsonParser
+from faultlens.ingest.telemetry import gpu_inventory
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 NOW = datetime(2025, 1, 1)

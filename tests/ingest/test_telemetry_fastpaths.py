@@ -7,16 +7,15 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import faultlens.ingest.dcgm as dcgm
 import polars as pl
 import pytest
+from faultlens.ingest.base import ParseContext, Quarantined
+from faultlens.ingest.dcgm import DcgmExporterParser
+from faultlens.ingest.prom import PrometheusJsonParser, fast_frames, parse_export, result_to_frames
+from faultlens.ingest.telemetry import samples_to_tables
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import ingest.dcgm as dcgm
-from ingest.base import ParseContext, Quarantined
-from ingest.dcgm import DcgmExporterParser
-from ingest.prom import PrometheusJsonParser, fast_frames, parse_export, result_to_frames
-from ingest.telemetry import samples_to_tables
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 CTX = ParseContext(file="f", node="n0", mtime=datetime(2024, 7, 1))

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 import requests
-
-from ingest.errors import InputError
-from ingest.prom import parse_duration, pull
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.prom import parse_duration, pull
 
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODE = "gpu-int-01"

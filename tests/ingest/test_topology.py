@@ -8,9 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from ingest.errors import InputError
-from ingest.topology import TOPOLOGY_COLUMNS, load_topology, localize_network_faults, pair_cover
+from faultlens.ingest.errors import InputError
+from faultlens.ingest.topology import (
+    TOPOLOGY_COLUMNS,
+    load_topology,
+    localize_network_faults,
+    pair_cover,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "topology"
 T0 = datetime(2024, 5, 1, 12, 0, 0)
@@ -78,8 +82,8 @@ def test_load_rejects_a_file_without_fabric_columns(tmp_path):
 
 
 def test_load_reads_synth_topology_csv(tmp_path):
-    from synth.cluster import Node
-    from synth.topology import write_topology
+    from faultlens.synth.cluster import Node
+    from faultlens.synth.topology import write_topology
 
     nodes = [Node(name=f"gpu{i:04d}", index=i, gpus=[], leaf=f"leaf{i // 4 + 1:02d}",
                   nic_pci=[f"0000:{b}:00.0" for b in ("19", "29")]) for i in range(8)]

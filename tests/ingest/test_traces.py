@@ -7,12 +7,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+from faultlens.ingest import registry, traces
+from faultlens.ingest.base import ParseContext, Parsed, Quarantined
+from faultlens.ingest.pipeline import ingest_paths
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ingest import registry, traces
-from ingest.base import ParseContext, Parsed, Quarantined
-from ingest.pipeline import ingest_paths
 
 NOW = datetime(2024, 6, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"

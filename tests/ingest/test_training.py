@@ -7,12 +7,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest.base import ParseContext, Parsed, Quarantined
+from faultlens.ingest.reader import iter_chunks
+from faultlens.ingest.training import PARSERS, TrainingParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from ingest.base import ParseContext, Parsed, Quarantined
-from ingest.reader import iter_chunks
-from ingest.training import PARSERS, TrainingParser
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "training"
 PARSER: TrainingParser = PARSERS[0]

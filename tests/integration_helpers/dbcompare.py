@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ingest.schema import TABLES
-from ingest.store import Store
+from faultlens.ingest.schema import TABLES
+from faultlens.ingest.store import Store
 
 # Columns that record when something ran, not what the logs said.
 RUN_TIME_COLUMNS = {"ingested_files": ("ingested_at",)}

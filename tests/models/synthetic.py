@@ -12,8 +12,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
-
-from ingest.store import Store
+from faultlens.ingest.store import Store
 
 T0 = datetime(2025, 3, 1)
 

@@ -24,13 +24,12 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-
-from ingest.attribution import refresh
-from ingest.catalog import load_catalog
-from ingest.pipeline import ingest_paths
-from models.predictor import TrainConfig, train_failure_model
-from synth.config import META_RSC1_FAILURES_PER_1000_NODE_DAYS, SynthConfig
-from synth.generate import generate
+from faultlens.ingest.attribution import refresh
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.models.predictor import TrainConfig, train_failure_model
+from faultlens.synth.config import META_RSC1_FAILURES_PER_1000_NODE_DAYS, SynthConfig
+from faultlens.synth.generate import generate
 
 ACCEPTANCE_SEED = 31337  # chosen once; never tune anything on it
 NOT_LOGS = {"topology.csv", "ground_truth.json"}
@@ -59,7 +58,7 @@ def build_and_train(store, out, seed: int = ACCEPTANCE_SEED):
 
 @pytest.fixture(scope="module")
 def acceptance(tmp_path_factory):
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     folder = tmp_path_factory.mktemp("acceptance")
     with Store(folder / "db.duckdb") as store:

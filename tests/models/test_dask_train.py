@@ -7,9 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from faultlens.models.dask_train import fit_on_dask
 from sklearn.metrics import roc_auc_score
-
-from models.dask_train import fit_on_dask
 
 pytestmark = pytest.mark.integration
 
@@ -46,10 +45,10 @@ def test_trees_trained_on_two_workers_match_local_quality(client) -> None:
 
 
 def test_cli_train_on_a_local_dask_cluster(tmp_path: Path) -> None:
+    from faultlens.app.cli import app
+    from faultlens.ingest.store import Store
     from typer.testing import CliRunner
 
-    from app.cli import app
-    from ingest.store import Store
     from tests.models.synthetic import random_cluster
 
     db = tmp_path / "f.duckdb"

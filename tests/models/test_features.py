@@ -7,10 +7,10 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 import pytest
+from faultlens.models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
+from faultlens.models.features import FeatureGrid, point_features
+from faultlens.models.target import failure_episodes
 
-from models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
-from models.features import FeatureGrid, point_features
-from models.target import failure_episodes
 from tests.models.synthetic import T0, insert_events, insert_gpus, random_cluster
 
 H = timedelta(hours=1)
@@ -153,7 +153,7 @@ def test_kind_free_warning_features(timeline) -> None:
 
 
 def test_monotone_constraints_cover_only_warning_evidence() -> None:
-    from models.feature_catalog import monotone_constraints
+    from faultlens.models.feature_catalog import monotone_constraints
 
     cons = dict(zip(FEATURES, monotone_constraints(), strict=True))
     assert cons["warn_24h"] == cons["pcie_w_72h"] == cons["warn_kinds_7d"] == 1

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import polars as pl
+from faultlens.models.lemons import lemon_table
 
-from models.lemons import lemon_table
 from tests.models.synthetic import T0, insert_events
 
 AS_OF = T0 + timedelta(days=40)

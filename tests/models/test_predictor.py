@@ -8,24 +8,24 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
-from models.actions import RiskAction, Thresholds, command, decide
-from models.evaluate import (
+from faultlens.models.actions import RiskAction, Thresholds, command, decide
+from faultlens.models.evaluate import (
     alert_episodes,
     choose_threshold,
     episode_metrics,
     precision_at_k,
     time_split,
 )
-from models.predictor import (
+from faultlens.models.predictor import (
     FailurePredictor,
     TrainConfig,
     predict_failures,
     save_predictions,
     train_failure_model,
 )
-from models.registry import load_model, save_model
+from faultlens.models.registry import load_model, save_model
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
 from tests.models.synthetic import random_cluster
 
 
@@ -137,7 +137,7 @@ def test_actions_and_commands() -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     path = tmp_path_factory.mktemp("pred") / "t.duckdb"
     store = Store(path)

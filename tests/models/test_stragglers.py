@@ -10,16 +10,15 @@ import numpy as np
 import polars as pl
 import pytest
 import typer
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.prom import PARSERS as PROM_PARSERS
+from faultlens.ingest.reader import iter_chunks
+from faultlens.ingest.store import Store
+from faultlens.ingest.training import PARSERS as TRAINING_PARSERS
+from faultlens.models import straggler_predict as sp
+from faultlens.models import stragglers as ms
+from faultlens.synth import training as st
 from typer.testing import CliRunner
-
-from ingest.base import ParseContext
-from ingest.prom import PARSERS as PROM_PARSERS
-from ingest.reader import iter_chunks
-from ingest.store import Store
-from ingest.training import PARSERS as TRAINING_PARSERS
-from models import straggler_predict as sp
-from models import stragglers as ms
-from synth import training as st
 
 SEED = 9173  # never used while the detector was developed
 START = datetime(2025, 2, 1)
@@ -136,7 +135,7 @@ def test_straggler_from_hand_made_telemetry(store: Store) -> None:
 
 
 def test_cli_json(cluster) -> None:
-    from app import cmd_stragglers
+    from faultlens.app import cmd_stragglers
 
     app = typer.Typer()
     cmd_stragglers.register(app)
@@ -154,8 +153,8 @@ def test_cli_json(cluster) -> None:
 
 
 def test_cli_no_data(db_path: Path) -> None:
-    from app import cmd_stragglers
-    from app.common import ExitCode
+    from faultlens.app import cmd_stragglers
+    from faultlens.app.common import ExitCode
 
     Store(db_path).close()
     app = typer.Typer()

@@ -11,11 +11,10 @@ import math
 
 import numpy as np
 import pytest
-
-from ingest.errors import ConfigError
-from replay.model import JobSpec, Trace, daly_interval
-from replay.score import evaluate, replay
-from replay.strategies import STRATEGIES, resolve
+from faultlens.ingest.errors import ConfigError
+from faultlens.replay.model import JobSpec, Trace, daly_interval
+from faultlens.replay.score import evaluate, replay
+from faultlens.replay.strategies import STRATEGIES, resolve
 
 W, TAU, W_CK, U0, R, T = 10.0, 1.0, 0.1, 0.2, 0.1, 3.5
 C = TAU + W_CK

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from replay.engine import (
+from faultlens.replay.engine import (
     DURABLE,
     FINE,
     KEEP,
@@ -16,10 +15,10 @@ from replay.engine import (
     _group_sorted,
     _sorted_pays,
 )
-from replay.generate import poisson_trace
-from replay.model import JobSpec
-from replay.score import evaluate, job_with, replay
-from replay.strategies import resolve
+from faultlens.replay.generate import poisson_trace
+from faultlens.replay.model import JobSpec
+from faultlens.replay.score import evaluate, job_with, replay
+from faultlens.replay.strategies import resolve
 
 INTERVALS = [2.0, 5.0, 11.0, 30.0, 90.0, 240.0]
 
@@ -72,7 +71,7 @@ def test_interval_sweep_equals_one_replay_per_value(name, async_):
 
 
 def test_resampled_intervals_equal_full_replays_of_the_resamples():
-    from replay.generate import block_bootstrap, fit_to_job
+    from faultlens.replay.generate import block_bootstrap, fit_to_job
 
     tr = poisson_trace(1.0, 600, 6, seed=4, hardware_frac=0.7, predicted_frac=0.3,
                        false_alarms_per_h=0.1)

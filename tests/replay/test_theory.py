@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from faultlens.replay.generate import llama3_trace, poisson_trace
+from faultlens.replay.model import JobSpec, daly_ettr, daly_interval, meta_ettr, young_interval
+from faultlens.replay.score import evaluate
+from faultlens.replay.strategies import resolve
 from scipy.optimize import minimize_scalar
-
-from replay.generate import llama3_trace, poisson_trace
-from replay.model import JobSpec, daly_ettr, daly_interval, meta_ettr, young_interval
-from replay.score import evaluate
-from replay.strategies import resolve
 
 CHECKPOINT = resolve("checkpoint")
 

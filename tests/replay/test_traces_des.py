@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from faultlens.replay.des import simulate
+from faultlens.replay.generate import block_bootstrap, fit_to_job, llama3_trace, poisson_trace
+from faultlens.replay.model import JobSpec
+from faultlens.replay.score import evaluate
+from faultlens.replay.strategies import resolve
+from faultlens.replay.traces import acme_rates, alibaba2023_trace, from_db, from_ground_truth
 from typer.testing import CliRunner
-
-from replay.des import simulate
-from replay.generate import block_bootstrap, fit_to_job, llama3_trace, poisson_trace
-from replay.model import JobSpec
-from replay.score import evaluate
-from replay.strategies import resolve
-from replay.traces import acme_rates, alibaba2023_trace, from_db, from_ground_truth
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
 T0 = datetime(2024, 5, 1)
@@ -110,8 +109,7 @@ def test_simpy_baseline_agrees(name):
 
 def test_cli_replay_json_and_no_data(cluster, db_path, tmp_path):
     import typer
-
-    from app import cmd_replay
+    from faultlens.app import cmd_replay
 
     app = typer.Typer()
     app.callback()(lambda: None)
@@ -131,7 +129,7 @@ def test_cli_replay_json_and_no_data(cluster, db_path, tmp_path):
     assert first["params"]["sweep"] == {"interval_min": 10.0}
     assert first["ettr_ci"][0] <= first["ettr_ci"][1]
     empty = tmp_path / "empty.duckdb"
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     Store(empty).close()
     res = runner.invoke(app, ["replay", "--db", str(empty), "--json"])

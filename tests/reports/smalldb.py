@@ -13,9 +13,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
-
-from ingest.catalog import load_catalog
-from ingest.store import Store
+from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.store import Store
 
 START = datetime(2025, 3, 1)
 END = START + timedelta(days=7)

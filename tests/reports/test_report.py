@@ -8,13 +8,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 import polars as pl
 import pytest
+from faultlens.app.cli import app as cli
+from faultlens.ingest.errors import ConfigError
+from faultlens.reports import build_report, figures, parse_since, q_fleet
+from faultlens.reports.filters import Filters, bucket_for, cluster_of, nodes_for
+from faultlens.reports.render import find_chromium
 from typer.testing import CliRunner
 
-from app.cli import app as cli
-from ingest.errors import ConfigError
-from reports import build_report, figures, parse_since, q_fleet
-from reports.filters import Filters, bucket_for, cluster_of, nodes_for
-from reports.render import find_chromium
 from tests.reports import smalldb
 
 WEEK = Filters(since=smalldb.START, until=smalldb.END)
@@ -22,7 +22,7 @@ WEEK = Filters(since=smalldb.START, until=smalldb.END)
 
 @pytest.fixture
 def small(tmp_path: Path):
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     path = smalldb.build(tmp_path / "small.duckdb")
     with Store(path, read_only=True) as store:
@@ -139,12 +139,12 @@ def test_telemetry_line_stops_where_the_telemetry_stops() -> None:
 
 
 def test_report_retries_a_database_that_changes_while_it_is_copied(tmp_path, monkeypatch) -> None:
-    from ingest.errors import StoreError
-    from reports import build
-    from reports.snapshot import SnapshotReader
+    from faultlens.ingest.errors import StoreError
+    from faultlens.reports import build
+    from faultlens.reports.snapshot import SnapshotReader
 
     db = tmp_path / "f.duckdb"
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
 
     with Store(db):
         pass

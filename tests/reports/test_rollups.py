@@ -8,12 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from faultlens.ingest.store import Store
+from faultlens.reports import q_detail, q_fleet, rollups
+from faultlens.reports.filters import Filters
+from faultlens.reports.snapshot import SnapshotReader, SnapshotStore
 from polars.testing import assert_frame_equal
 
-from ingest.store import Store
-from reports import q_detail, q_fleet, rollups
-from reports.filters import Filters
-from reports.snapshot import SnapshotReader, SnapshotStore
 from tests.reports import smalldb
 
 DAY = timedelta(days=1)

@@ -9,15 +9,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from ingest.store import Store
-from reports.snapshot import SnapshotReader
+from faultlens.ingest.store import Store
+from faultlens.reports.snapshot import SnapshotReader
 
 WRITER = textwrap.dedent("""
     import sys
     from datetime import datetime, timedelta
     import polars as pl
-    from ingest.store import Store
+    from faultlens.ingest.store import Store
     path, batches = sys.argv[1], int(sys.argv[2])
     with Store(path) as store:
         print("open", flush=True)
@@ -96,7 +95,7 @@ def test_background_refresh_serves_the_previous_snapshot_until_the_new_one_is_re
         db_path: Path, tmp_path: Path) -> None:
     import threading
 
-    from reports import q_fleet
+    from faultlens.reports import q_fleet
 
     with Store(db_path) as store:
         store.insert("events", pl.DataFrame({"node": ["n0"], "kind": ["xid"]}))
@@ -129,7 +128,7 @@ def test_background_refresh_serves_the_previous_snapshot_until_the_new_one_is_re
 
 
 def test_memo_computes_once_and_forgets_failures() -> None:
-    from reports.snapshot import Memo
+    from faultlens.reports.snapshot import Memo
 
     memo, calls = Memo(max_entries=2), []
     assert memo.get("a", lambda: calls.append("a") or 1) == 1

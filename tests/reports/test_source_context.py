@@ -7,8 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from reports.source_context import (
+from faultlens.reports.source_context import (
     NO_ROOTS_MESSAGE,
     OUTSIDE_MESSAGE,
     Status,

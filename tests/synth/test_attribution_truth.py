@@ -8,11 +8,10 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
-from ingest.attribution import HARDWARE_CAUSES, compare_with_truth, refresh, taxonomy
-from ingest.pipeline import ingest_paths
-from ingest.store import Store
-from synth import SynthConfig, generate
+from faultlens.ingest.attribution import HARDWARE_CAUSES, compare_with_truth, refresh, taxonomy
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
+from faultlens.synth import SynthConfig, generate
 
 SEED = 4242
 

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-
-from synth import SynthConfig, generate
+from faultlens.synth import SynthConfig, generate
 
 CFG = SynthConfig(n_nodes=32, days=10, seed=22, failures_per_1000_node_days=120.0,
                   write_training=False)

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from ingest.schema import CauseCategory
-from synth import SynthConfig, generate, simulate
-from synth.cluster import build_nodes
-from synth.config import LLAMA3_CAUSES, LLAMA3_FAILURES_PER_1000_NODE_DAYS
-from synth.failures import sample_hw_failures
-from synth.slurm_logs import SACCT_COLUMNS, hostlist
+from faultlens.ingest.schema import CauseCategory
+from faultlens.synth import SynthConfig, generate, simulate
+from faultlens.synth.cluster import build_nodes
+from faultlens.synth.config import LLAMA3_CAUSES, LLAMA3_FAILURES_PER_1000_NODE_DAYS
+from faultlens.synth.failures import sample_hw_failures
+from faultlens.synth.slurm_logs import SACCT_COLUMNS, hostlist
 
 SMALL = SynthConfig(n_nodes=48, days=14, seed=7, write_training=False)
 
@@ -238,7 +237,7 @@ def test_fallen_off_bus_multiline_shape() -> None:
     cluster = simulate(cfg)
     multi = [e for e in cluster.events if e.key == "xid79" and e.extra.get("multiline")]
     assert multi
-    from synth.kernel_logs import TEMPLATES
+    from faultlens.synth.kernel_logs import TEMPLATES
 
     node = cluster.nodes[multi[0].node]
     lines = TEMPLATES["xid79"](node, multi[0].gpu, multi[0].extra, np.random.default_rng(0))

@@ -9,11 +9,10 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
-from ingest.base import ParseContext
-from ingest.reader import iter_chunks
-from ingest.training import PARSERS
-from synth import training as st
+from faultlens.ingest.base import ParseContext
+from faultlens.ingest.reader import iter_chunks
+from faultlens.ingest.training import PARSERS
+from faultlens.synth import training as st
 
 START = datetime(2025, 3, 1)
 
@@ -109,7 +108,7 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 
 
 def test_accepts_cluster_dataclasses(tmp_path: Path) -> None:
-    from synth.cluster import Job
+    from faultlens.synth.cluster import Job
 
     j = Job(job_id="9", name="pretrain", user="alice", uid=1001, account="llm",
             partition="gpu", nodes=["gpu0001", "gpu0002", "gpu0003"], n_gpus=24, submit_s=0.0,

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from app.dashboard import ui
-from reports.snapshot import Snapshot, freeze
+from faultlens.app.dashboard import ui
+from faultlens.reports.snapshot import Snapshot, freeze
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 def _on_trace(snap: Snapshot, fn: Callable[..., Any], since: datetime | None,
               until: datetime | None, *args: Any, **kwargs: Any) -> Any:
-    from reports.q_detail import interruption_trace
+    from faultlens.reports.q_detail import interruption_trace
 
     trace = snap.call(interruption_trace, since, until)
     key = ("trace", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args),
@@ -48,9 +48,9 @@ def on_trace(fn: Callable[..., Any], since: datetime | None, until: datetime | N
 def warm(snap: Snapshot) -> None:
     """Compute the slow parts of every page's default view on ``snap`` (the overview first), then
     each page's view of each cluster (the first filter people pick)."""
-    from app.dashboard.views.recovery import defaults as recovery_defaults
-    from reports import q_detail, q_fleet, sections
-    from reports.filters import Filters, default_range
+    from faultlens.app.dashboard.views.recovery import defaults as recovery_defaults
+    from faultlens.reports import q_detail, q_fleet, sections
+    from faultlens.reports.filters import Filters, default_range
 
     lo, hi = snap.call(q_fleet.data_range)
     if lo is None or hi is None:
@@ -76,7 +76,7 @@ MAX_WARM_CLUSTERS = 8
 def _warm_clusters(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
     from dataclasses import replace
 
-    from reports.filters import cluster_of, nodes_for
+    from faultlens.reports.filters import cluster_of, nodes_for
 
     clusters = sorted({cluster_of(n) for n in all_nodes})
     if len(clusters) > MAX_WARM_CLUSTERS:
@@ -90,9 +90,9 @@ def _warm_clusters(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
 
 def _warm_filters(snap: Snapshot, f: Any) -> None:
     """What the overview, events, node, jobs and predictions pages show first for ``f``."""
-    from app.dashboard.views.events import PAGE_SIZE as EVENTS_PAGE
-    from app.dashboard.views.jobs import PAGE_SIZE as JOBS_PAGE
-    from reports import q_detail, q_fleet
+    from faultlens.app.dashboard.views.events import PAGE_SIZE as EVENTS_PAGE
+    from faultlens.app.dashboard.views.jobs import PAGE_SIZE as JOBS_PAGE
+    from faultlens.reports import q_detail, q_fleet
 
     for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids,
                q_detail.taxonomy):
@@ -107,7 +107,7 @@ def _warm_filters(snap: Snapshot, f: Any) -> None:
 
 def _warm_node(snap: Snapshot, f: Any) -> None:
     """The node page's first view: the node it opens on, with its tables and charts."""
-    from reports import q_detail
+    from faultlens.reports import q_detail
 
     node = snap.call(q_detail.node_to_look_at, f)
     if node is None:

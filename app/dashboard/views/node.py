@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import polars as pl
 import streamlit as st
-
-from app.dashboard import ui
-from app.dashboard.views import default_metric, query
-from reports import figures, q_detail, q_fleet, sections
-from reports.filters import Filters
+from faultlens.app.dashboard import ui
+from faultlens.app.dashboard.views import default_metric, query
+from faultlens.reports import figures, q_detail, q_fleet, sections
+from faultlens.reports.filters import Filters
 
 
 def render() -> None:

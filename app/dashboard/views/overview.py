@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from app.dashboard import ui
-from app.dashboard.views import on_trace, query
-from reports import figures, q_fleet, sections
+from faultlens.app.dashboard import ui
+from faultlens.app.dashboard.views import on_trace, query
+from faultlens.reports import figures, q_fleet, sections
 
 
 def render() -> None:

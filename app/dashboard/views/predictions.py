@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from app.dashboard import ui
-from app.dashboard.views import query
-from reports import figures, q_detail, q_fleet, sections
-from reports.filters import Filters
+from faultlens.app.dashboard import ui
+from faultlens.app.dashboard.views import query
+from faultlens.reports import figures, q_detail, q_fleet, sections
+from faultlens.reports.filters import Filters
 
 
 def render() -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import streamlit as st
-
-from app.dashboard import ui
-from app.dashboard.views import on_trace, query
-from replay import ALL_STRATEGIES
-from reports import figures, q_detail, q_fleet
-from reports.filters import Filters
+from faultlens.app.dashboard import ui
+from faultlens.app.dashboard.views import on_trace, query
+from faultlens.replay import ALL_STRATEGIES
+from faultlens.reports import figures, q_detail, q_fleet
+from faultlens.reports.filters import Filters
 
 DEFAULT = ("checkpoint", "young-daly", "in-memory", "hot-spares", "elastic")
 RESAMPLES = 8  # block-bootstrap resamples behind the ETTR interval: a live view, not a report

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import streamlit as st
-
-from app.dashboard import ui
-from app.dashboard.views import query
-from reports import figures, q_detail
+from faultlens.app.dashboard import ui
+from faultlens.app.dashboard.views import query
+from faultlens.reports import figures, q_detail
 
 
 def render() -> None:
