@@ -24,6 +24,7 @@ from typing import Any
 
 import polars as pl
 import requests
+
 from faultlens.ingest.errors import FaultlensError
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,9 @@ def _labels(d: dict[str, str]) -> str:
     return ",".join(f'{k}="{_escape(str(v))}"' for k, v in d.items())
 
 
-def textfile_lines(rows: pl.DataFrame, *, horizon_h: float, model_version: str, run_id: str,
-                   now: datetime) -> list[str]:
+def textfile_lines(
+    rows: pl.DataFrame, *, horizon_h: float, model_version: str, run_id: str, now: datetime
+) -> list[str]:
     """The exposition text; ``rows``: node, gpu (null on node rows), score, action."""
     h = f"{horizon_h:g}"
     out = [
@@ -56,10 +58,15 @@ def textfile_lines(rows: pl.DataFrame, *, horizon_h: float, model_version: str, 
     for node, gpu, score in rows.select("node", "gpu", "score").iter_rows():
         labels = {"node": node, **({"gpu": gpu} if gpu is not None else {}), "horizon_h": h}
         out.append(f"faultlens_risk_score{{{_labels(labels)}}} {score:.6g}")
-    out += ["# HELP faultlens_risk_action Suggested action for a node (1 = current).",
-            "# TYPE faultlens_risk_action gauge"]
-    for node, action in rows.filter(pl.col("gpu").is_null() & (pl.col("action") != "none")).select(
-            "node", "action").iter_rows():
+    out += [
+        "# HELP faultlens_risk_action Suggested action for a node (1 = current).",
+        "# TYPE faultlens_risk_action gauge",
+    ]
+    for node, action in (
+        rows.filter(pl.col("gpu").is_null() & (pl.col("action") != "none"))
+        .select("node", "action")
+        .iter_rows()
+    ):
         out.append(f"faultlens_risk_action{{{_labels({'node': node, 'action': action})}}} 1")
     epoch = (now - datetime(1970, 1, 1)).total_seconds()
     out += [
@@ -116,13 +123,18 @@ def remove_stale_temporaries(path: Path) -> int:
 
 # -- Alertmanager --
 
+
 def _iso(ts: datetime) -> str:
     return ts.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def alert_labels(alert: dict[str, Any]) -> dict[str, str]:
-    labels = {"alertname": ALERT_NAME, "node": alert["node"],
-              "severity": SEVERITY.get(alert["action"], "info"), "source": "faultlens"}
+    labels = {
+        "alertname": ALERT_NAME,
+        "node": alert["node"],
+        "severity": SEVERITY.get(alert["action"], "info"),
+        "source": "faultlens",
+    }
     if alert.get("gpu") is not None:
         labels["gpu"] = str(alert["gpu"])
     return labels
@@ -132,12 +144,13 @@ def fingerprint(labels: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def annotations(alert: dict[str, Any], run_id: str, model_version: str,
-                horizon_h: float) -> dict[str, str]:
+def annotations(
+    alert: dict[str, Any], run_id: str, model_version: str, horizon_h: float
+) -> dict[str, str]:
     feats = ", ".join(f"{f['feature']}={f['value']:g}" for f in alert.get("top_features", []))
     return {
         "summary": f"{alert['node']}: {alert['score']:.0%} risk of a hardware failure within "
-                   f"{horizon_h:g} h; suggested action {alert['action']}",
+        f"{horizon_h:g} h; suggested action {alert['action']}",
         "description": f"top features: {feats or '-'}",
         "command": alert.get("command") or "",
         "score": f"{alert['score']:.4f}",
@@ -159,8 +172,14 @@ class Plan:
         return [*self.new, *self.refreshed, *self.resolved]
 
 
-def reconcile(state: dict[str, dict], current: list[tuple[dict, dict]], *, now: datetime,
-              ttl: timedelta, refresh_before: timedelta) -> Plan:
+def reconcile(
+    state: dict[str, dict],
+    current: list[tuple[dict, dict]],
+    *,
+    now: datetime,
+    ttl: timedelta,
+    refresh_before: timedelta,
+) -> Plan:
     """What to send, given the alerts sent before (``state``) and the current ones
     (``(labels, annotations)`` pairs). Pure: ``now`` is wall-clock time passed in."""
     plan = Plan()
@@ -178,12 +197,21 @@ def reconcile(state: dict[str, dict], current: list[tuple[dict, dict]], *, now: 
         else:
             entry = prev
             plan.unchanged += 1
-        plan.state[fp] = {"labels": entry["labels"], "startsAt": entry["startsAt"],
-                          "endsAt": entry["endsAt"]}
+        plan.state[fp] = {
+            "labels": entry["labels"],
+            "startsAt": entry["startsAt"],
+            "endsAt": entry["endsAt"],
+        }
     for fp, prev in state.items():
         if fp not in seen:
-            plan.resolved.append({"labels": prev["labels"], "startsAt": prev["startsAt"],
-                                  "endsAt": _iso(now), "annotations": {"resolved": "risk dropped"}})
+            plan.resolved.append(
+                {
+                    "labels": prev["labels"],
+                    "startsAt": prev["startsAt"],
+                    "endsAt": _iso(now),
+                    "annotations": {"resolved": "risk dropped"},
+                }
+            )
     return plan
 
 
@@ -209,5 +237,6 @@ def post_alerts(url: str, alerts: list[dict], timeout_s: float = 10.0) -> None:
     except requests.RequestException as e:
         raise DeliveryError(f"cannot reach Alertmanager at {endpoint}: {e}") from e
     if resp.status_code >= 300:
-        raise DeliveryError(f"Alertmanager {endpoint} answered {resp.status_code}: "
-                            f"{resp.text[:200]}")
+        raise DeliveryError(
+            f"Alertmanager {endpoint} answered {resp.status_code}: {resp.text[:200]}"
+        )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+
 from faultlens.app import (
     cmd_ingest,
     cmd_lake,

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
 from faultlens.app.common import (
     DaskOption,
     DbOption,
@@ -26,8 +29,6 @@ from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.pipeline import FileReport, expand_paths, ingest_paths
 from faultlens.ingest.store import Store
-from rich.console import Console
-from rich.table import Table
 
 err = Console(stderr=True)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+
 from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json
 from faultlens.ingest.store import Store
 

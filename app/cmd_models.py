@@ -7,6 +7,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
 from faultlens.app.common import (
     DaskOption,
     DbOption,
@@ -19,20 +22,22 @@ from faultlens.app.common import (
 )
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.store import Store
-from rich.console import Console
-from rich.table import Table
 
 err = Console(stderr=True)
 
 ModelsDirOption = Annotated[
     Path | None,
-    typer.Option("--models-dir", help="Model registry folder [default: models/ beside the db].",
-                 show_default=False),
+    typer.Option(
+        "--models-dir",
+        help="Model registry folder [default: models/ beside the db].",
+        show_default=False,
+    ),
 ]
 AsOfOption = Annotated[
     datetime | None,
-    typer.Option("--as-of", help="Use only data before this UTC time [default: now].",
-                 show_default=False),
+    typer.Option(
+        "--as-of", help="Use only data before this UTC time [default: now].", show_default=False
+    ),
 ]
 SCHEDULERS = ("slurm", "kubernetes")
 
@@ -62,15 +67,23 @@ def train_doc(card: dict[str, Any]) -> dict[str, Any]:
 @boundary
 def train(
     db: DbOption = None,
-    horizon_h: Annotated[float, typer.Option("--horizon-h", help="Predict failures this many "
-                                             "hours ahead.")] = 24.0,
+    horizon_h: Annotated[
+        float, typer.Option("--horizon-h", help="Predict failures this many hours ahead.")
+    ] = 24.0,
     as_of: AsOfOption = None,
-    test_fraction: Annotated[float, typer.Option(help="Last share of time held out for the "
-                                                 "test.")] = 0.25,
-    k: Annotated[int | None, typer.Option("--k", help="Nodes an SRE can drain per day, for "
-                                          "precision@k [default: 1% of nodes].")] = None,
-    target_precision: Annotated[float, typer.Option(help="Precision the operating threshold "
-                                                    "aims for on the calibration window.")] = 0.9,
+    test_fraction: Annotated[
+        float, typer.Option(help="Last share of time held out for the test.")
+    ] = 0.25,
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "--k", help="Nodes an SRE can drain per day, for precision@k [default: 1% of nodes]."
+        ),
+    ] = None,
+    target_precision: Annotated[
+        float,
+        typer.Option(help="Precision the operating threshold aims for on the calibration window."),
+    ] = 0.9,
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
     dask: DaskOption = None,
@@ -95,8 +108,13 @@ def train(
     from faultlens.models.predictor import TrainConfig, train_failure_model
     from faultlens.models.registry import default_models_dir, save_model
 
-    cfg = TrainConfig(horizon_h=horizon_h, test_fraction=test_fraction, k=k,
-                      target_precision=target_precision, seed=seed)
+    cfg = TrainConfig(
+        horizon_h=horizon_h,
+        test_fraction=test_fraction,
+        k=k,
+        target_precision=target_precision,
+        seed=seed,
+    )
     path = db_path(db)
     now = utc_now()
     with dask_client(dask, workers) as client, Store(path, read_only=True) as store:
@@ -111,12 +129,24 @@ def train(
 
 
 def print_metrics(out: Console, doc: dict[str, Any]) -> None:
-    t = Table("scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)",
-              title=f"{doc['model_version']}: failure within {doc['horizon_h']:g} h, test "
-                    f"{doc['test_window'][0][:16]} .. {doc['test_window'][1][:16]}")
+    t = Table(
+        "scorer",
+        "PR-AUC",
+        "precision",
+        "recall",
+        "precision@k",
+        "median lead (h)",
+        title=f"{doc['model_version']}: failure within {doc['horizon_h']:g} h, test "
+        f"{doc['test_window'][0][:16]} .. {doc['test_window'][1][:16]}",
+    )
     for name, m in doc["metrics"].items():
-        t.add_row(name, *(_fmt(m[k]) for k in ("pr_auc", "precision", "recall",
-                                                "precision_at_k", "median_lead_time_h")))
+        t.add_row(
+            name,
+            *(
+                _fmt(m[k])
+                for k in ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+            ),
+        )
     out.print(t)
 
 
@@ -129,8 +159,9 @@ def predict(
     db: DbOption = None,
     as_of: AsOfOption = None,
     models_dir: ModelsDirOption = None,
-    model_version: Annotated[str | None, typer.Option("--model-version", help="Registry "
-                                                      "version [default: latest].")] = None,
+    model_version: Annotated[
+        str | None, typer.Option("--model-version", help="Registry version [default: latest].")
+    ] = None,
     scheduler: Annotated[str, typer.Option(help="Command style: slurm or kubernetes.")] = "slurm",
     top: Annotated[int, typer.Option(help="Alerts shown in the table.")] = 20,
     json: JsonOption = False,
@@ -151,8 +182,9 @@ def predict(
     path = db_path(db)
     model = load_model(models_dir or default_models_dir(path), model_version)
     with Store(path) as store:
-        pred = predict_failures(store, model.estimator, model.card, as_of=_as_of(as_of),
-                                scheduler=scheduler)
+        pred = predict_failures(
+            store, model.estimator, model.card, as_of=_as_of(as_of), scheduler=scheduler
+        )
         save_predictions(store, pred, model.card["horizon_h"])
     if json:
         emit_json(pred.to_json())
@@ -161,10 +193,23 @@ def predict(
 
 
 def print_alerts(out: Console, doc: dict[str, Any], top: int) -> None:
-    t = Table("node", "gpu", "score", "action", "top features", "command",
-              title=f"{doc['run_id']} as of {doc['as_of']}: {len(doc['alerts'])} alerts")
+    t = Table(
+        "node",
+        "gpu",
+        "score",
+        "action",
+        "top features",
+        "command",
+        title=f"{doc['run_id']} as of {doc['as_of']}: {len(doc['alerts'])} alerts",
+    )
     for a in doc["alerts"][:top]:
         feats = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
-        t.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.3f}", a["action"], feats,
-                  a.get("command") or "")
+        t.add_row(
+            a["node"],
+            a["gpu"] or "-",
+            f"{a['score']:.3f}",
+            a["action"],
+            feats,
+            a.get("command") or "",
+        )
     out.print(t)

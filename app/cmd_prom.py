@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import Console
+
 from faultlens.app.common import db_path, emit_json, utc_now
 from faultlens.ingest.prom import parse_duration, pull
 from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry import resolve_gpu_indices
-from rich.console import Console
 
 
 def pull_prometheus(

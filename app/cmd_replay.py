@@ -8,12 +8,13 @@ from typing import Annotated
 
 import numpy as np
 import typer
+from rich.console import Console
+
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.store import Store
 from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
 from faultlens.replay.score import replay as run_replay
-from rich.console import Console
 
 err = Console(stderr=True)
 
@@ -78,8 +79,12 @@ def replay_cmd(
     Example: faultlens replay --strategy checkpoint,hot-spares+in-memory --json
     """
     changes = {
-        "gpus": job_gpus, "checkpoint_write_s": checkpoint_write_s, "interval_min": interval_min,
-        "restart_s": restart_s, "repair_h": repair_h, "spares": spares,
+        "gpus": job_gpus,
+        "checkpoint_write_s": checkpoint_write_s,
+        "interval_min": interval_min,
+        "restart_s": restart_s,
+        "repair_h": repair_h,
+        "spares": spares,
     }
     job = JobSpec(checkpoint_async=checkpoint_async).with_(
         **{k: v for k, v in changes.items() if v is not None}
@@ -90,15 +95,27 @@ def replay_cmd(
         with Store(db_path(db), read_only=True) as store:
             tr = from_db(store, since, until, alert_threshold=job.alert_threshold)
     if tr.n_events == 0:
-        typer.echo("faultlens: no interruptions to replay in this window: run `faultlens ingest` "
-                   "or `faultlens demo` first, or widen --since/--until", err=True)
+        typer.echo(
+            "faultlens: no interruptions to replay in this window: run `faultlens ingest` "
+            "or `faultlens demo` first, or widen --since/--until",
+            err=True,
+        )
         raise typer.Exit(ExitCode.NO_DATA)
     names = [s.strip() for s in strategy.split(",") if s.strip()]
-    scores = run_replay(tr, names, job, sweep=parse_sweep(sweep) if sweep else None,
-                        resamples=resamples, seed=seed)
+    scores = run_replay(
+        tr, names, job, sweep=parse_sweep(sweep) if sweep else None, resamples=resamples, seed=seed
+    )
     if json:
-        emit_json({"strategies": [s.to_json() for s in scores],
-                   "trace": {"source": tr.source, "interruptions": tr.n_events,
-                             "window_h": round(tr.span_h, 3), "fleet_nodes": tr.fleet_nodes}})
+        emit_json(
+            {
+                "strategies": [s.to_json() for s in scores],
+                "trace": {
+                    "source": tr.source,
+                    "interruptions": tr.n_events,
+                    "window_h": round(tr.span_h, 3),
+                    "fleet_nodes": tr.fleet_nodes,
+                },
+            }
+        )
         return
     Console().print(replay_table(scores if sweep else rank(scores), tr))

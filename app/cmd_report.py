@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from faultlens.app.common import DbOption, ExitCode, boundary, db_path, utc_now
 from faultlens.ingest.errors import ConfigError
 
@@ -24,18 +25,36 @@ def register(app: typer.Typer) -> None:
 @boundary
 def dashboard(
     db: DbOption = None,
-    host: Annotated[str, typer.Option("--host", help="Bind address (localhost only unless "
-                                      "you ask).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option("--host", help="Bind address (localhost only unless you ask).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8501,
-    models_dir: Annotated[Path | None, typer.Option("--models-dir", help="Model registry "
-                          "\\[default: models/ next to the database].")] = None,
-    logs: Annotated[list[Path] | None, typer.Option(
-        "--logs", metavar="DIR", help="A log folder the dashboard may read source lines from "
-        "(repeatable). Files outside every configured folder (symlinks resolved) are never "
-        "read.")] = None,
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", metavar="FILE", help="faultlens.toml: its \\[ingest] paths are log "
-        "folders too, and its database is used when --db is not given.")] = None,
+    models_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--models-dir", help="Model registry \\[default: models/ next to the database]."
+        ),
+    ] = None,
+    logs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--logs",
+            metavar="DIR",
+            help="A log folder the dashboard may read source lines from "
+            "(repeatable). Files outside every configured folder (symlinks resolved) are never "
+            "read.",
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="FILE",
+            help="faultlens.toml: its \\[ingest] paths are log "
+            "folders too, and its database is used when --db is not given.",
+        ),
+    ] = None,
 ) -> None:
     """Start the Streamlit dashboard: overview, events, node, jobs, predictions, stragglers,
     recovery what-if and data health, each with time / cluster / node / GPU / job filters.
@@ -62,17 +81,38 @@ def dashboard(
     env[ROOTS_ENV] = json.dumps([str(r) for r in resolve_roots(entries)])
     if models_dir is not None:
         env["FAULTLENS_MODELS_DIR"] = str(models_dir.resolve())
-    cmd = [sys.executable, "-m", "streamlit", "run", str(DASHBOARD),
-           "--server.address", host, "--server.port", str(port), "--server.headless", "true",
-           "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-           "--global.developmentMode", "false", "--client.toolbarMode", "viewer",
-           # no forced full garbage collection after every run: it holds the interpreter lock
-           # while the run's last messages wait to be sent (~0.2 s per filter change)
-           "--runner.postScriptGC", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(DASHBOARD),
+        "--server.address",
+        host,
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+        "--server.fileWatcherType",
+        "none",
+        "--global.developmentMode",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        # no forced full garbage collection after every run: it holds the interpreter lock
+        # while the run's last messages wait to be sent (~0.2 s per filter change)
+        "--runner.postScriptGC",
+        "false",
+    ]
     typer.echo(f"faultlens dashboard on http://{host}:{port} (Ctrl-C to stop)", err=True)
     if not entries:
-        typer.echo("no log folders configured (--logs DIR or --config): source lines of events "
-                   "are not shown", err=True)
+        typer.echo(
+            "no log folders configured (--logs DIR or --config): source lines of events "
+            "are not shown",
+            err=True,
+        )
     try:
         code = subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
@@ -83,13 +123,26 @@ def dashboard(
 @boundary
 def report(
     db: DbOption = None,
-    since: Annotated[str, typer.Option("--since", help="Window: a duration back from the last "
-                                       "data (7d, 36h, 2w) or a UTC date.")] = "7d",
-    out: Annotated[Path | None, typer.Option("--out", help="Output file [default: "
-                   "data/reports/faultlens-report-<time>.<format>].")] = None,
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            help="Window: a duration back from the last data (7d, 36h, 2w) or a UTC date.",
+        ),
+    ] = "7d",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", help="Output file [default: data/reports/faultlens-report-<time>.<format>]."
+        ),
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="html or pdf.")] = "html",
-    models_dir: Annotated[Path | None, typer.Option("--models-dir", help="Model registry "
-                          "\\[default: models/ next to the database].")] = None,
+    models_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--models-dir", help="Model registry \\[default: models/ next to the database]."
+        ),
+    ] = None,
 ) -> None:
     """Write the reliability report: the dashboard's views over a window as one self-contained
     HTML file (opens offline) or a PDF (headless Chromium). Prints the file's path on stdout.
@@ -102,11 +155,19 @@ def report(
         raise ConfigError(f"--format {fmt!r}: html or pdf")
     path = db_path(db)
     if not path.exists():
-        typer.echo(f"faultlens: no database at {path}: run `faultlens demo` or `faultlens "
-                   "ingest` first", err=True)
+        typer.echo(
+            f"faultlens: no database at {path}: run `faultlens demo` or `faultlens ingest` first",
+            err=True,
+        )
         raise typer.Exit(ExitCode.NO_DATA)
     now = utc_now()
     target = out or path.resolve().parent / "reports" / f"faultlens-report-{now:%Y%m%dT%H%M}.{fmt}"
-    written = build_report(path, target, since=parse_since(since), now=now, fmt=fmt,
-                           models_dir=models_dir or path.resolve().parent / "models")
+    written = build_report(
+        path,
+        target,
+        since=parse_since(since),
+        now=now,
+        fmt=fmt,
+        models_dir=models_dir or path.resolve().parent / "models",
+    )
     typer.echo(str(written))

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
 from faultlens.app.common import DbOption, ExitCode, boundary, emit_json, utc_now
 
 
@@ -20,8 +21,9 @@ def run(
     db: DbOption = None,
     as_of: Annotated[
         datetime | None,
-        typer.Option("--as-of", help="Predict as of this UTC time [default: now].",
-                     show_default=False),
+        typer.Option(
+            "--as-of", help="Predict as of this UTC time [default: now].", show_default=False
+        ),
     ] = None,
 ) -> None:
     """Run the scheduled job once: ingest new log lines, predict, export, alert.
@@ -43,8 +45,9 @@ def run(
 
     cfg = load_config(config, db=db)
     now = utc_now()
-    outcome = run_once(cfg, now=now, as_of=as_of.replace(tzinfo=None) if as_of else None,
-                       emit=emit_json)
+    outcome = run_once(
+        cfg, now=now, as_of=as_of.replace(tzinfo=None) if as_of else None, emit=emit_json
+    )
     if outcome.delivery_failed:
         raise typer.Exit(ExitCode.ERROR)
     if outcome.ingest_failed:

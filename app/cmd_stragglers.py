@@ -6,11 +6,12 @@ from datetime import datetime
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
 from faultlens.ingest.store import Store
 from faultlens.models.stragglers import StragglerReport, detect
-from rich.console import Console
-from rich.table import Table
 
 err = Console(stderr=True)
 
@@ -58,14 +59,22 @@ def _print(report: StragglerReport, top: int) -> None:
         return
     table = Table(title="Stragglers (worst first)")
     for col in ("job", "node", "gpu", "cause", "slowdown", "wasted GPU-h", "since"):
-        table.add_column(col, justify="right" if col in ("gpu", "slowdown", "wasted GPU-h") else
-                         "left")
+        table.add_column(
+            col, justify="right" if col in ("gpu", "slowdown", "wasted GPU-h") else "left"
+        )
     for r in report.stragglers.head(top).iter_rows(named=True):
         table.add_row(
-            r["job_id"], r["node"], "node" if r["gpu"] is None else str(r["gpu"]), r["cause"],
-            f"{r['slowdown']:.2f}x", f"{r['wasted_gpu_h']:.1f}", f"{r['onset']:%Y-%m-%d %H:%M}",
+            r["job_id"],
+            r["node"],
+            "node" if r["gpu"] is None else str(r["gpu"]),
+            r["cause"],
+            f"{r['slowdown']:.2f}x",
+            f"{r['wasted_gpu_h']:.1f}",
+            f"{r['onset']:%Y-%m-%d %H:%M}",
         )
     out.print(table)
     total = report.jobs["wasted_gpu_h"].sum()
-    out.print(f"{report.stragglers.height} stragglers in {report.jobs.height} jobs "
-              f"wasted {total:.1f} GPU-hours")
+    out.print(
+        f"{report.stragglers.height} stragglers in {report.jobs.height} jobs "
+        f"wasted {total:.1f} GPU-hours"
+    )

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+
 from faultlens.app.common import (
     DbOption,
     ExitCode,
@@ -19,7 +21,6 @@ from faultlens.app.common import (
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError
-from rich.console import Console
 
 err = Console(stderr=True)
 
@@ -80,8 +81,10 @@ def synth(
     s = result.truth["summary"]
     typer.echo(f"wrote {len(result.files)} files to {out}")
     typer.echo(f"ground truth: {result.ground_truth}")
-    typer.echo(f"{s['n_failures']} failures ({s['failures_per_1000_node_days']:.2f} per 1000 "
-               f"node-days), {s['n_interruptions']} job interruptions, {s['n_jobs']} jobs")
+    typer.echo(
+        f"{s['n_failures']} failures ({s['failures_per_1000_node_days']:.2f} per 1000 "
+        f"node-days), {s['n_interruptions']} job interruptions, {s['n_jobs']} jobs"
+    )
 
 
 @boundary
@@ -124,20 +127,28 @@ def demo(
         if is_tty():
             err.print(f"[dim]{msg}[/dim]")
 
-    result = run_demo(cfg, out, db_path(db), now=utc_now(), console=console, workers=workers,
-                      on_progress=progress)
+    result = run_demo(
+        cfg, out, db_path(db), now=utc_now(), console=console, workers=workers, on_progress=progress
+    )
     totals = result.ingest.totals
     for f in result.ingest.files:
         if f.status == "failed":
             err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
     if json:
-        emit_json({"out": str(result.out), "db": str(result.db), "ingest": totals,
-                   "summary": result.summary})
+        emit_json(
+            {
+                "out": str(result.out),
+                "db": str(result.db),
+                "ingest": totals,
+                "summary": result.summary,
+            }
+        )
     else:
         console.print(
             f"ingested {totals['files']} files: {totals['lines']:,} lines, {totals['parsed']:,} "
             f"parsed, {totals['noise']:,} noise, {totals['quarantined']:,} quarantined, "
-            f"{totals['failed']} failed", highlight=False,
+            f"{totals['failed']} failed",
+            highlight=False,
         )
     if totals["failed"]:
         raise typer.Exit(ExitCode.PARTIAL)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+
 from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
 from faultlens.ingest.store import default_db_path
 

@@ -20,13 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import Store
 from faultlens.synth import SynthConfig, generate
-from rich.console import Console
-from rich.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -74,10 +75,15 @@ def summary_doc(store: Store, truth: dict[str, Any]) -> dict[str, Any]:
         "ORDER BY records DESC, state"
     ).to_dicts()
     interrupted = {r["job_id"] for r in truth["interruptions"]}
-    killed_in_db = store.scalar(
-        "SELECT count(*) FROM jobs WHERE state IN ('NODE_FAIL', 'FAILED') AND job_id IN "
-        "(SELECT unnest(?::VARCHAR[]))", [sorted(interrupted)]
-    ) if interrupted else 0
+    killed_in_db = (
+        store.scalar(
+            "SELECT count(*) FROM jobs WHERE state IN ('NODE_FAIL', 'FAILED') AND job_id IN "
+            "(SELECT unnest(?::VARCHAR[]))",
+            [sorted(interrupted)],
+        )
+        if interrupted
+        else 0
+    )
     signals = store.scalar(
         "SELECT count(DISTINCT (node, date_trunc('hour', ts))) FROM events WHERE source = 'kernel' "
         "AND severity IN ('error', 'critical') AND node IS NOT NULL AND ts IS NOT NULL"
@@ -111,8 +117,9 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
     for r in doc["top_xids"]:
         t.add_row(str(r["xid"]), (r["name"] or "")[:48], f"{r['n']:,}", str(r["nodes"]))
     console.print(t)
-    t = Table("node", "error events", "kinds", "lemon (truth)", title="nodes with most hardware "
-              "errors")
+    t = Table(
+        "node", "error events", "kinds", "lemon (truth)", title="nodes with most hardware errors"
+    )
     for r in doc["nodes_most_hw_errors"]:
         t.add_row(r["node"], f"{r['n']:,}", str(r["kinds"]), "yes" if r["lemon"] else "")
     console.print(t)
@@ -124,7 +131,8 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
     console.print(
         f"failure signals in the logs: {doc['failure_signal_node_hours']} node-hours with "
         f"error/critical kernel events = {doc['failure_signals_per_1000_node_days']:.2f} per 1000 "
-        "node-days (includes non-fatal warnings and follow-up errors)", highlight=False,
+        "node-days (includes non-fatal warnings and follow-up errors)",
+        highlight=False,
     )
     console.print(
         f"ground truth: {tr['failures']} failures over {tr['node_days']:,.0f} node-days = "
@@ -142,8 +150,15 @@ def _stages() -> list[Stage]:
     from faultlens.replay.demo import demo_stage as stage_replay
     from faultlens.reports.build import demo_stage as stage_report
 
-    return [stage_summary, stage_attribution, stage_fabric, stage_models, stage_stragglers,
-            stage_replay, stage_report]
+    return [
+        stage_summary,
+        stage_attribution,
+        stage_fabric,
+        stage_models,
+        stage_stragglers,
+        stage_replay,
+        stage_report,
+    ]
 
 
 STAGES: list[Stage] = _stages()

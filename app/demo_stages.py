@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
-from faultlens.ingest.store import Store
 from rich.console import Console
 from rich.table import Table
+
+from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
+from faultlens.ingest.store import Store
 
 
 def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
@@ -32,26 +33,44 @@ def stage_attribution(store: Store, truth: dict[str, Any], console: Console) -> 
     mix = _truth_mix(truth)
     if mix is not None:
         tax = tax.join(mix, on="cause", how="full", coalesce=True).sort(
-            "interruptions", descending=True, nulls_last=True)
-    console.print(_table(
-        "Job interruptions by root cause (the Llama 3 table shape)", tax,
-        {"cause": "cause", "interruptions": "jobs", "share_pct": "share %",
-         "share_infra_pct": "share of infra %",
-         "gpu_hours_lost": "GPU-h of the interrupted runs",
-         **({"truth_share_pct": "generator's mix %"} if mix is not None else {})},
-    ))
-    console.print(_table(
-        "Failures and MTBF", mtbf(store),
-        {"cause": "cause", "failures": "failures", "per_1000_node_days": "per 1000 node-days",
-         "mtbf_node_h": "MTBF per node (h)"},
-    ))
+            "interruptions", descending=True, nulls_last=True
+        )
+    console.print(
+        _table(
+            "Job interruptions by root cause (the Llama 3 table shape)",
+            tax,
+            {
+                "cause": "cause",
+                "interruptions": "jobs",
+                "share_pct": "share %",
+                "share_infra_pct": "share of infra %",
+                "gpu_hours_lost": "GPU-h of the interrupted runs",
+                **({"truth_share_pct": "generator's mix %"} if mix is not None else {}),
+            },
+        )
+    )
+    console.print(
+        _table(
+            "Failures and MTBF",
+            mtbf(store),
+            {
+                "cause": "cause",
+                "failures": "failures",
+                "per_1000_node_days": "per 1000 node-days",
+                "mtbf_node_h": "MTBF per node (h)",
+            },
+        )
+    )
     if truth.get("interruptions"):
         cmp = compare_with_truth(frame, truth["interruptions"])
         hw = cmp["hardware_match"]
         console.print(
             f"attribution vs ground truth: {cmp['match']:.1%} of {cmp['jobs']} interrupted jobs, "
-            + (f"{hw:.1%} of {cmp['hardware_jobs']} hardware-caused ones" if hw is not None
-               else "no hardware-caused ones")
+            + (
+                f"{hw:.1%} of {cmp['hardware_jobs']} hardware-caused ones"
+                if hw is not None
+                else "no hardware-caused ones"
+            )
         )
 
 
@@ -63,7 +82,8 @@ def _truth_mix(truth: dict[str, Any]) -> pl.DataFrame | None:
     frame = pl.DataFrame([{"cause": c["category"], "n": c["count"]} for c in causes])
     frame = frame.group_by("cause").agg(pl.col("n").sum())
     return frame.select(
-        "cause", (100.0 * pl.col("n") / pl.col("n").sum()).round(1).alias("truth_share_pct"))
+        "cause", (100.0 * pl.col("n") / pl.col("n").sum()).round(1).alias("truth_share_pct")
+    )
 
 
 def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
@@ -78,11 +98,20 @@ def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
         console.print("network fault localization: no network evidence")
         return
     top = suspects.sort("score", descending=True).head(8)
-    console.print(_table(
-        "Network fault localization (top suspects)", top,
-        {"window_start": "window", "component_type": "type", "component": "component",
-         "nodes_affected": "nodes hit", "nodes_total": "nodes behind", "score": "score"},
-    ))
+    console.print(
+        _table(
+            "Network fault localization (top suspects)",
+            top,
+            {
+                "window_start": "window",
+                "component_type": "type",
+                "component": "component",
+                "nodes_affected": "nodes hit",
+                "nodes_total": "nodes behind",
+                "score": "score",
+            },
+        )
+    )
 
 
 def stage_models(store: Store, truth: dict[str, Any], console: Console) -> None:

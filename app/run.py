@@ -103,8 +103,9 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid value in {path}: {e}") from e
     if cfg.min_action not in {a.value for a in RiskAction} - {"none"}:
-        raise ConfigError(f"{path}: alertmanager.min_action must be watch, drain_after_jobs or "
-                          "drain_now")
+        raise ConfigError(
+            f"{path}: alertmanager.min_action must be watch, drain_after_jobs or drain_now"
+        )
     if cfg.scheduler not in ("slurm", "kubernetes"):
         raise ConfigError(f"{path}: faultlens.scheduler must be slurm or kubernetes")
     if cfg.refresh_h >= cfg.ttl_h:
@@ -153,8 +154,13 @@ class RunOutcome:
     delivery_failed: bool = False
 
 
-def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
-             emit: Callable[[dict[str, Any]], None] = lambda _d: None) -> RunOutcome:
+def run_once(
+    cfg: RunConfig,
+    *,
+    now: datetime,
+    as_of: datetime | None = None,
+    emit: Callable[[dict[str, Any]], None] = lambda _d: None,
+) -> RunOutcome:
     """One scheduled run (see the module doc). ``now`` is wall-clock time; ``as_of`` the time
     the prediction is for (default ``now``)."""
     as_of = as_of or now
@@ -165,31 +171,49 @@ def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
         if cfg.textfile is not None:
             am.remove_stale_temporaries(cfg.textfile)  # left by a run killed mid-write
             log.info("writing textfile %s", cfg.textfile)
-            am.write_textfile(cfg.textfile, am.textfile_lines(
-                pred.rows, horizon_h=horizon_h, model_version=pred.model_version,
-                run_id=pred.run_id, now=now))
+            am.write_textfile(
+                cfg.textfile,
+                am.textfile_lines(
+                    pred.rows,
+                    horizon_h=horizon_h,
+                    model_version=pred.model_version,
+                    run_id=pred.run_id,
+                    now=now,
+                ),
+            )
             log.info("textfile written")
         floor = ACTION_RANK[RiskAction(cfg.min_action)]
         paged = [a for a in pred.alerts if ACTION_RANK[RiskAction(a["action"])] >= floor]
         for a in pred.alerts:
             emit({"type": "alert", "run_id": pred.run_id, **a})
-        plan, delivery_error = _alertmanager(cfg, paged, pred.run_id, pred.model_version,
-                                             horizon_h, now)
+        plan, delivery_error = _alertmanager(
+            cfg, paged, pred.run_id, pred.model_version, horizon_h, now
+        )
     ingest_failed = bool(report and any(f.status == "failed" for f in report.files))
-    new_actionable = [a["labels"]["node"] for a in plan.new
-                      if a["labels"]["severity"] in ("warning", "critical")]
+    new_actionable = [
+        a["labels"]["node"] for a in plan.new if a["labels"]["severity"] in ("warning", "critical")
+    ]
     needs = [f"new alert: {n}" for n in new_actionable]
     if ingest_failed:
         needs.append("some inputs failed to ingest")
     if delivery_error:
         needs.append(delivery_error)
     summary = {
-        "type": "run", "run_id": pred.run_id, "as_of": as_of.isoformat(), "now": now.isoformat(),
+        "type": "run",
+        "run_id": pred.run_id,
+        "as_of": as_of.isoformat(),
+        "now": now.isoformat(),
         "model_version": pred.model_version,
         "ingest": report.totals if report else None,
-        "scored": pred.rows.height, "alerts": len(pred.alerts), "paged": len(paged),
-        "sent": {"new": len(plan.new), "refreshed": len(plan.refreshed),
-                 "resolved": len(plan.resolved), "unchanged": plan.unchanged},
+        "scored": pred.rows.height,
+        "alerts": len(pred.alerts),
+        "paged": len(paged),
+        "sent": {
+            "new": len(plan.new),
+            "refreshed": len(plan.refreshed),
+            "resolved": len(plan.resolved),
+            "unchanged": plan.unchanged,
+        },
         "textfile": str(cfg.textfile) if cfg.textfile else None,
         "needs_human": needs,
     }
@@ -197,8 +221,9 @@ def run_once(cfg: RunConfig, *, now: datetime, as_of: datetime | None = None,
     return RunOutcome(summary, needs, ingest_failed, delivery_error is not None)
 
 
-def _ingest_and_predict(cfg: RunConfig, model: LoadedModel, *, now: datetime,
-                        as_of: datetime) -> tuple[IngestReport | None, Prediction]:
+def _ingest_and_predict(
+    cfg: RunConfig, model: LoadedModel, *, now: datetime, as_of: datetime
+) -> tuple[IngestReport | None, Prediction]:
     """Ingest the configured paths, score, and store the run's predictions (one transaction)."""
     with open_store(cfg.db, cfg.db_wait_s) as store:
         report = None
@@ -210,22 +235,29 @@ def _ingest_and_predict(cfg: RunConfig, model: LoadedModel, *, now: datetime,
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):
                 refresh(store)
-        pred = predict_failures(store, model.estimator, model.card, as_of=as_of,
-                                scheduler=cfg.scheduler)
+        pred = predict_failures(
+            store, model.estimator, model.card, as_of=as_of, scheduler=cfg.scheduler
+        )
         log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
         save_predictions(store, pred, model.card["horizon_h"])
         log.info("predictions written")
     return report, pred
 
 
-def _alertmanager(cfg: RunConfig, paged: list[dict], run_id: str, version: str,
-                  horizon_h: float, now: datetime) -> tuple[am.Plan, str | None]:
+def _alertmanager(
+    cfg: RunConfig, paged: list[dict], run_id: str, version: str, horizon_h: float, now: datetime
+) -> tuple[am.Plan, str | None]:
     if not cfg.alertmanager_url:
         return am.Plan(), None
     state = am.load_state(cfg.alert_state)
     current = [(am.alert_labels(a), am.annotations(a, run_id, version, horizon_h)) for a in paged]
-    plan = am.reconcile(state, current, now=now, ttl=timedelta(hours=cfg.ttl_h),
-                        refresh_before=timedelta(hours=cfg.refresh_h))
+    plan = am.reconcile(
+        state,
+        current,
+        now=now,
+        ttl=timedelta(hours=cfg.ttl_h),
+        refresh_before=timedelta(hours=cfg.refresh_h),
+    )
     try:
         am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s)
     except am.DeliveryError as e:

@@ -34,18 +34,39 @@ import urllib.request
 from pathlib import Path
 
 import duckdb
+
 from faultlens.ingest.store import Store
 
 OUT = Path(__file__).resolve().parent / "out"
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-PAGES = {"": "Fleet overview", "events": "Event explorer", "node": "Node", "jobs": "Failed jobs",
-         "predictions": "Predictions", "stragglers": "Stragglers",
-         "recovery": "Recovery what-if", "data-health": "Data health"}
-NAV = {"": "Overview", "events": "Events", "node": "Node", "jobs": "Jobs",
-       "predictions": "Predictions", "stragglers": "Stragglers", "recovery": "Recovery what-if",
-       "data-health": "Data health"}
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PAGES = {
+    "": "Fleet overview",
+    "events": "Event explorer",
+    "node": "Node",
+    "jobs": "Failed jobs",
+    "predictions": "Predictions",
+    "stragglers": "Stragglers",
+    "recovery": "Recovery what-if",
+    "data-health": "Data health",
+}
+NAV = {
+    "": "Overview",
+    "events": "Events",
+    "node": "Node",
+    "jobs": "Jobs",
+    "predictions": "Predictions",
+    "stragglers": "Stragglers",
+    "recovery": "Recovery what-if",
+    "data-health": "Data health",
+}
 FIRST_RENDER_S, FILTER_S = 2.0, 0.5
 NODES, DAYS = 2048, 90
 
@@ -78,7 +99,8 @@ def build(db: Path, n_events: int) -> None:
     con = duckdb.connect(str(db))
     t0 = time.perf_counter()
     con.execute(EVENTS_SQL, [DAYS, NODES, n_events])
-    con.execute("""
+    con.execute(
+        """
         INSERT INTO jobs (job_id, name, "user", partition, nodes, n_nodes, n_gpus, submit, start,
                           "end", elapsed_s, state, source)
         SELECT i::VARCHAR, 'train', 'u' || (i % 50), 'gpu',
@@ -89,29 +111,40 @@ def build(db: Path, n_events: int) -> None:
                     ELSE 'COMPLETED' END, 'bench'
         FROM (SELECT i, TIMESTAMP '2025-01-01' + to_microseconds((hash(i * 7) %
               (? * 86400000000))::BIGINT) AS s FROM range(50000) t(i))
-    """, [DAYS - 1])
+    """,
+        [DAYS - 1],
+    )
     con.execute("""
         INSERT INTO attributions SELECT job_id, state, "end", nodes[1],
             (['gpu_hardware', 'gpu_memory', 'network', 'software', 'host'])
                 [1 + (hash(job_id) % 5)::BIGINT],
             'xid', 79, "end", 48.0 FROM jobs WHERE state <> 'COMPLETED'
     """)
-    con.execute("""
+    con.execute(
+        """
         INSERT INTO predictions SELECT 'run-' || d, TIMESTAMP '2025-01-01' + INTERVAL (d) DAY,
             node, NULL, 'failure', 24.0, (hash(node || d) % 1000) / 1000.0, 'none',
             '[{"feature": "xid_24h", "value": 1, "contribution": 0.5}]', 'bench'
         FROM (SELECT DISTINCT node FROM events), range(?) t(d)
-    """, [DAYS])
-    con.execute("""
+    """,
+        [DAYS],
+    )
+    con.execute(
+        """
         INSERT INTO telemetry SELECT TIMESTAMP '2025-01-01' + INTERVAL (m * 10) MINUTE, node, g,
             'DCGM_FI_DEV_GPU_TEMP', 50 + (hash(node || m || g) % 30)
         FROM (SELECT DISTINCT node FROM events ORDER BY node LIMIT 64), range(? * 144) t(m),
              range(8) u(g)
-    """, [DAYS])
+    """,
+        [DAYS],
+    )
     con.execute("CHECKPOINT")
     con.close()
-    print(f"built {n_events:,} events in {time.perf_counter() - t0:.0f} s "
-          f"({db.stat().st_size / 1e9:.2f} GB)", file=sys.stderr)
+    print(
+        f"built {n_events:,} events in {time.perf_counter() - t0:.0f} s "
+        f"({db.stat().st_size / 1e9:.2f} GB)",
+        file=sys.stderr,
+    )
 
 
 def _free_port() -> int:
@@ -120,9 +153,11 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-IDLE_JS = ("() => document.querySelector('[data-testid=\"stApp\"]')"
-           "?.getAttribute('data-test-script-state') === 'notRunning'"
-           " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
+IDLE_JS = (
+    "() => document.querySelector('[data-testid=\"stApp\"]')"
+    "?.getAttribute('data-test-script-state') === 'notRunning'"
+    " && !document.querySelector('[data-testid=\"stSkeleton\"]')"
+)
 
 
 ARM_JS = """() => {
@@ -190,8 +225,12 @@ COUNT_JS = """() => ({
   elements: document.querySelectorAll('[data-testid="stElementContainer"]').length,
   charts: document.querySelectorAll('.js-plotly-plot').length,
   dom_nodes: document.getElementsByTagName('*').length})"""
-BUSY = {"TaskDuration": "task_s", "ScriptDuration": "script_s", "LayoutDuration": "layout_s",
-        "RecalcStyleDuration": "style_s"}
+BUSY = {
+    "TaskDuration": "task_s",
+    "ScriptDuration": "script_s",
+    "LayoutDuration": "layout_s",
+    "RecalcStyleDuration": "style_s",
+}
 
 
 class Probe:
@@ -241,8 +280,15 @@ class Probe:
         return {k: round(v, 3) for k, v in top}
 
 
-def _pick(page, runs: Runs, sidebar, which: int, name: str,  # noqa: ANN001
-          probe: Probe | None = None, seen_busy: list | None = None) -> float:
+def _pick(
+    page,
+    runs: Runs,
+    sidebar,
+    which: int,
+    name: str,  # noqa: ANN001
+    probe: Probe | None = None,
+    seen_busy: list | None = None,
+) -> float:
     """Choose ``name`` in the sidebar's ``which``-th multiselect, time it, then clear it again."""
     box = sidebar.locator("[data-testid='stMultiSelect']").nth(which)
     box.click()
@@ -270,8 +316,9 @@ def _median_busy(tries: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(t[k] for t in tries), 3) for k in keys}
 
 
-def measure(url: str, repeat: int = 3, pages: list[str] | None = None,
-            cpu: bool = False) -> dict[str, dict]:
+def measure(
+    url: str, repeat: int = 3, pages: list[str] | None = None, cpu: bool = False
+) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
     results: dict[str, dict] = {}
@@ -307,38 +354,51 @@ def measure(url: str, repeat: int = 3, pages: list[str] | None = None,
             change, node_change = statistics.median(changes), statistics.median(node_changes)
             errors = page.locator("[data-testid='stException']").count()
             results[path or "overview"] = {
-                "first_render_s": round(first, 3), "filter_change_s": round(change, 3),
+                "first_render_s": round(first, 3),
+                "filter_change_s": round(change, 3),
                 "node_filter_change_s": round(node_change, 3),
                 "filter_change_tries_s": [round(x, 3) for x in changes],
                 "node_filter_change_tries_s": [round(x, 3) for x in node_changes],
-                "browser_cluster": _median_busy(busy), "browser_node": _median_busy(node_busy),
-                "exceptions": errors}
+                "browser_cluster": _median_busy(busy),
+                "browser_node": _median_busy(node_busy),
+                "exceptions": errors,
+            }
             if cpu:
                 results[path or "overview"]["cpu_self_s_by_script"] = probe.take_profile()
-            b, nb = results[path or "overview"]["browser_cluster"], results[
-                path or "overview"]["browser_node"]
-            print(f"{path or 'overview':12s} first {first:.2f} s  cluster {change:.2f} s "
-                  f"(busy {b.get('task_s', 0):.2f})  node {node_change:.2f} s "
-                  f"(busy {nb.get('task_s', 0):.2f})  elements {b.get('elements')}"
-                  f"{'  EXCEPTION' if errors else ''}", file=sys.stderr)
+            b, nb = (
+                results[path or "overview"]["browser_cluster"],
+                results[path or "overview"]["browser_node"],
+            )
+            print(
+                f"{path or 'overview':12s} first {first:.2f} s  cluster {change:.2f} s "
+                f"(busy {b.get('task_s', 0):.2f})  node {node_change:.2f} s "
+                f"(busy {nb.get('task_s', 0):.2f})  elements {b.get('elements')}"
+                f"{'  EXCEPTION' if errors else ''}",
+                file=sys.stderr,
+            )
         browser.close()
     return results
 
 
 def _table(results: dict[str, dict]) -> list[str]:
-    lines = ["| page | first render (s) | filter change: cluster, median / min (s) | browser "
-             "busy: cluster, all / script+layout+style (s) | filter change: one node, median / "
-             "min (s) | browser busy: one node, all / script+layout+style (s) | elements |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| page | first render (s) | filter change: cluster, median / min (s) | browser "
+        "busy: cluster, all / script+layout+style (s) | filter change: one node, median / "
+        "min (s) | browser busy: one node, all / script+layout+style (s) | elements |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for page, r in results.items():
         cells = [page, f"{r['first_render_s']:.2f}"]
-        for wall, tries, busy in (("filter_change_s", "filter_change_tries_s", "browser_cluster"),
-                                  ("node_filter_change_s", "node_filter_change_tries_s",
-                                   "browser_node")):
+        for wall, tries, busy in (
+            ("filter_change_s", "filter_change_tries_s", "browser_cluster"),
+            ("node_filter_change_s", "node_filter_change_tries_s", "browser_node"),
+        ):
             b = r.get(busy, {})
             main = sum(b.get(k, 0.0) for k in ("script_s", "layout_s", "style_s"))
-            cells += [f"{r[wall]:.2f} / {min(r[tries]):.2f}",
-                      f"{b.get('task_s', float('nan')):.2f} / {main:.2f}"]
+            cells += [
+                f"{r[wall]:.2f} / {min(r[tries]):.2f}",
+                f"{b.get('task_s', float('nan')):.2f} / {main:.2f}",
+            ]
         cells.append(str(r.get("browser_cluster", {}).get("elements", "-")))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
@@ -346,10 +406,21 @@ def _table(results: dict[str, dict]) -> list[str]:
 
 def _start(db: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "faultlens.app.cli", "dashboard",
-                             "--db", str(db),
-                             "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "faultlens.app.cli",
+            "dashboard",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -366,13 +437,21 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--db", type=Path, default=Path("/tmp/bench_dash.duckdb"))
     ap.add_argument("--reuse", action="store_true", help="Use --db as it is.")
     ap.add_argument("--label", default="", help="A note kept with the results.")
-    ap.add_argument("--repeat", type=int, default=3,
-                    help="Filter changes timed per page and filter (the median is reported).")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="Filter changes timed per page and filter (the median is reported).",
+    )
     ap.add_argument("--pages", nargs="*", help="Only these pages (overview, events, node, ...).")
-    ap.add_argument("--cpu-profile", action="store_true",
-                    help="Also sample the page's CPU profile (self time per script).")
-    ap.add_argument("--no-snapshot-cost", action="store_true",
-                    help="Skip timing the snapshot in this process.")
+    ap.add_argument(
+        "--cpu-profile",
+        action="store_true",
+        help="Also sample the page's CPU profile (self time per script).",
+    )
+    ap.add_argument(
+        "--no-snapshot-cost", action="store_true", help="Skip timing the snapshot in this process."
+    )
     ap.add_argument("--name", default="bench_dashboard", help="Result file name in bench/out.")
     return ap.parse_args()
 
@@ -390,27 +469,44 @@ def main() -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
     n = duckdb.connect(str(a.db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
-    load = {"before": [round(x, 2) for x in load_before],
-            "after": [round(x, 2) for x in os.getloadavg()], "cores": os.cpu_count()}
+    load = {
+        "before": [round(x, 2) for x in load_before],
+        "after": [round(x, 2) for x in os.getloadavg()],
+        "cores": os.cpu_count(),
+    }
     startup = results.pop("startup")
-    doc = {"events": n[0], "label": a.label, "targets": {"first_render_s": FIRST_RENDER_S,
-           "filter_change_s": FILTER_S}, "load_average_1_5_15": load, "snapshot": snapshot,
-           "startup": startup, "repeat": a.repeat, "pages": results}
+    doc = {
+        "events": n[0],
+        "label": a.label,
+        "targets": {"first_render_s": FIRST_RENDER_S, "filter_change_s": FILTER_S},
+        "load_average_1_5_15": load,
+        "snapshot": snapshot,
+        "startup": startup,
+        "repeat": a.repeat,
+        "pages": results,
+    }
     OUT.mkdir(exist_ok=True)
     (OUT / f"{a.name}.json").write_text(json.dumps(doc, indent=2))
     rolled = snapshot.get("rollups", {})
-    lines = [f"# Dashboard latency, {n[0]:,} events (from Chromium)", "",
-             f"{a.label}  ", f"Load average (1/5/15 min) before {load['before']}, after "
-             f"{load['after']}, on {load['cores']} cores.  ",
-             f"Snapshot at start: {snapshot['seconds']:.1f} s (copy {snapshot.get('copy_s')} s, "
-             f"rollups {rolled.get('seconds')} s). First load of the dashboard (snapshot, "
-             f"rollups, default views computed ahead): {startup['first_load_s']:.1f} s.", "",
-             f"Filter changes: median of {a.repeat} tries each. Browser busy: the "
-             "browser's own counters over the change (Chrome DevTools Performance.getMetrics): "
-             "all tasks of the page (TaskDuration) / main-thread JavaScript + layout + style "
-             "(ScriptDuration + LayoutDuration + RecalcStyleDuration); the rest of a change is "
-             "the server, the websocket and paint. Elements: Streamlit elements on the page "
-             "(sidebar included).", "", *_table(results)]
+    lines = [
+        f"# Dashboard latency, {n[0]:,} events (from Chromium)",
+        "",
+        f"{a.label}  ",
+        f"Load average (1/5/15 min) before {load['before']}, after "
+        f"{load['after']}, on {load['cores']} cores.  ",
+        f"Snapshot at start: {snapshot['seconds']:.1f} s (copy {snapshot.get('copy_s')} s, "
+        f"rollups {rolled.get('seconds')} s). First load of the dashboard (snapshot, "
+        f"rollups, default views computed ahead): {startup['first_load_s']:.1f} s.",
+        "",
+        f"Filter changes: median of {a.repeat} tries each. Browser busy: the "
+        "browser's own counters over the change (Chrome DevTools Performance.getMetrics): "
+        "all tasks of the page (TaskDuration) / main-thread JavaScript + layout + style "
+        "(ScriptDuration + LayoutDuration + RecalcStyleDuration); the rest of a change is "
+        "the server, the websocket and paint. Elements: Streamlit elements on the page "
+        "(sidebar included).",
+        "",
+        *_table(results),
+    ]
     (OUT / f"{a.name}.md").write_text("\n".join(lines) + "\n")
     print(json.dumps(doc, indent=2))
 

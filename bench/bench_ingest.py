@@ -39,50 +39,86 @@ NOISE = [
     "kernel: [{up}] perf: interrupt took too long ({a} > {b}), lowering kernel.perf_event_max",
     "kernel: [{up}] EXT4-fs (md127p3): re-mounted. Quota mode: none.",
     "kernel: [{up}] nvidia-nvswitch{a}: open (major=510)",
-    "kernel: [{up}] audit: type=1400 audit({pid}.{port}:{a}): apparmor=\"DENIED\" "
-    "operation=\"open\"",
+    'kernel: [{up}] audit: type=1400 audit({pid}.{port}:{a}): apparmor="DENIED" operation="open"',
     "slurmd[{pid}]: launch task StepId={port}.0 request from UID:1000 GID:1000 HOST:10.0.{a}.{b}",
-    "dockerd[{pid}]: time=\"2025-02-14T05:03:41Z\" level=info msg=\"ignoring event\" "
+    'dockerd[{pid}]: time="2025-02-14T05:03:41Z" level=info msg="ignoring event" '
     "module=libcontainerd",
-    "containerd[{pid}]: level=info msg=\"shim disconnected\" id={port}{a}{b}",
+    'containerd[{pid}]: level=info msg="shim disconnected" id={port}{a}{b}',
     "nvidia-persistenced[{pid}]: device 0000:{a:02x}:00.0 - persistence mode enabled.",
     "rsyslogd[{pid}]: imjournal: {port} messages lost due to rate-limiting",
     "python3[{pid}]: Epoch 3:  {a}%|#####     | {port}/50000 [12:01<10:00,  1.37it/s]\rEpoch 3",
 ]
 MEANINGFUL = [
-    (30, "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): {xid}, pid={pid}, name=python3, "
-         "Ch 0000000{b}, errorString CTX SWITCH TIMEOUT, Info 0x{port:x}"),
-    (4, "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): 13, pid='<unknown>', name=<unknown>, "
-        "Graphics SM Warp Exception on (GPC {b}, TPC 1, SM 0): Out Of Range Address"),
-    (2, "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link {b} "
-        "(0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)"),
-    (2, "kernel: [{up}] NVRM: GPU at PCI:0000:{a:02x}:00: "
-        "GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d"),
-    (3, "kernel: [{up}] NVRM:     -{b}    76   GSP_RM_CONTROL        0x0000000020802a02 "
-        "0x0000000000000008 0x00062ed1a6b480ff 0x00062ed1a6b48273    372us"),
+    (
+        30,
+        "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): {xid}, pid={pid}, name=python3, "
+        "Ch 0000000{b}, errorString CTX SWITCH TIMEOUT, Info 0x{port:x}",
+    ),
+    (
+        4,
+        "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): 13, pid='<unknown>', name=<unknown>, "
+        "Graphics SM Warp Exception on (GPC {b}, TPC 1, SM 0): Out Of Range Address",
+    ),
+    (
+        2,
+        "kernel: [{up}] NVRM: Xid (PCI:0000:{a:02x}:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link {b} "
+        "(0x026001c6 0x00000000 0x00000000 0x00000000 0x00000000 0x00000000)",
+    ),
+    (
+        2,
+        "kernel: [{up}] NVRM: GPU at PCI:0000:{a:02x}:00: GPU-8a47641b-dff6-f09f-618c-c3eb58fb430d",
+    ),
+    (
+        3,
+        "kernel: [{up}] NVRM:     -{b}    76   GSP_RM_CONTROL        0x0000000020802a02 "
+        "0x0000000000000008 0x00062ed1a6b480ff 0x00062ed1a6b48273    372us",
+    ),
     (2, "kernel: [{up}] mlx5_core 0000:{a:02x}:00.0 mlx5_{b}: Port: 1 Link DOWN"),
     (2, "kernel: [{up}] mlx5_core 0000:{a:02x}:00.0: E-Switch: Total vports 2, per vport: max uc"),
     (1, "kernel: [{up}] pcieport 0000:00:01.0: AER: Corrected error received: 0000:{a:02x}:00.0"),
-    (1, "kernel: [{up}] EDAC MC{b}: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#{b}_DIMM#0 "
-        "(channel:{b} slot:0 page:0x{port:x} offset:0x0 grain:32 syndrome:0x0)"),
+    (
+        1,
+        "kernel: [{up}] EDAC MC{b}: 1 CE memory read error on CPU_SrcID#0_MC#0_Chan#{b}_DIMM#0 "
+        "(channel:{b} slot:0 page:0x{port:x} offset:0x0 grain:32 syndrome:0x0)",
+    ),
     (1, "kernel: [{up}] INFO: task python3:{pid} blocked for more than 120 seconds."),
     (1, "systemd-networkd[{a}]: ib{b}: lost carrier"),
-    (1, "kernel: [{up}] nvidia-nvswitch{b}: SXid (PCI:0000:{a:02x}:00.0): 12028, Non-fatal, "
-        "Link 32 egress non-posted PRIV error (First)"),
+    (
+        1,
+        "kernel: [{up}] nvidia-nvswitch{b}: SXid (PCI:0000:{a:02x}:00.0): 12028, Non-fatal, "
+        "Link 32 egress non-posted PRIV error (First)",
+    ),
 ]
 MEANINGFUL_SHARE = 0.05
 MONTHS = ("Jan", "Feb", "Mar")
-LITERALS = ("NVRM", "Xid", "PCIe Bus Error", "[Hardware Error]", "NV_ERR_", "EDAC", "AER:",
-            "mlx5", "carrier", "blocked for more than")
+LITERALS = (
+    "NVRM",
+    "Xid",
+    "PCIe Bus Error",
+    "[Hardware Error]",
+    "NV_ERR_",
+    "EDAC",
+    "AER:",
+    "mlx5",
+    "carrier",
+    "blocked for more than",
+)
 
 
 def _render(rng: random.Random, template: str, n: int) -> str:
     up = f"{rng.uniform(1, 900000):12.6f}"
-    stamp = f"{rng.choice(MONTHS)} {rng.randint(1, 28):2d} {rng.randint(0, 23):02d}:" \
-            f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
-    body = template.format(pid=rng.randint(100, 4_000_000), a=rng.randint(1, 250),
-                           b=rng.randint(0, 9), port=rng.randint(1024, 65535), up=up,
-                           xid=rng.choice((13, 31, 43, 45, 48, 63, 74, 79, 94, 109, 119)))
+    stamp = (
+        f"{rng.choice(MONTHS)} {rng.randint(1, 28):2d} {rng.randint(0, 23):02d}:"
+        f"{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+    )
+    body = template.format(
+        pid=rng.randint(100, 4_000_000),
+        a=rng.randint(1, 250),
+        b=rng.randint(0, 9),
+        port=rng.randint(1024, 65535),
+        up=up,
+        xid=rng.choice((13, 31, 43, 45, 48, 63, 74, 79, 94, 109, 119)),
+    )
     return f"{stamp} gpu-{n % 64:03d} {body}"
 
 
@@ -91,13 +127,16 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> dict[str, int]:
     rng = random.Random(seed)
     weights = [w for w, _ in MEANINGFUL]
     noise_pool = [_render(rng, rng.choice(NOISE), i) for i in range(40_000)]
-    hit_pool = [_render(rng, rng.choices([t for _, t in MEANINGFUL], weights)[0], i)
-                for i in range(8_000)]
+    hit_pool = [
+        _render(rng, rng.choices([t for _, t in MEANINGFUL], weights)[0], i) for i in range(8_000)
+    ]
     written = lines = 0
     with path.open("wb") as f:
         while written < size_bytes:
-            batch = [rng.choice(hit_pool) if rng.random() < MEANINGFUL_SHARE
-                     else rng.choice(noise_pool) for _ in range(50_000)]
+            batch = [
+                rng.choice(hit_pool) if rng.random() < MEANINGFUL_SHARE else rng.choice(noise_pool)
+                for _ in range(50_000)
+            ]
             data = ("\n".join(batch) + "\n").encode()
             if rng.random() < 0.05:  # a stray invalid byte now and then
                 cut = data.find(b"\n", len(data) // 2) + 1
@@ -137,8 +176,9 @@ print(n, len(rows))
 """
 
 
-def _timed(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
-           ) -> dict[str, object]:
+def _timed(
+    cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
+) -> dict[str, object]:
     """Run ``cmd``: wall seconds, CPU seconds (user + system) and peak RSS (MiB) of that process
     alone (``wait4``, not RUSAGE_CHILDREN, which is the maximum over every child so far), stdout."""
     with tempfile.TemporaryFile() as errf:
@@ -153,8 +193,12 @@ def _timed(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in ok:
         raise RuntimeError(f"{cmd[0]} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "rss_mib": usage.ru_maxrss / 1024, "stdout": out.decode().strip()}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_mib": usage.ru_maxrss / 1024,
+        "stdout": out.decode().strip(),
+    }
 
 
 def _best(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -176,9 +220,19 @@ def run_faultlens(path: str, db: str) -> None:
         report = ingest_paths(store, [path], now=datetime(2025, 3, 1))
         events = store.count("events")
     f = report.files[0]
-    print(json.dumps({"status": f.status, "lines": f.lines, "parsed": f.parsed,
-                      "noise": f.noise, "quarantined": f.quarantined, "events": events,
-                      "error": f.error}))
+    print(
+        json.dumps(
+            {
+                "status": f.status,
+                "lines": f.lines,
+                "parsed": f.parsed,
+                "noise": f.noise,
+                "quarantined": f.quarantined,
+                "events": events,
+                "error": f.error,
+            }
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,8 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size-gb", type=float, default=1.0)
     ap.add_argument("--keep", action="store_true", help="keep the generated file")
     ap.add_argument("--file", help="time this (previously generated) file instead")
-    ap.add_argument("--repeat", type=int, default=2,
-                    help="runs of each approach (interleaved); the fastest run counts")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=2,
+        help="runs of each approach (interleaved); the fastest run counts",
+    )
     ap.add_argument("--run-faultlens", nargs=2, metavar=("PATH", "DB"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.run_faultlens:
@@ -206,8 +264,14 @@ def main(argv: list[str] | None = None) -> int:
         size_mb = counts["bytes"] / 1e6
         env_c = {**os.environ, "LC_ALL": "C"}
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm cache
-        fl_cmd = [sys.executable, "-m", "bench.bench_ingest", "--run-faultlens", str(log),
-                  str(tmp / "bench.duckdb")]
+        fl_cmd = [
+            sys.executable,
+            "-m",
+            "bench.bench_ingest",
+            "--run-faultlens",
+            str(log),
+            str(tmp / "bench.duckdb"),
+        ]
         runs: dict[str, list[dict[str, object]]] = {"grep": [], "loop": [], "fl": []}
         for _ in range(args.repeat):  # interleaved, so that a load spike hits all three alike
             runs["grep"].append(_timed(["grep", "-c", "NVRM: Xid", str(log)], env_c, ok=(0, 1)))
@@ -219,17 +283,21 @@ def main(argv: list[str] | None = None) -> int:
         rss = max(float(r["rss_mib"]) for r in runs["fl"])  # type: ignore[arg-type]
         report = json.loads(fl["stdout"].splitlines()[-1])
         results = {
-            "size_mb": size_mb, "lines": counts["lines"], "generate_s": gen_s,
+            "size_mb": size_mb,
+            "lines": counts["lines"],
+            "generate_s": gen_s,
             "repeat": args.repeat,
             "grep": {**_stats(grep, size_mb), "xid_lines": int(grep["stdout"])},
             "python_loop": {**_stats(loop, size_mb), "out": loop["stdout"]},
             "faultlens": {**_stats(fl, size_mb), "peak_rss_mib": rss, **report},
         }
         results["ratio_faultlens_grep"] = results["faultlens"]["mb_s"] / results["grep"]["mb_s"]
-        results["ratio_faultlens_python"] = (results["faultlens"]["mb_s"]
-                                             / results["python_loop"]["mb_s"])
-        results["cpu_ratio_faultlens_python"] = (results["python_loop"]["cpu_s"]
-                                                 / results["faultlens"]["cpu_s"])
+        results["ratio_faultlens_python"] = (
+            results["faultlens"]["mb_s"] / results["python_loop"]["mb_s"]
+        )
+        results["cpu_ratio_faultlens_python"] = (
+            results["python_loop"]["cpu_s"] / results["faultlens"]["cpu_s"]
+        )
         table = render(results)
         print(table)
         OUT.mkdir(exist_ok=True)
@@ -243,8 +311,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _stats(run: dict[str, object], size_mb: float) -> dict[str, object]:
     wall = float(run["wall_s"])  # type: ignore[arg-type]
-    return {"wall_s": wall, "mb_s": size_mb / wall, "cpu_s": run["cpu_s"],
-            "walls_s": run["walls_s"], "cpus_s": run["cpus_s"]}
+    return {
+        "wall_s": wall,
+        "mb_s": size_mb / wall,
+        "cpu_s": run["cpu_s"],
+        "walls_s": run["walls_s"],
+        "cpus_s": run["cpus_s"],
+    }
 
 
 def render(r: dict) -> str:
@@ -259,17 +332,22 @@ def render(r: dict) -> str:
         f"| faultlens ingest -> DuckDB | {fl['wall_s']:.2f} | {fl['mb_s']:.0f} | "
         f"{fl['cpu_s']:.2f} | {fl['peak_rss_mib']:.0f} |",
     ]
-    return "\n".join([
-        f"File: {r['size_mb']:.0f} MB, {r['lines']:,} lines; faultlens: {fl['parsed']:,} parsed, "
-        f"{fl['noise']:,} noise, {fl['quarantined']:,} quarantined, {fl['events']:,} events "
-        f"(status {fl['status']}).", "", *rows, "",
-        f"faultlens / grep = {r['ratio_faultlens_grep']:.2f} (target >= 0.25); "
-        f"faultlens / python = {r['ratio_faultlens_python']:.2f} (target >= 2); "
-        f"peak RSS {fl['peak_rss_mib']:.0f} MiB (target <= 1024). "
-        f"CPU seconds, Python loop / faultlens = {r['cpu_ratio_faultlens_python']:.2f}. "
-        f"Best of {r['repeat']} interleaved runs; walls faultlens {fl['walls_s']}, "
-        f"loop {r['python_loop']['walls_s']}, grep {r['grep']['walls_s']}.",
-    ])
+    return "\n".join(
+        [
+            f"File: {r['size_mb']:.0f} MB, {r['lines']:,} lines; faultlens: {fl['parsed']:,} parsed, "
+            f"{fl['noise']:,} noise, {fl['quarantined']:,} quarantined, {fl['events']:,} events "
+            f"(status {fl['status']}).",
+            "",
+            *rows,
+            "",
+            f"faultlens / grep = {r['ratio_faultlens_grep']:.2f} (target >= 0.25); "
+            f"faultlens / python = {r['ratio_faultlens_python']:.2f} (target >= 2); "
+            f"peak RSS {fl['peak_rss_mib']:.0f} MiB (target <= 1024). "
+            f"CPU seconds, Python loop / faultlens = {r['cpu_ratio_faultlens_python']:.2f}. "
+            f"Best of {r['repeat']} interleaved runs; walls faultlens {fl['walls_s']}, "
+            f"loop {r['python_loop']['walls_s']}, grep {r['grep']['walls_s']}.",
+        ]
+    )
 
 
 if __name__ == "__main__":

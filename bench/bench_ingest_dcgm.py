@@ -106,19 +106,28 @@ def generate_json(path: Path, size_bytes: int) -> dict[str, int]:
         while written < size_bytes:
             for name, _typ, _help in FIELDS:
                 for g in range(8):
-                    labels = json.dumps({
-                        "__name__": name, "gpu": str(g),
-                        "UUID": f"GPU-{nodes:08x}-{g:04x}-4c1e-9e63-0068f178c4a9",
-                        "pci_bus_id": f"00000000:{PCI[g]}:00.0", "device": f"nvidia{g}",
-                        "modelName": "NVIDIA H100 80GB HBM3", "Hostname": f"gpu-{nodes:04d}",
-                        "DCGM_FI_DRIVER_VERSION": "535.161.08",
-                        "instance": f"gpu-{nodes:04d}:9400", "job": "dcgm-exporter",
-                    }, separators=(",", ":"))
+                    labels = json.dumps(
+                        {
+                            "__name__": name,
+                            "gpu": str(g),
+                            "UUID": f"GPU-{nodes:08x}-{g:04x}-4c1e-9e63-0068f178c4a9",
+                            "pci_bus_id": f"00000000:{PCI[g]}:00.0",
+                            "device": f"nvidia{g}",
+                            "modelName": "NVIDIA H100 80GB HBM3",
+                            "Hostname": f"gpu-{nodes:04d}",
+                            "DCGM_FI_DRIVER_VERSION": "535.161.08",
+                            "instance": f"gpu-{nodes:04d}:9400",
+                            "job": "dcgm-exporter",
+                        },
+                        separators=(",", ":"),
+                    )
                     if name != "DCGM_FI_DEV_XID_ERRORS":
                         vals = [30 + (i + g) % 50 for i in range(JSON_POINTS)]
                     else:  # one Xid 79 episode, on GPU 5 of the first node
-                        vals = [79 if (nodes, g) == (0, 5) and 40 <= i < 60 else 0
-                                for i in range(JSON_POINTS)]
+                        vals = [
+                            79 if (nodes, g) == (0, 5) and 40 <= i < 60 else 0
+                            for i in range(JSON_POINTS)
+                        ]
                     points = ",".join([f'{st}{v}"]' for st, v in zip(stamps, vals, strict=True)])
                     text = f'{sep}{{"metric":{labels},"values":[{points}]}}'
                     f.write(text)
@@ -128,16 +137,21 @@ def generate_json(path: Path, size_bytes: int) -> dict[str, int]:
                     lines += 1
             nodes += 1
         f.write("\n]}}\n")
-    return {"bytes": path.stat().st_size, "lines": lines, "samples": samples, "scrapes": 0,
-            "series": lines - 2}
+    return {
+        "bytes": path.stat().st_size,
+        "lines": lines,
+        "samples": samples,
+        "scrapes": 0,
+        "series": lines - 2,
+    }
 
 
-def _run(cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
-         ) -> dict[str, object]:
+def _run(
+    cmd: list[str], env: dict[str, str] | None = None, ok: tuple[int, ...] = (0,)
+) -> dict[str, object]:
     """Run ``cmd``: wall seconds, its own peak RSS (MiB, from wait4) and stdout."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                            cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=REPO)
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -161,9 +175,20 @@ def run_faultlens(path: str, db: str) -> None:
         report = ingest_paths(store, [path], now=datetime(2025, 3, 1))
         rows = {t: store.count(t) for t in ("telemetry", "gpus", "events")}
     f = report.files[0]
-    print(json.dumps({"status": f.status, "format": f.format, "lines": f.lines,
-                      "parsed": f.parsed, "noise": f.noise, "quarantined": f.quarantined,
-                      "rows": rows, "error": f.error}))
+    print(
+        json.dumps(
+            {
+                "status": f.status,
+                "format": f.format,
+                "lines": f.lines,
+                "parsed": f.parsed,
+                "noise": f.noise,
+                "quarantined": f.quarantined,
+                "rows": rows,
+                "error": f.error,
+            }
+        )
+    )
 
 
 def bench_one(fmt: str, tmp: Path, size_bytes: int) -> dict:
@@ -177,19 +202,32 @@ def bench_one(fmt: str, tmp: Path, size_bytes: int) -> dict:
     pattern = "DCGM_FI_DEV_GPU_TEMP"
     grep = _run(["grep", "-c", pattern, str(path)], {**os.environ, "LC_ALL": "C"}, ok=(0, 1))
     db = tmp / f"bench-{fmt}.duckdb"
-    fl = _run([sys.executable, "-m", "bench.bench_ingest_dcgm", "--run-faultlens", str(path),
-               str(db)])
+    fl = _run(
+        [sys.executable, "-m", "bench.bench_ingest_dcgm", "--run-faultlens", str(path), str(db)]
+    )
     path.unlink()
     db.unlink(missing_ok=True)
     report = json.loads(str(fl["stdout"]).splitlines()[-1])
     telemetry_rows = report["rows"]["telemetry"]
     results = {
-        "format": fmt, "size_mb": size_mb, **counts, "generate_s": gen_s,
-        "grep": {"pattern": pattern, "wall_s": grep["wall_s"], "mb_s": size_mb / grep["wall_s"],
-                 "matches": int(str(grep["stdout"])), "rss_mib": grep["rss_mib"]},
-        "faultlens": {"wall_s": fl["wall_s"], "mb_s": size_mb / fl["wall_s"],
-                      "rows_s": telemetry_rows / fl["wall_s"],
-                      "peak_rss_mib": fl["rss_mib"], **report},
+        "format": fmt,
+        "size_mb": size_mb,
+        **counts,
+        "generate_s": gen_s,
+        "grep": {
+            "pattern": pattern,
+            "wall_s": grep["wall_s"],
+            "mb_s": size_mb / grep["wall_s"],
+            "matches": int(str(grep["stdout"])),
+            "rss_mib": grep["rss_mib"],
+        },
+        "faultlens": {
+            "wall_s": fl["wall_s"],
+            "mb_s": size_mb / fl["wall_s"],
+            "rows_s": telemetry_rows / fl["wall_s"],
+            "peak_rss_mib": fl["rss_mib"],
+            **report,
+        },
         "load_avg": os.getloadavg(),
     }
     results["ratio_faultlens_grep"] = results["faultlens"]["mb_s"] / results["grep"]["mb_s"]
@@ -199,9 +237,12 @@ def bench_one(fmt: str, tmp: Path, size_bytes: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=1.0, help="size of the scrape file")
-    ap.add_argument("--json-mb", type=float, default=None,
-                    help="size of the query_range export (default: 200 MB, scaled down with "
-                         "--size-gb below 1)")
+    ap.add_argument(
+        "--json-mb",
+        type=float,
+        default=None,
+        help="size of the query_range export (default: 200 MB, scaled down with --size-gb below 1)",
+    )
     ap.add_argument("--format", choices=("scrape", "json", "both"), default="both")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
     ap.add_argument("--run-faultlens", nargs=2, metavar=("PATH", "DB"), help=argparse.SUPPRESS)
@@ -230,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(r: dict) -> str:
     fl, gr = r["faultlens"], r["grep"]
-    what = (f"{r['scrapes']:,} scrapes" if r["format"] == "scrape"
-            else f"{r['series']:,} series x {JSON_POINTS:,} points")
+    what = (
+        f"{r['scrapes']:,} scrapes"
+        if r["format"] == "scrape"
+        else f"{r['series']:,} series x {JSON_POINTS:,} points"
+    )
     rows = [
         "| approach | wall s | MB/s | rows/s | peak RSS MiB |",
         "|---|---:|---:|---:|---:|",
@@ -240,19 +284,27 @@ def render(r: dict) -> str:
         f"| faultlens ingest -> DuckDB | {fl['wall_s']:.2f} | {fl['mb_s']:.0f} | "
         f"{fl['rows_s']:,.0f} | {fl['peak_rss_mib']:.0f} |",
     ]
-    target = (" (target >= 1,000,000); peak RSS "
-              f"{fl['peak_rss_mib']:.0f} MiB (target <= 1024)" if r["format"] == "scrape" else
-              f"; peak RSS {fl['peak_rss_mib']:.0f} MiB")
-    return "\n".join([
-        f"### {r['format']}", "",
-        f"File: {r['size_mb']:.0f} MB, {r['lines']:,} lines, {r['samples']:,} samples "
-        f"({what}); faultlens ({fl['format']}, status {fl['status']}): "
-        f"{fl['parsed']:,} parsed, {fl['noise']:,} noise, {fl['quarantined']:,} quarantined; "
-        f"rows {fl['rows']}. Load average during the run: "
-        f"{', '.join(f'{x:.1f}' for x in r['load_avg'])}.", "", *rows, "",
-        f"faultlens / grep = {r['ratio_faultlens_grep']:.2f}; telemetry rows/s "
-        f"{fl['rows_s']:,.0f}{target}.",
-    ])
+    target = (
+        f" (target >= 1,000,000); peak RSS {fl['peak_rss_mib']:.0f} MiB (target <= 1024)"
+        if r["format"] == "scrape"
+        else f"; peak RSS {fl['peak_rss_mib']:.0f} MiB"
+    )
+    return "\n".join(
+        [
+            f"### {r['format']}",
+            "",
+            f"File: {r['size_mb']:.0f} MB, {r['lines']:,} lines, {r['samples']:,} samples "
+            f"({what}); faultlens ({fl['format']}, status {fl['status']}): "
+            f"{fl['parsed']:,} parsed, {fl['noise']:,} noise, {fl['quarantined']:,} quarantined; "
+            f"rows {fl['rows']}. Load average during the run: "
+            f"{', '.join(f'{x:.1f}' for x in r['load_avg'])}.",
+            "",
+            *rows,
+            "",
+            f"faultlens / grep = {r['ratio_faultlens_grep']:.2f}; telemetry rows/s "
+            f"{fl['rows_s']:,.0f}{target}.",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -55,55 +55,75 @@ def _block(rng: random.Random, block_no: int, n_lines: int) -> str:
         p = f"{hosts[dev]}:{4000 + dev}:{4090 + dev} [{dev}]"
         r = rng.random()
         if r < 0.58:
-            out.append(p + rng.choice((
-                f" NCCL INFO Channel {i % 32:02d}/0 : {dev}[{dev}] -> {(dev + 1) % 8}"
-                f"[{(dev + 1) % 8}] via P2P/CUMEM/read",
-                f" NCCL INFO Trees [0] {dev + 1}/-1/-1->{dev}->{dev - 1} [1] {dev + 1}/-1/-1->"
-                f"{dev}->{dev - 1}",
-                f" NCCL INFO transport/net.cc:{rng.randrange(2000)} -> 6",
-                " NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
-                " NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
-            )))
+            out.append(
+                p
+                + rng.choice(
+                    (
+                        f" NCCL INFO Channel {i % 32:02d}/0 : {dev}[{dev}] -> {(dev + 1) % 8}"
+                        f"[{(dev + 1) % 8}] via P2P/CUMEM/read",
+                        f" NCCL INFO Trees [0] {dev + 1}/-1/-1->{dev}->{dev - 1} [1] {dev + 1}/-1/-1->"
+                        f"{dev}->{dev - 1}",
+                        f" NCCL INFO transport/net.cc:{rng.randrange(2000)} -> 6",
+                        " NCCL INFO Connected all rings, use ring PXN 0 GDR 1",
+                        " NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+                    )
+                )
+            )
         elif r < 0.93:
             step = block_no * n_lines + i
             if rng.random() < 0.3:
-                out.append(f"Epoch 0:  {step % 100:2d}%|#####     | {step}/500150 "
-                           f"[6:28:43<94:39:17,  1.37it/s, loss=2.{step % 97}]\r")
+                out.append(
+                    f"Epoch 0:  {step % 100:2d}%|#####     | {step}/500150 "
+                    f"[6:28:43<94:39:17,  1.37it/s, loss=2.{step % 97}]\r"
+                )
             else:
-                out.append(f"[2024-11-29 13:{i % 60:02d}:{i % 60:02d},123] INFO train.py:311 "
-                           f"step {step} loss {rng.random():.4f} lr 3.0e-4 tokens/s "
-                           f"{rng.randrange(9999)}")
+                out.append(
+                    f"[2024-11-29 13:{i % 60:02d}:{i % 60:02d},123] INFO train.py:311 "
+                    f"step {step} loss {rng.random():.4f} lr 3.0e-4 tokens/s "
+                    f"{rng.randrange(9999)}"
+                )
         elif r < 0.975:
             out.append("")
         elif r < 0.985:
-            out.append(p + rng.choice((
-                f" transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
-                f"10.0.0.{dev}<{40000 + i % 999}> with status=12 opcode=0 len=0 vendor err 129 "
-                "(Recv) localGid fe80::1 remoteGidsfe80::2",
-                f" misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.{dev}"
-                f"<{50000 + i % 999}> failed : Broken pipe",
-                " include/alloc.h:102 NCCL WARN Cuda failure 2 'out of memory'",
-                " misc/nvmlwrap.cc:181 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
-            )))
+            out.append(
+                p
+                + rng.choice(
+                    (
+                        f" transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+                        f"10.0.0.{dev}<{40000 + i % 999}> with status=12 opcode=0 len=0 vendor err 129 "
+                        "(Recv) localGid fe80::1 remoteGidsfe80::2",
+                        f" misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.{dev}"
+                        f"<{50000 + i % 999}> failed : Broken pipe",
+                        " include/alloc.h:102 NCCL WARN Cuda failure 2 'out of memory'",
+                        " misc/nvmlwrap.cc:181 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found",
+                    )
+                )
+            )
         elif r < 0.989:
-            out.append(f"[rank{dev}]:[E1129 13:05:01.{i:09d} ProcessGroupNCCL.cpp:616] [Rank {dev}]"
-                       f" Watchdog caught collective operation timeout: WorkNCCL(SeqNum={i}, "
-                       f"OpType=ALLREDUCE, NumelIn={i * 8}, NumelOut={i * 8}, Timeout(ms)=600000) "
-                       f"ran for {600000 + i % 999} milliseconds before timing out.")
+            out.append(
+                f"[rank{dev}]:[E1129 13:05:01.{i:09d} ProcessGroupNCCL.cpp:616] [Rank {dev}]"
+                f" Watchdog caught collective operation timeout: WorkNCCL(SeqNum={i}, "
+                f"OpType=ALLREDUCE, NumelIn={i * 8}, NumelOut={i * 8}, Timeout(ms)=600000) "
+                f"ran for {600000 + i % 999} milliseconds before timing out."
+            )
         elif r < 0.990:
-            out.extend([
-                f"[rank{dev}]: torch.distributed.DistBackendError: NCCL error in: ../ProcessGroup"
-                "NCCL.cpp:2027, unhandled system error, NCCL version 2.20.5",
-                f"[rank{dev}]: ncclSystemError: System call or external library call failed.",
-                f"[rank{dev}]: Last error:",
-                f"[rank{dev}]: socketStartConnect: Connect to 10.1.2.{dev}<45123> failed : "
-                "Software caused connection abort",
-            ])
+            out.extend(
+                [
+                    f"[rank{dev}]: torch.distributed.DistBackendError: NCCL error in: ../ProcessGroup"
+                    "NCCL.cpp:2027, unhandled system error, NCCL version 2.20.5",
+                    f"[rank{dev}]: ncclSystemError: System call or external library call failed.",
+                    f"[rank{dev}]: Last error:",
+                    f"[rank{dev}]: socketStartConnect: Connect to 10.1.2.{dev}<45123> failed : "
+                    "Software caused connection abort",
+                ]
+            )
         elif r < 0.991:
             size = 1 << (i % 30)
             t, a, b = rng.uniform(9, 900), rng.uniform(0, 90), rng.uniform(0, 170)
-            out.append(f"  {size:>10}  {size // 4:>10}     float     sum      -1   {t:7.2f}  "
-                       f"{a:6.2f}  {b:6.2f}      0   {t:7.2f}  {a:6.2f}  {b:6.2f}      0")
+            out.append(
+                f"  {size:>10}  {size // 4:>10}     float     sum      -1   {t:7.2f}  "
+                f"{a:6.2f}  {b:6.2f}      0   {t:7.2f}  {a:6.2f}  {b:6.2f}      0"
+            )
         else:
             out.append(f"some application chatter {i} " + "x" * rng.randrange(10, 200))
     return "\n".join(out) + "\n"
@@ -114,11 +134,15 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> int:
     rng = random.Random(seed)
     head = [
         "NCCL version 2.21.5+cuda12.4",
-        *[f"gpu-{h:03d}:{4000 + h}:{4000 + h} [{h}] NCCL INFO Bootstrap : Using ib0:10.0.0.{h}<0>"
-          for h in range(8)],
-        *[f"gpu-{h:03d}:{4000 + h}:{4090 + h} [{h}] NCCL INFO ncclCommInitRank comm 0x{h:x}0 rank "
-          f"{h} nranks 8 cudaDev {h} nvmlDev {h} busId {h + 1}8000 commId 0xfeed - Init START"
-          for h in range(8)],
+        *[
+            f"gpu-{h:03d}:{4000 + h}:{4000 + h} [{h}] NCCL INFO Bootstrap : Using ib0:10.0.0.{h}<0>"
+            for h in range(8)
+        ],
+        *[
+            f"gpu-{h:03d}:{4000 + h}:{4090 + h} [{h}] NCCL INFO ncclCommInitRank comm 0x{h:x}0 rank "
+            f"{h} nranks 8 cudaDev {h} nvmlDev {h} busId {h + 1}8000 commId 0xfeed - Init START"
+            for h in range(8)
+        ],
     ]
     blocks = [_block(rng, b, 20000).encode() for b in range(8)]
     blocks[3] = blocks[3].replace(b"chatter 1", b"chatter \xff\xfe 1", 3)  # invalid UTF-8
@@ -143,26 +167,38 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> int:
 
 
 # The plain loop's patterns: the same fields as faultlens extracts from the generated shapes.
-_PY_NCCL = (r"^(.*?)([A-Za-z0-9][A-Za-z0-9._-]*):([0-9]+):([0-9]+) \[(-?[0-9]+)\] "
-            r"(?:([0-9]+\.[0-9]+) )?(?:([^ :]+):([0-9]+) )?NCCL (INFO|WARN|TRACE|ABORT) ?(.*)$")
-_PY_IB = (r"Got completion from peer (\S+?)<([0-9]+)> with (?:status=(?:([^()]*?)\()?([0-9]+)\)?|"
-          r"error ([0-9]+)),? opcode[= ](?:[^()\s]*\()?([0-9]+)\)?(?:,? len[= ]([0-9]+))?,? "
-          r"vendor[ _]err[ =]([0-9]+)(?: \(([A-Za-z ]+)\))?(?:\s*localGid (\S+))?"
-          r"(?:\s*remoteGids?(\S+))?(?:.*?hca (\S+))?")
+_PY_NCCL = (
+    r"^(.*?)([A-Za-z0-9][A-Za-z0-9._-]*):([0-9]+):([0-9]+) \[(-?[0-9]+)\] "
+    r"(?:([0-9]+\.[0-9]+) )?(?:([^ :]+):([0-9]+) )?NCCL (INFO|WARN|TRACE|ABORT) ?(.*)$"
+)
+_PY_IB = (
+    r"Got completion from peer (\S+?)<([0-9]+)> with (?:status=(?:([^()]*?)\()?([0-9]+)\)?|"
+    r"error ([0-9]+)),? opcode[= ](?:[^()\s]*\()?([0-9]+)\)?(?:,? len[= ]([0-9]+))?,? "
+    r"vendor[ _]err[ =]([0-9]+)(?: \(([A-Za-z ]+)\))?(?:\s*localGid (\S+))?"
+    r"(?:\s*remoteGids?(\S+))?(?:.*?hca (\S+))?"
+)
 _PY_SOCK = r"(?:from|to|peer) ([^\s<]+)<([0-9]+)>.*?failed ?: ?(.+)$"
 _PY_CUDA = r"(?i)cuda failure (?:([0-9]+) )?'([^']*)'"
-_PY_WD = (r"\[E(?:([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?)? ProcessGroupNCCL"
-          r"\.cpp:[0-9]+\] \[(?:PG [^\]]*?)?Rank ([0-9]+)\] Watchdog caught collective operation "
-          r"timeout: WorkNCCL\((?:SeqNum=([0-9]+), )?OpType=([A-Za-z0-9_]+)(?:, NumelIn=(-?[0-9]+),"
-          r" NumelOut=(-?[0-9]+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=([0-9]+)\) ran for "
-          r"([0-9]+) milliseconds")
-_PY_ERR_IN = (r"([A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?NCCL error"
-              r"(?: in: ([^,]+))?[,:] (.*?)(?:, NCCL version ([0-9][0-9.]*[^\s,]*))?\s*$")
-_PY_ROW = (r"^ *([0-9]+) +([0-9]+) +([a-z][a-z0-9_]*) +([a-z]+) +(?:(-?[0-9]+) +)?([0-9.e+-]+) +"
-           r"([0-9.e+-]+) +([0-9.e+-]+) +(\S+)(?: +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+) +"
-           r"(\S+))? *$")
-_PY_INIT = (r"comm (0x[0-9a-fA-F]+) rank ([0-9]+) nranks ([0-9]+) cudaDev (-?[0-9]+)"
-            r".*?busId ([0-9a-fA-F]+)")
+_PY_WD = (
+    r"\[E(?:([0-9]{3,4}) ([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?)? ProcessGroupNCCL"
+    r"\.cpp:[0-9]+\] \[(?:PG [^\]]*?)?Rank ([0-9]+)\] Watchdog caught collective operation "
+    r"timeout: WorkNCCL\((?:SeqNum=([0-9]+), )?OpType=([A-Za-z0-9_]+)(?:, NumelIn=(-?[0-9]+),"
+    r" NumelOut=(-?[0-9]+))?(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=([0-9]+)\) ran for "
+    r"([0-9]+) milliseconds"
+)
+_PY_ERR_IN = (
+    r"([A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?NCCL error"
+    r"(?: in: ([^,]+))?[,:] (.*?)(?:, NCCL version ([0-9][0-9.]*[^\s,]*))?\s*$"
+)
+_PY_ROW = (
+    r"^ *([0-9]+) +([0-9]+) +([a-z][a-z0-9_]*) +([a-z]+) +(?:(-?[0-9]+) +)?([0-9.e+-]+) +"
+    r"([0-9.e+-]+) +([0-9.e+-]+) +(\S+)(?: +([0-9.e+-]+) +([0-9.e+-]+) +([0-9.e+-]+) +"
+    r"(\S+))? *$"
+)
+_PY_INIT = (
+    r"comm (0x[0-9a-fA-F]+) rank ([0-9]+) nranks ([0-9]+) cudaDev (-?[0-9]+)"
+    r".*?busId ([0-9a-fA-F]+)"
+)
 
 
 def plain_python(path: str) -> dict[str, int]:
@@ -211,8 +247,15 @@ def plain_python(path: str) -> dict[str, int]:
                     ts = None
                     if g[0]:
                         md = g[0]
-                        ts = datetime(2024, int(md[:-2]), int(md[-2:]), int(g[1]), int(g[2]),
-                                      int(g[3]), int((g[4] or "0")[:6].ljust(6, "0")))
+                        ts = datetime(
+                            2024,
+                            int(md[:-2]),
+                            int(md[-2:]),
+                            int(g[1]),
+                            int(g[2]),
+                            int(g[3]),
+                            int((g[4] or "0")[:6].ljust(6, "0")),
+                        )
                     rows.append((ts, *(int(x) if x and x.isdigit() else x for x in g[5:])))
             elif "NCCL error" in line:
                 m = err_rx.search(line)
@@ -248,13 +291,23 @@ def faultlens(path: str, db: str, line_path: bool = False) -> dict[str, int]:
         registry.REGISTRY["nccl"] = nccl.NcclParser("nccl", prefilter=False)
 
     with Store(db) as store:
-        report = ingest_paths(store, [path], now=datetime(2025, 1, 1), fmt="nccl",
-                              base_ctx=ParseContext(file="", year=2024))
+        report = ingest_paths(
+            store,
+            [path],
+            now=datetime(2025, 1, 1),
+            fmt="nccl",
+            base_ctx=ParseContext(file="", year=2024),
+        )
         (f,) = report.files
         if f.status not in ("ok", "partial"):
             raise SystemExit(f"ingest failed: {f.error}")
-        return {"rows": sum(f.rows.values()), "lines": f.lines, "parsed": f.parsed,
-                "quarantined": f.quarantined, **{f"rows_{k}": v for k, v in f.rows.items()}}
+        return {
+            "rows": sum(f.rows.values()),
+            "lines": f.lines,
+            "parsed": f.parsed,
+            "quarantined": f.quarantined,
+            **{f"rows_{k}": v for k, v in f.rows.items()},
+        }
 
 
 # -- driver ---------------------------------------------------------------------------------------
@@ -265,8 +318,14 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, repeat: int = 1) 
     other work on a shared machine), with ``cpu_runs`` listing them all."""
     runs = []
     for _ in range(max(repeat, 1)):
-        proc = subprocess.run([sys.executable, "-c", _RUNNER, *cmd], capture_output=True,
-                              text=True, env=env, cwd=REPO, check=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", _RUNNER, *cmd],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            check=True,
+        )
         res = json.loads(proc.stdout)
         if res["rc"] != 0:
             raise RuntimeError(f"{cmd[:3]} failed: {res['stderr']}")
@@ -285,14 +344,21 @@ def _measure_fresh(cmd_of: Any, child: str, repeat: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=1.0)
-    ap.add_argument("--input", type=Path,
-                    help="an existing log made by generate() (not regenerated)")
-    ap.add_argument("--child", choices=["python", "faultlens", "faultlens-lines"],
-                    help=argparse.SUPPRESS)
-    ap.add_argument("--line-path", action="store_true",
-                    help="also time faultlens on the line-splitting path")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="run each contender N times and keep its least-CPU run")
+    ap.add_argument(
+        "--input", type=Path, help="an existing log made by generate() (not regenerated)"
+    )
+    ap.add_argument(
+        "--child", choices=["python", "faultlens", "faultlens-lines"], help=argparse.SUPPRESS
+    )
+    ap.add_argument(
+        "--line-path", action="store_true", help="also time faultlens on the line-splitting path"
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run each contender N times and keep its least-CPU run",
+    )
     ap.add_argument("--file", help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -324,13 +390,15 @@ def main(argv: list[str] | None = None) -> int:
         rep = args.repeat
         runs = {
             "grep -c 'NCCL WARN'": measure(["grep", "-c", "NCCL WARN", str(log)], env, rep),
-            "plain Python loop": measure([*me, "--child", "python", "--file", str(log)],
-                                         repeat=rep),
+            "plain Python loop": measure(
+                [*me, "--child", "python", "--file", str(log)], repeat=rep
+            ),
             "faultlens ingest": _measure_fresh(fresh_db, "faultlens", rep),
         }
         if args.line_path:
             runs["faultlens, line-splitting path"] = _measure_fresh(
-                fresh_db, "faultlens-lines", rep)
+                fresh_db, "faultlens-lines", rep
+            )
         load = (load_before, os.getloadavg()[0])
     report = _report(runs, size, n_lines, load)
     print(report["markdown"])
@@ -359,15 +427,24 @@ def _report(runs: dict[str, dict], size: int, n_lines: int, load: tuple[float, f
         rows = int(out[-1]) if name.startswith("grep") else json.loads(out[-1])["rows"]
         extra = {} if name.startswith("grep") else json.loads(out[-1])
         wall = r["wall_s"]
-        table[name] = {"wall_s": wall, "mb_s": mb / wall, "rows": rows, "rows_s": rows / wall,
-                       "x_grep": wall / grep_s, "vs_python": py_s / wall,
-                       "rss_mib": r["rss_mib"], **extra}
+        table[name] = {
+            "wall_s": wall,
+            "mb_s": mb / wall,
+            "rows": rows,
+            "rows_s": rows / wall,
+            "x_grep": wall / grep_s,
+            "vs_python": py_s / wall,
+            "rss_mib": r["rss_mib"],
+            **extra,
+        }
         t = table[name]
         t["cpu_s"] = r.get("cpu_s")
         t["cpu_runs"] = r.get("cpu_runs")
-        lines.append(f"| {name} | {wall:.2f} | {r.get('cpu_s', 0):.2f} | {t['mb_s']:,.0f} | "
-                     f"{rows:,} | {t['rows_s']:,.0f} | "
-                     f"{t['x_grep']:.2f} | {t['vs_python']:.2f} | {r['rss_mib']:,.0f} |")
+        lines.append(
+            f"| {name} | {wall:.2f} | {r.get('cpu_s', 0):.2f} | {t['mb_s']:,.0f} | "
+            f"{rows:,} | {t['rows_s']:,.0f} | "
+            f"{t['x_grep']:.2f} | {t['vs_python']:.2f} | {r['rss_mib']:,.0f} |"
+        )
     fl = table["faultlens ingest"]
     lines += [
         "",
@@ -382,13 +459,22 @@ def _report(runs: dict[str, dict], size: int, n_lines: int, load: tuple[float, f
         lines.append(
             f"By CPU seconds (user + sys, robust to a loaded machine): faultlens "
             f"{cpu['faultlens ingest'] / grep_cpu:.2f}x grep's, "
-            f"{py_cpu / cpu['faultlens ingest']:.2f}x less than the Python loop.")
+            f"{py_cpu / cpu['faultlens ingest']:.2f}x less than the Python loop."
+        )
     runs_of = {k: v["cpu_runs"] for k, v in table.items() if len(v.get("cpu_runs") or []) > 1}
     if runs_of:
-        lines.append("Least-CPU run of each kept; all runs (CPU s): " + "; ".join(
-            f"{k} {', '.join(f'{c:.2f}' for c in v)}" for k, v in runs_of.items()) + ".")
-    return {"size_bytes": size, "lines": n_lines, "load_avg": load, "runs": table,
-            "markdown": "\n".join(lines)}
+        lines.append(
+            "Least-CPU run of each kept; all runs (CPU s): "
+            + "; ".join(f"{k} {', '.join(f'{c:.2f}' for c in v)}" for k, v in runs_of.items())
+            + "."
+        )
+    return {
+        "size_bytes": size,
+        "lines": n_lines,
+        "load_avg": load,
+        "runs": table,
+        "markdown": "\n".join(lines),
+    }
 
 
 if __name__ == "__main__":

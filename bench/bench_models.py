@@ -103,12 +103,17 @@ def stage_train(db: Path, models: Path, days: int) -> dict:
     save_model(models, result.estimator, result.card)
     rows = result.card["rows"]
     return {
-        "stage": "features+train", "seconds": round(time.perf_counter() - t0, 1),
-        "cpu_seconds": round(_cpu_s() - c0, 1), "load_avg_1m": os.getloadavg()[0],
+        "stage": "features+train",
+        "seconds": round(time.perf_counter() - t0, 1),
+        "cpu_seconds": round(_cpu_s() - c0, 1),
+        "load_avg_1m": os.getloadavg()[0],
         "peak_gb": round(_peak_gb(), 2),
-        "node_hour_rows": grid_rows(result.card), "rows_materialized": rows,
-        "metrics": {k: {m: v[m] for m in ("pr_auc", "precision", "recall")}
-                    for k, v in result.card["metrics"].items()},
+        "node_hour_rows": grid_rows(result.card),
+        "rows_materialized": rows,
+        "metrics": {
+            k: {m: v[m] for m in ("pr_auc", "precision", "recall")}
+            for k, v in result.card["metrics"].items()
+        },
     }
 
 
@@ -125,12 +130,21 @@ def stage_predict(db: Path, models: Path, days: int) -> dict:
     model = load_model(models)
     t0, c0 = time.perf_counter(), _cpu_s()
     with Store(db, read_only=True) as store:
-        pred = predict_failures(store, model.estimator, model.card,
-                                as_of=START + timedelta(days=days) - timedelta(hours=5))
-    return {"stage": "predict", "seconds": round(time.perf_counter() - t0, 2),
-            "cpu_seconds": round(_cpu_s() - c0, 2), "load_avg_1m": os.getloadavg()[0],
-            "peak_gb": round(_peak_gb(), 2), "rows_scored": pred.rows.height,
-            "alerts": len(pred.alerts)}
+        pred = predict_failures(
+            store,
+            model.estimator,
+            model.card,
+            as_of=START + timedelta(days=days) - timedelta(hours=5),
+        )
+    return {
+        "stage": "predict",
+        "seconds": round(time.perf_counter() - t0, 2),
+        "cpu_seconds": round(_cpu_s() - c0, 2),
+        "load_avg_1m": os.getloadavg()[0],
+        "peak_gb": round(_peak_gb(), 2),
+        "rows_scored": pred.rows.height,
+        "alerts": len(pred.alerts),
+    }
 
 
 def main() -> None:
@@ -151,10 +165,24 @@ def main() -> None:
     else:
         results = []
         for stage in ("generate", "train", "predict"):
-            done = subprocess.run([sys.executable, "-m", "bench.bench_models", "--stage", stage,
-                                   "--nodes", str(args.nodes), "--days", str(args.days),
-                                   "--db", str(args.db)], check=True, capture_output=True,
-                                  text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.bench_models",
+                    "--stage",
+                    stage,
+                    "--nodes",
+                    str(args.nodes),
+                    "--days",
+                    str(args.days),
+                    "--db",
+                    str(args.db),
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             sys.stderr.write(done.stderr)
             print(done.stdout, end="", flush=True)
             results.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -163,19 +191,25 @@ def main() -> None:
 
 def write_out(n_nodes: int, days: int, results: list[dict]) -> None:
     targets = {"features+train": "<= 120 s", "predict": "<= 10 s"}
-    lines = [f"Cluster: {n_nodes:,} nodes x {days} days, generated in DuckDB "
-             f"({results[0].get('events', 0):,} events, {results[0].get('telemetry', 0):,} "
-             "telemetry samples). Memory target <= 8 GB.", "",
-             "| stage | wall s | CPU s | peak GB | load avg 1m | rows | target |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"Cluster: {n_nodes:,} nodes x {days} days, generated in DuckDB "
+        f"({results[0].get('events', 0):,} events, {results[0].get('telemetry', 0):,} "
+        "telemetry samples). Memory target <= 8 GB.",
+        "",
+        "| stage | wall s | CPU s | peak GB | load avg 1m | rows | target |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for r in results[1:]:
         rows = r.get("node_hour_rows", r.get("rows_scored"))
-        lines.append(f"| {r['stage']} | {r['seconds']} | {r['cpu_seconds']} | {r['peak_gb']} | "
-                     f"{r['load_avg_1m']:.1f} | {rows:,} | {targets.get(r['stage'], '')} |")
+        lines.append(
+            f"| {r['stage']} | {r['seconds']} | {r['cpu_seconds']} | {r['peak_gb']} | "
+            f"{r['load_avg_1m']:.1f} | {rows:,} | {targets.get(r['stage'], '')} |"
+        )
     OUT.mkdir(exist_ok=True)
     (OUT / "bench_models.md").write_text("\n".join(lines) + "\n")
-    (OUT / "bench_models.json").write_text(json.dumps(
-        {"nodes": n_nodes, "days": days, "stages": results}, indent=2) + "\n")
+    (OUT / "bench_models.json").write_text(
+        json.dumps({"nodes": n_nodes, "days": days, "stages": results}, indent=2) + "\n"
+    )
 
 
 if __name__ == "__main__":

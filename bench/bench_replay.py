@@ -18,6 +18,7 @@ import sys
 import time
 
 import numpy as np
+
 from faultlens.replay.des import simulate
 from faultlens.replay.generate import llama3_trace
 from faultlens.replay.model import JobSpec
@@ -29,14 +30,14 @@ INTERVALS_MIN = np.linspace(5, 240, 20)
 
 
 def run(resamples: int = 100, seed: int = 0) -> dict:
-    trace = llama3_trace(FLEET_GPUS, 365.0, seed=seed, predicted_frac=0.5,
-                         false_alarms_per_day=5.0)
+    trace = llama3_trace(FLEET_GPUS, 365.0, seed=seed, predicted_frac=0.5, false_alarms_per_day=5.0)
     job = JobSpec(repair_h=24.0)
     names = list(STRATEGIES)
     load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
-    scores = replay(trace, names, job, sweep=("interval_min", INTERVALS_MIN),
-                    resamples=resamples, seed=seed)
+    scores = replay(
+        trace, names, job, sweep=("interval_min", INTERVALS_MIN), resamples=resamples, seed=seed
+    )
     engine_s = time.perf_counter() - t0
     engine_cpu_s = time.process_time() - c0
     replays = len(names) * len(INTERVALS_MIN) * (resamples + 1)
@@ -51,7 +52,9 @@ def run(resamples: int = 100, seed: int = 0) -> dict:
     des_per_replay = des_s / len(names)
     best = max(scores, key=lambda x: x.ettr)
     return {
-        "events": trace.n_events, "replays": replays, "engine_s": round(engine_s, 3),
+        "events": trace.n_events,
+        "replays": replays,
+        "engine_s": round(engine_s, 3),
         "engine_cpu_s": round(engine_cpu_s, 3),
         "engine_ms_per_replay": round(1e3 * engine_s / replays, 4),
         "engine_cpu_ms_per_replay": round(1e3 * engine_cpu_s / replays, 4),
@@ -59,8 +62,8 @@ def run(resamples: int = 100, seed: int = 0) -> dict:
         "des_s_per_replay": round(des_per_replay, 3),
         "des_extrapolated_s": round(des_per_replay * replays, 1),
         "speedup": round(des_per_replay * replays / engine_s, 1),
-        "max_abs_diff_h": worst, "best": {"name": best.name, "params": best.params["sweep"],
-                                           "ettr": round(best.ettr, 4)},
+        "max_abs_diff_h": worst,
+        "best": {"name": best.name, "params": best.params["sweep"], "ettr": round(best.ettr, 4)},
     }
 
 

@@ -253,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--files", type=int, default=40, help="number of kernel logs")
     ap.add_argument("--modes", default="plain,dask1,dask2")
     ap.add_argument("--tmp", default=None, help="folder for the generated logs [default: /tmp]")
-    ap.add_argument("--tree", default=None,
-                    help="keep the generated logs in this folder and reuse them on the next run")
+    ap.add_argument(
+        "--tree",
+        default=None,
+        help="keep the generated logs in this folder and reuse them on the next run",
+    )
     ap.add_argument(
         "--run-one", nargs=4, metavar=("MODE", "TREE", "DB", "SCRATCH"), help=argparse.SUPPRESS
     )
@@ -281,8 +284,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write(results: list[dict], size: int, n_files: int, gen_s: float,
-           load: tuple[tuple[float, ...], tuple[float, ...]]) -> None:
+def _write(
+    results: list[dict],
+    size: int,
+    n_files: int,
+    gen_s: float,
+    load: tuple[tuple[float, ...], tuple[float, ...]],
+) -> None:
     base = next((r["wall_s"] for r in results if r["mode"] == "plain"), results[0]["wall_s"])
     names = {
         "plain": "plain local (workers=1)",
@@ -312,8 +320,14 @@ def _write(results: list[dict], size: int, n_files: int, gen_s: float,
     (OUT / "bench_scale.md").write_text(md)
     (OUT / "bench_scale.json").write_text(
         json.dumps(
-            {"bytes": size, "files": n_files, "generate_s": gen_s, "load": load,
-             "results": results}, indent=2
+            {
+                "bytes": size,
+                "files": n_files,
+                "generate_s": gen_s,
+                "load": load,
+                "results": results,
+            },
+            indent=2,
         )
     )
 

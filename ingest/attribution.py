@@ -26,6 +26,7 @@ import logging
 from datetime import timedelta
 
 import polars as pl
+
 from faultlens.ingest.schema import CauseCategory as C
 from faultlens.ingest.schema import Kind as K
 from faultlens.ingest.store import Store
@@ -281,8 +282,10 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
     share of matching jobs overall and over hardware-caused ones, and the confusion pairs.
     """
     truth = pl.DataFrame(
-        {"job_id": [str(i["job_id"]) for i in interruptions],
-         "true_cause": [i["category"] for i in interruptions]},
+        {
+            "job_id": [str(i["job_id"]) for i in interruptions],
+            "true_cause": [i["category"] for i in interruptions],
+        },
         schema={"job_id": pl.String, "true_cause": pl.String},
     ).unique("job_id", keep="last")
     joined = truth.join(attributions.select("job_id", "cause"), on="job_id", how="left")
@@ -296,7 +299,9 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
 
     confusion = (
         joined.filter(pl.col("cause") != pl.col("true_cause"))
-        .group_by("true_cause", "cause").len().sort("len", descending=True)
+        .group_by("true_cause", "cause")
+        .len()
+        .sort("len", descending=True)
     )
     return {
         "jobs": joined.height,

@@ -33,6 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 import polars as pl
+
 from faultlens.ingest.schema import Source, conform
 
 QUARANTINE_SCHEMA = {"line": pl.Int64, "raw": pl.String, "reason": pl.String}

@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import polars as pl
+
 from faultlens.ingest.schema import Action, Severity
 
 CATALOG_SCHEMA = {

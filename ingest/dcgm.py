@@ -33,6 +33,8 @@ from __future__ import annotations
 from typing import Any
 
 import polars as pl
+from prometheus_client.parser import text_string_to_metric_families
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
@@ -52,14 +54,13 @@ from faultlens.ingest.telemetry import (
     label_dicts_to_frame,
     samples_to_tables,
 )
-from prometheus_client.parser import text_string_to_metric_families
 
 _NAME_RE = r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"
 _LABEL_BLOCK_RE = r'^(?:[ ]*[a-zA-Z_][a-zA-Z0-9_]*[ ]*=[ ]*"(?:[^"\\]|\\.)*"[ ]*,?)*[ ]*$'
 
 
 def _label_re(key: str) -> str:
-    return r'(?:^|,)[ ]*' + key + r'[ ]*=[ ]*"((?:[^"\\]|\\.)*)"'
+    return r"(?:^|,)[ ]*" + key + r'[ ]*=[ ]*"((?:[^"\\]|\\.)*)"'
 
 
 def reference_samples(line: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
@@ -76,7 +77,7 @@ def reference_samples(line: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
 
 
 def reference_frames(
-    items: list[tuple[int, dict[str, Any], dict[str, str]]]
+    items: list[tuple[int, dict[str, Any], dict[str, str]]],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(line, sample, labels) triples -> samples and labels frames (one series per sample,
     with negative keys so that they never meet the keys of the fast path)."""
@@ -112,8 +113,11 @@ class DcgmExporterParser:
         lines = [ln for ln in head_lines if ln and ln.strip()]
         if not lines:
             return 0.0
-        dcgm = sum(1 for ln in lines if ln.startswith(("DCGM_FI_", "DCGM_EXP_", "# HELP DCGM_",
-                                                       "# TYPE DCGM_")))
+        dcgm = sum(
+            1
+            for ln in lines
+            if ln.startswith(("DCGM_FI_", "DCGM_EXP_", "# HELP DCGM_", "# TYPE DCGM_"))
+        )
         if dcgm and dcgm >= len(lines) // 2:
             return 0.95
         prom = sum(1 for ln in lines if ln.startswith(("# HELP ", "# TYPE ")))
@@ -161,8 +165,7 @@ class DcgmExporterParser:
             samples = pl.concat([samples, ref_samples])
             labels = pl.concat([labels, derive_labels(ref_labels, ctx)], how="vertical_relaxed")
         parsed = samples.get_column("line").n_unique() if samples.height else 0
-        tables = samples_to_tables(samples, labels, ctx, source=self.source,
-                                   xid_state=state["xid"])
+        tables = samples_to_tables(samples, labels, ctx, source=self.source, xid_state=state["xid"])
         quarantine = quarantine_frame(qlines, qraws, qreasons) if qlines else None
         return ChunkResult(tables=tables, parsed=parsed, quarantine=quarantine)
 
@@ -198,15 +201,24 @@ def _split_rows(frame: pl.DataFrame) -> pl.DataFrame:
         .with_columns(he=he)
         .with_columns(key=key, check=check, tail=raw.str.slice(pl.col("he") + 1))
         .with_columns(
-            value=pl.coalesce(pl.col("tail").str.head(sp), pl.col("tail"))
-            .cast(pl.Float64, strict=False),
+            value=pl.coalesce(pl.col("tail").str.head(sp), pl.col("tail")).cast(
+                pl.Float64, strict=False
+            ),
             ts_s=pl.col("tail").str.slice(sp + 1),
         )
         .with_columns(ts_ms=pl.col("ts_s").cast(pl.Int64, strict=False))
         .select(
-            "line", "raw", "he", "key", "check", "value", "ts_ms",
-            ok=(pl.col("value").is_not_null()
-                & (pl.col("ts_s").is_null() | pl.col("ts_ms").is_not_null())).fill_null(False),
+            "line",
+            "raw",
+            "he",
+            "key",
+            "check",
+            "value",
+            "ts_ms",
+            ok=(
+                pl.col("value").is_not_null()
+                & (pl.col("ts_s").is_null() | pl.col("ts_ms").is_not_null())
+            ).fill_null(False),
         )
         .collect()
     )
@@ -224,16 +236,23 @@ def split_samples(
     rows = _split_rows(frame)
     series = cache.resolve(rows)
     if series is None:  # a hash collision: key this chunk's heads by their text instead
-        rows = rows.with_columns(key=pl.col("raw").str.head(pl.col("he")).rank("dense")
-                                 .cast(pl.Int64))
-        heads = rows.filter(pl.col("key").is_not_null()).unique("key", keep="any").select(
-            "key", head=pl.col("raw").str.head(pl.col("he")))
-        series = derive_labels(_parse_heads(heads).filter(pl.col("ok")).drop("head", "ok"),
-                               cache.ctx)
+        rows = rows.with_columns(
+            key=pl.col("raw").str.head(pl.col("he")).rank("dense").cast(pl.Int64)
+        )
+        heads = (
+            rows.filter(pl.col("key").is_not_null())
+            .unique("key", keep="any")
+            .select("key", head=pl.col("raw").str.head(pl.col("he")))
+        )
+        series = derive_labels(
+            _parse_heads(heads).filter(pl.col("ok")).drop("head", "ok"), cache.ctx
+        )
     ok = pl.col("ok") & pl.col("key").is_in(series.get_column("key").implode()).fill_null(False)
     rows = rows.with_columns(ok=ok)
     samples = rows.filter(pl.col("ok")).select(
-        "line", "value", pl.from_epoch(pl.col("ts_ms"), time_unit="ms").cast(TS).alias("ts"),
+        "line",
+        "value",
+        pl.from_epoch(pl.col("ts_ms"), time_unit="ms").cast(TS).alias("ts"),
         "key",
     )
     slow = rows.filter(~pl.col("ok") & pl.col("raw").is_not_null()).select("line", "raw")
@@ -257,22 +276,20 @@ class SeriesCache:
 
     def resolve(self, rows: pl.DataFrame) -> pl.DataFrame | None:
         """The valid series (derived labels) for ``rows``' keys; None on a hash collision."""
-        pairs = rows.group_by("key").agg(check=pl.col("check").min(),
-                                         hi=pl.col("check").max())
+        pairs = rows.group_by("key").agg(check=pl.col("check").min(), hi=pl.col("check").max())
         if pairs.filter(pl.col("check") != pl.col("hi")).height:
             return None
         seen = pairs.join(self.known.select("key", known=pl.col("check")), on="key", how="left")
-        if seen.filter(pl.col("known").is_not_null() & (pl.col("known") != pl.col("check"))
-                       ).height:
+        if seen.filter(pl.col("known").is_not_null() & (pl.col("known") != pl.col("check"))).height:
             return None
         new = seen.filter(pl.col("known").is_null()).get_column("key")
         if new.len():
             heads = rows.filter(pl.col("key").is_in(new.implode())).unique("key", keep="any")
-            heads = _parse_heads(heads.select(
-                "key", "check", head=pl.col("raw").str.head(pl.col("he"))))
+            heads = _parse_heads(
+                heads.select("key", "check", head=pl.col("raw").str.head(pl.col("he")))
+            )
             self.known = pl.concat([self.known, heads.select("key", "check", "ok")])
-            good = derive_labels(heads.filter(pl.col("ok")).drop("head", "ok", "check"),
-                                 self.ctx)
+            good = derive_labels(heads.filter(pl.col("ok")).drop("head", "ok", "check"), self.ctx)
             self.good = good if self.good is None else pl.concat([self.good, good])
         if self.good is None:
             return derive_labels(conform_labels(pl.DataFrame(schema=LABEL_SCHEMA)), self.ctx)
@@ -284,15 +301,13 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
     o = pl.col("head").str.find("{", literal=True)
     heads = heads.with_columns(
         metric=pl.when(o.is_not_null()).then(pl.col("head").str.slice(0, o)).otherwise("head"),
-        labels=pl.when(o.is_not_null()).then(
-            pl.col("head").str.slice(o + 1).str.strip_suffix("}")
-        ),
+        labels=pl.when(o.is_not_null()).then(pl.col("head").str.slice(o + 1).str.strip_suffix("}")),
     )
     lab = pl.col("labels")
     exprs = {
         col: lab.str.extract(_label_re(key))
         .str.replace_all(r"\\\\", "\x00")
-        .str.replace_all(r'\"', '"', literal=True)
+        .str.replace_all(r"\"", '"', literal=True)
         .str.replace_all(r"\n", "\n", literal=True)
         .str.replace_all("\x00", "\\", literal=True)
         for key, col in LABELS.items()
@@ -301,8 +316,9 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
         lab.is_null() | lab.str.contains(_LABEL_BLOCK_RE)
     )
     heads = heads.with_columns(ok=ok.fill_null(False), **exprs)
-    return heads.select(*[c for c in heads.columns if c not in LABEL_SCHEMA and c != "labels"],
-                        *LABEL_SCHEMA)
+    return heads.select(
+        *[c for c in heads.columns if c not in LABEL_SCHEMA and c != "labels"], *LABEL_SCHEMA
+    )
 
 
 PARSERS = [DcgmExporterParser()]

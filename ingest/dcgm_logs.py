@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
@@ -42,8 +43,13 @@ _HE_RE = (
     r"(ERROR|WARNING|WARN|INFO|DEBUG|VERBOSE|CRITICAL|FATAL) +\[([0-9]+):([0-9]+)\] +(.*)$"
 )
 _HE_SRC = r" \[([^\]\[ ]+:[0-9]+)\] \[([^\]]*)\]$"
-_HE_SEV = {"ERROR": "error", "WARNING": "warning", "WARN": "warning", "CRITICAL": "critical",
-           "FATAL": "critical"}
+_HE_SEV = {
+    "ERROR": "error",
+    "WARNING": "warning",
+    "WARN": "warning",
+    "CRITICAL": "critical",
+    "FATAL": "critical",
+}
 
 
 class NvHostengineParser:
@@ -69,9 +75,11 @@ class NvHostengineParser:
         return self._parse(numbered(lines, first_line), ctx)
 
     def _parse(self, frame: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
-        g = frame.filter(pl.col("raw").is_not_null()).with_columns(
-            m=pl.col("raw").str.extract_groups(_HE_RE)
-        ).unnest("m")
+        g = (
+            frame.filter(pl.col("raw").is_not_null())
+            .with_columns(m=pl.col("raw").str.extract_groups(_HE_RE))
+            .unnest("m")
+        )
         g.columns = ["line", "raw", "stamp", "level", "pid", "tid", "msg"]
         loud = pl.col("raw").str.contains(r"\b(ERROR|WARNING|WARN|CRITICAL|FATAL)\b")
         bad = g.filter(pl.col("stamp").is_null() & loud)
@@ -96,7 +104,8 @@ class NvHostengineParser:
         quarantine = None
         if bad.height:
             quarantine = bad.select(
-                "line", pl.col("raw").str.slice(0, 4000),
+                "line",
+                pl.col("raw").str.slice(0, 4000),
                 pl.lit("looks like a DCGM log error but has no parsable stamp/level").alias(
                     "reason"
                 ),
@@ -146,24 +155,32 @@ class FabricManagerParser:
         bad = g.filter(pl.col("stamp").is_null() & loud)
         ev = g.filter(pl.col("level").is_in(["ERROR", "WARNING", "WARN", "FATAL", "CRITICAL"]))
         ev = ev.with_columns(sx=pl.col("msg").str.extract_groups(_SXID_RE)).unnest("sx")
-        ev = ev.rename({"1": "fatality", "2": "code", "3": "fid", "4": "switch", "5": "phys",
-                        "6": "port"})
+        ev = ev.rename(
+            {"1": "fatality", "2": "code", "3": "fid", "4": "switch", "5": "phys", "6": "port"}
+        )
         is_sxid = pl.col("code").is_not_null()
         severity = (
-            pl.when(pl.col("fatality") == "fatal").then(pl.lit(Severity.CRITICAL.value))
-            .when(is_sxid).then(pl.lit(Severity.WARNING.value))
-            .when(pl.col("level").is_in(["FATAL", "CRITICAL"])).then(pl.lit("critical"))
-            .when(pl.col("level") == "ERROR").then(pl.lit("error"))
+            pl.when(pl.col("fatality") == "fatal")
+            .then(pl.lit(Severity.CRITICAL.value))
+            .when(is_sxid)
+            .then(pl.lit(Severity.WARNING.value))
+            .when(pl.col("level").is_in(["FATAL", "CRITICAL"]))
+            .then(pl.lit("critical"))
+            .when(pl.col("level") == "ERROR")
+            .then(pl.lit("error"))
             .otherwise(pl.lit("warning"))
         )
         events = ev.select(
-            pl.col("stamp").str.replace_all("  ", " ").str.to_datetime(
-                "%b %d %Y %H:%M:%S", strict=False
-            ).alias("ts"),
+            pl.col("stamp")
+            .str.replace_all("  ", " ")
+            .str.to_datetime("%b %d %Y %H:%M:%S", strict=False)
+            .alias("ts"),
             pl.lit(ctx.node).alias("node"),
             pl.lit(self.source.value).alias("source"),
-            pl.when(is_sxid).then(pl.lit(Kind.SXID.value))
-            .otherwise(pl.lit(Kind.TELEMETRY_ERROR.value)).alias("kind"),
+            pl.when(is_sxid)
+            .then(pl.lit(Kind.SXID.value))
+            .otherwise(pl.lit(Kind.TELEMETRY_ERROR.value))
+            .alias("kind"),
             pl.col("fatality").alias("subkind"),
             pl.col("code").cast(pl.Int32),
             severity.alias("severity"),
@@ -175,14 +192,17 @@ class FabricManagerParser:
                 pl.col("port").cast(pl.Int32),
                 pl.col("fid").cast(pl.Int32),
                 pl.col("tid").cast(pl.Int64),
-            ).struct.json_encode().alias("attrs"),
+            )
+            .struct.json_encode()
+            .alias("attrs"),
             pl.lit(ctx.file).alias("file"),
             "line",
         )
         quarantine = None
         if bad.height:
             quarantine = bad.select(
-                "line", pl.col("raw").str.slice(0, 4000),
+                "line",
+                pl.col("raw").str.slice(0, 4000),
                 pl.lit("fabric manager error line without a parsable stamp").alias("reason"),
             )
         tables = {"events": conform("events", events)} if events.height else {}
@@ -205,9 +225,9 @@ _STRUCTURE = re.compile(
 )
 
 
-def parse_dcgmi(numbered_lines: list[tuple[int, str]], ctx: ParseContext) -> tuple[
-    dict[str, list[dict[str, Any]]], int, list[tuple[int, str, str]]
-]:
+def parse_dcgmi(
+    numbered_lines: list[tuple[int, str]], ctx: ParseContext
+) -> tuple[dict[str, list[dict[str, Any]]], int, list[tuple[int, str, str]]]:
     """``dcgmi diag`` / ``dcgmi nvlink`` text -> (rows per table, parsed lines, quarantined)."""
     ts, flag = default_ts(ctx)
     rows: dict[str, list[dict[str, Any]]] = {"events": [], "telemetry": []}
@@ -215,8 +235,13 @@ def parse_dcgmi(numbered_lines: list[tuple[int, str]], ctx: ParseContext) -> tup
     parsed = 0
     section = None
     gpu: int | None = None
-    base = {"ts": ts, "ts_flag": flag, "node": ctx.node, "source": Source.DCGM.value,
-            "file": ctx.file}
+    base = {
+        "ts": ts,
+        "ts_flag": flag,
+        "node": ctx.node,
+        "source": Source.DCGM.value,
+        "file": ctx.file,
+    }
     for line_no, text in numbered_lines:
         if text is None or not text.strip() or _STRUCTURE.match(text):
             continue
@@ -231,14 +256,29 @@ def parse_dcgmi(numbered_lines: list[tuple[int, str]], ctx: ParseContext) -> tup
             states = m[1].split()
             up, down = states.count("U"), states.count("D")
             for metric, value in (("NVLINK_LINKS_UP", up), ("NVLINK_LINKS_DOWN", down)):
-                rows["telemetry"].append({"ts": ts, "node": ctx.node, "gpu": gpu,
-                                          "metric": metric, "value": float(value)})
+                rows["telemetry"].append(
+                    {
+                        "ts": ts,
+                        "node": ctx.node,
+                        "gpu": gpu,
+                        "metric": metric,
+                        "value": float(value),
+                    }
+                )
             if down:
-                rows["events"].append({
-                    **base, "gpu": str(gpu), "gpu_index": gpu, "kind": Kind.NVLINK.value,
-                    "subkind": "link_down", "severity": Severity.WARNING.value,
-                    "message": f"{down} of {len(states)} NVLink links down (dcgmi nvlink)",
-                    "attrs": to_json({"states": "".join(states)}), "line": line_no})
+                rows["events"].append(
+                    {
+                        **base,
+                        "gpu": str(gpu),
+                        "gpu_index": gpu,
+                        "kind": Kind.NVLINK.value,
+                        "subkind": "link_down",
+                        "severity": Severity.WARNING.value,
+                        "message": f"{down} of {len(states)} NVLink links down (dcgmi nvlink)",
+                        "attrs": to_json({"states": "".join(states)}),
+                        "line": line_no,
+                    }
+                )
             parsed += 1
             continue
         if m := _DIAG_ROW.match(text):
@@ -247,12 +287,17 @@ def parse_dcgmi(numbered_lines: list[tuple[int, str]], ctx: ParseContext) -> tup
             if section in (None, "Metadata"):
                 continue
             verdict = result.split()[0].lower() if result.split() else ""
-            rows["events"].append({
-                **base, "kind": Kind.DIAG.value, "subkind": verdict or None,
-                "severity": _DIAG_SEVERITY.get(verdict, "warning"),
-                "message": f"{section}: {test}: {result}",
-                "attrs": to_json({"section": section, "test": test, "result": result}),
-                "line": line_no})
+            rows["events"].append(
+                {
+                    **base,
+                    "kind": Kind.DIAG.value,
+                    "subkind": verdict or None,
+                    "severity": _DIAG_SEVERITY.get(verdict, "warning"),
+                    "message": f"{section}: {test}: {result}",
+                    "attrs": to_json({"section": section, "test": test, "result": result}),
+                    "line": line_no,
+                }
+            )
             continue
         if re.search(r"\b(Fail|Error|Warn)", text):
             quarantined.append((line_no, text, "unrecognized dcgmi output line"))
@@ -286,9 +331,9 @@ class DcgmiParser:
     ) -> ChunkResult:
         items = list(enumerate(lines.to_list(), start=first_line))
         rows, parsed, quarantined = parse_dcgmi(items, ctx)
-        quarantine = quarantine_frame(*map(list, zip(*quarantined, strict=True))) if (
-            quarantined
-        ) else None
+        quarantine = (
+            quarantine_frame(*map(list, zip(*quarantined, strict=True))) if (quarantined) else None
+        )
         return ChunkResult(tables=rows_to_frames(rows), parsed=parsed, quarantine=quarantine)
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
@@ -296,5 +341,3 @@ class DcgmiParser:
 
 
 PARSERS = [DcgmiParser(), NvHostengineParser(), FabricManagerParser()]
-
-

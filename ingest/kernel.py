@@ -50,6 +50,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest import kernel_patterns as kp
 from faultlens.ingest.base import (
     ChunkResult,
@@ -148,8 +149,14 @@ def sniff_device_plugin(head_lines: list[str]) -> float:
     if not lines:
         return 0.0
     go = sum(1 for ln in lines if _GO_STAMP.match(ln))
-    dp = sum(1 for ln in lines if "XidCriticalError" in ln or "device marked unhealthy" in ln
-             or "nvidia-device-plugin" in ln or "nvidia.com/gpu" in ln)
+    dp = sum(
+        1
+        for ln in lines
+        if "XidCriticalError" in ln
+        or "device marked unhealthy" in ln
+        or "nvidia-device-plugin" in ln
+        or "nvidia.com/gpu" in ln
+    )
     return 0.92 if go / len(lines) >= 0.5 and dp else 0.0
 
 
@@ -160,8 +167,9 @@ def _empty_events() -> pl.DataFrame:
     return pl.DataFrame(schema=_EVENT_SCHEMA)
 
 
-def classify_frame(pf: pl.DataFrame, ctx: ParseContext, state: KernelState,
-                   end_line: int | None) -> ChunkResult:
+def classify_frame(
+    pf: pl.DataFrame, ctx: ParseContext, state: KernelState, end_line: int | None
+) -> ChunkResult:
     """Prefixed candidate lines -> events, quarantine and the parsed count."""
     pf = pf.with_columns(_route=route_expr())
     frames: list[pl.DataFrame] = []
@@ -209,12 +217,16 @@ def classify_frame(pf: pl.DataFrame, ctx: ParseContext, state: KernelState,
 
 def _learn_boot_time(pf: pl.DataFrame, state: KernelState) -> None:
     """The boot time from the first ``rtc_cmos ... setting system clock to`` line that gives one."""
-    rtc = pf.filter(pl.col("body").str.contains("setting system clock to", literal=True)
-                    & pl.col("_route").is_in([*_PY_ROUTES, "other"]))
-    for body, ts, up, flag, node in rtc.select("body", "ts", "uptime_s", "ts_flag",
-                                               "node").iter_rows():
-        state.boot_time = rtc_boot_time(Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag,
-                                               node=node))
+    rtc = pf.filter(
+        pl.col("body").str.contains("setting system clock to", literal=True)
+        & pl.col("_route").is_in([*_PY_ROUTES, "other"])
+    )
+    for body, ts, up, flag, node in rtc.select(
+        "body", "ts", "uptime_s", "ts_flag", "node"
+    ).iter_rows():
+        state.boot_time = rtc_boot_time(
+            Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag, node=node)
+        )
         if state.boot_time is not None:
             return
 
@@ -352,8 +364,9 @@ class JournalJsonParser(KernelParser):
         lines = [ln for ln in head_lines[:100] if ln.strip()]
         if not lines:
             return 0.0
-        hits = sum(1 for ln in lines
-                   if ln.lstrip().startswith("{") and "__REALTIME_TIMESTAMP" in ln)
+        hits = sum(
+            1 for ln in lines if ln.lstrip().startswith("{") and "__REALTIME_TIMESTAMP" in ln
+        )
         return 0.95 if hits / len(lines) >= 0.5 else 0.0
 
     def parse_line(self, line: str, ctx: ParseContext) -> LineResult:
@@ -374,16 +387,32 @@ class JournalJsonParser(KernelParser):
             if isinstance(pre, Quarantined):
                 quar.append((line_no, raw, pre.reason))
             else:
-                rows.append({"line": line_no, "raw": raw, "body": pre.body, "ts": pre.ts,
-                             "uptime_s": pre.uptime_s, "ts_flag": pre.ts_flag, "node": pre.node})
-        schema = {"line": pl.Int64, "raw": pl.String, "body": pl.String,
-                  "ts": _EVENT_SCHEMA["ts"], "uptime_s": pl.Float64, "ts_flag": pl.String,
-                  "node": pl.String}
+                rows.append(
+                    {
+                        "line": line_no,
+                        "raw": raw,
+                        "body": pre.body,
+                        "ts": pre.ts,
+                        "uptime_s": pre.uptime_s,
+                        "ts_flag": pre.ts_flag,
+                        "node": pre.node,
+                    }
+                )
+        schema = {
+            "line": pl.Int64,
+            "raw": pl.String,
+            "body": pl.String,
+            "ts": _EVENT_SCHEMA["ts"],
+            "uptime_s": pl.Float64,
+            "ts_flag": pl.String,
+            "node": pl.String,
+        }
         result = classify_frame(pl.DataFrame(rows, schema=schema), ctx, state, last_line)
         if quar:
             extra = quarantine_frame(*(list(x) for x in zip(*quar, strict=True)))
-            result.quarantine = (pl.concat([result.quarantine, extra])
-                                 if result.quarantine is not None else extra)
+            result.quarantine = (
+                pl.concat([result.quarantine, extra]) if result.quarantine is not None else extra
+            )
         return result
 
 

@@ -25,13 +25,40 @@ _PREFIX = re.compile(kp.PREFIX_RE)
 _HOST_TAG = re.compile(kp.HOST_TAG_RE)
 _HOST_5424 = re.compile(kp.HOST_5424_RE)
 _INNER_UP = re.compile(kp.INNER_UPTIME_RE)
-_RE = {name: re.compile(getattr(kp, name)) for name in (
-    "XID_RE", "NVLINK_RE", "GSP_RE", "XID_CH_RE", "XID_SM_RE", "SXID_RE", "SXID_DATA_RE",
-    "SXID_SEV_RE", "DP_XID_RE", "DP_UNHEALTHY_RE", "BENIGN_NVRM_RE", "GPU_HEAD_RE",
-    "GPU_CONT_RE", "PCI_ID_RE", "FALLEN_SINGLE_RE", "INIT_FAIL_RE", "INIT_CODE_RE",
-    "GSP_LINE_RE", "RESET_REQUIRED_RE", "APEI_RE", "APEI_KV_RE", "MCE_RE", "EDAC_RE",
-    "EDAC_BENIGN_RE", "AER_RE", "IB_PORT_RE", "CARRIER_RE", "HUNG_RE", "RTC_RE",
-)}
+_RE = {
+    name: re.compile(getattr(kp, name))
+    for name in (
+        "XID_RE",
+        "NVLINK_RE",
+        "GSP_RE",
+        "XID_CH_RE",
+        "XID_SM_RE",
+        "SXID_RE",
+        "SXID_DATA_RE",
+        "SXID_SEV_RE",
+        "DP_XID_RE",
+        "DP_UNHEALTHY_RE",
+        "BENIGN_NVRM_RE",
+        "GPU_HEAD_RE",
+        "GPU_CONT_RE",
+        "PCI_ID_RE",
+        "FALLEN_SINGLE_RE",
+        "INIT_FAIL_RE",
+        "INIT_CODE_RE",
+        "GSP_LINE_RE",
+        "RESET_REQUIRED_RE",
+        "APEI_RE",
+        "APEI_KV_RE",
+        "MCE_RE",
+        "EDAC_RE",
+        "EDAC_BENIGN_RE",
+        "AER_RE",
+        "IB_PORT_RE",
+        "CARRIER_RE",
+        "HUNG_RE",
+        "RTC_RE",
+    )
+}
 _INT = re.compile(r"[0-9]{1,18}")
 MAX_GAP_LINES = 64  # a continuation line further than this from its record starts no record
 
@@ -111,15 +138,17 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
     if g["km_us"]:
         up = int(g["km_us"]) / 1e6
     if g["ct_mon"]:
-        ts = make_ts(int(g["ct_year"]), kp.MONTH_NO[g["ct_mon"]], int(g["ct_day"]), g["ct_hms"],
-                     None, None)
+        ts = make_ts(
+            int(g["ct_year"]), kp.MONTH_NO[g["ct_mon"]], int(g["ct_day"]), g["ct_hms"], None, None
+        )
     elif g["iso_date"]:
         y, mo, d = (int(x) for x in g["iso_date"].split("-"))
         ts = make_ts(y, mo, d, g["iso_hms"], g["iso_frac"], g["iso_tz"])
     elif g["bsd_mon"]:
         mo = kp.MONTH_NO[g["bsd_mon"]]
-        ts = make_ts(bsd_year(mo, ctx, year_offset), mo, int(g["bsd_day"]), g["bsd_hms"],
-                     g["bsd_frac"], None)
+        ts = make_ts(
+            bsd_year(mo, ctx, year_offset), mo, int(g["bsd_day"]), g["bsd_hms"], g["bsd_frac"], None
+        )
     elif g["go_date"]:
         y, mo, d = (int(x) for x in g["go_date"].split("/"))
         ts = make_ts(y, mo, d, g["go_hms"], g["go_frac"], None)
@@ -146,8 +175,10 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
 def _catalog() -> tuple[dict[int, str], dict[int, str]]:
     cat = packaged_catalog()
     xids = cat["xid"].to_list()
-    return (dict(zip(xids, cat["severity"].to_list(), strict=True)),
-            dict(zip(xids, cat["typical_action"].to_list(), strict=True)))
+    return (
+        dict(zip(xids, cat["severity"].to_list(), strict=True)),
+        dict(zip(xids, cat["typical_action"].to_list(), strict=True)),
+    )
 
 
 def catalog_severity(code: int | None) -> tuple[str, str | None]:
@@ -164,17 +195,34 @@ def attrs_json(attrs: dict[str, Any]) -> str | None:
     return json.dumps(kept, separators=(",", ":"), ensure_ascii=False) if kept else None
 
 
-def event(pre: Prefix, ctx: ParseContext, kind: Kind, *, source: Source = Source.KERNEL,
-          message: str | None = None, **fields: Any) -> dict[str, Any]:
+def event(
+    pre: Prefix,
+    ctx: ParseContext,
+    kind: Kind,
+    *,
+    source: Source = Source.KERNEL,
+    message: str | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
     attrs = fields.pop("attrs", {})
     return {
-        "ts": pre.ts, "uptime_s": pre.uptime_s, "ts_flag": pre.ts_flag, "node": pre.node,
-        "gpu": fields.get("gpu"), "source": source.value, "kind": kind.value,
-        "subkind": fields.get("subkind"), "code": fields.get("code"),
-        "severity": fields.get("severity"), "action": fields.get("action"),
-        "pid": fields.get("pid"), "process": fields.get("process"),
-        "message": pre.body if message is None else message, "attrs": attrs_json(attrs),
-        "file": ctx.file, "line": None,
+        "ts": pre.ts,
+        "uptime_s": pre.uptime_s,
+        "ts_flag": pre.ts_flag,
+        "node": pre.node,
+        "gpu": fields.get("gpu"),
+        "source": source.value,
+        "kind": kind.value,
+        "subkind": fields.get("subkind"),
+        "code": fields.get("code"),
+        "severity": fields.get("severity"),
+        "action": fields.get("action"),
+        "pid": fields.get("pid"),
+        "process": fields.get("process"),
+        "message": pre.body if message is None else message,
+        "attrs": attrs_json(attrs),
+        "file": ctx.file,
+        "line": None,
     }
 
 
@@ -203,17 +251,35 @@ def xid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
     for k in ("gpc", "tpc", "sm", "after_s", "rm_gpu", "fn", "link"):
         if attrs.get(k) is not None:
             attrs[k] = int(attrs[k])
-    kind = (Kind.NVLINK if code in kp.NVLINK_CODES
-            else Kind.GSP_TIMEOUT if code == kp.GSP_TIMEOUT_CODE else Kind.XID)
+    kind = (
+        Kind.NVLINK
+        if code in kp.NVLINK_CODES
+        else Kind.GSP_TIMEOUT
+        if code == kp.GSP_TIMEOUT_CODE
+        else Kind.XID
+    )
     sev, act = catalog_severity(code)
     proc = m["proc"]
-    return event(pre, ctx, kind, gpu=normalize_pci(m["pci"]), code=code, subkind=subkind,
-                 severity=sev, action=act, pid=_int(m["pid"]),
-                 process=None if proc in (None, "", "<unknown>") else proc, attrs=attrs)
+    return event(
+        pre,
+        ctx,
+        kind,
+        gpu=normalize_pci(m["pci"]),
+        code=code,
+        subkind=subkind,
+        severity=sev,
+        action=act,
+        pid=_int(m["pid"]),
+        process=None if proc in (None, "", "<unknown>") else proc,
+        attrs=attrs,
+    )
 
 
-SXID_SEVERITY = {"Fatal": ("critical", "reset_gpu"), "Non-fatal": ("warning", "none"),
-                 "Nonfatal": ("warning", "none")}
+SXID_SEVERITY = {
+    "Fatal": ("critical", "reset_gpu"),
+    "Non-fatal": ("warning", "none"),
+    "Nonfatal": ("warning", "none"),
+}
 
 
 def sxid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
@@ -225,8 +291,17 @@ def sxid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
     sub = sm["sev"] if sm else None
     sev, act = SXID_SEVERITY.get(sub or "", ("error", None))
     attrs = {"switch": _int(m["switch"]), "data": dm["data"].split(", ") if dm else None}
-    return event(pre, ctx, Kind.SXID, gpu=normalize_pci(m["pci"]), code=int(m["code"]),
-                 subkind=sub, severity=sev, action=act, attrs=attrs)
+    return event(
+        pre,
+        ctx,
+        Kind.SXID,
+        gpu=normalize_pci(m["pci"]),
+        code=int(m["code"]),
+        subkind=sub,
+        severity=sev,
+        action=act,
+        attrs=attrs,
+    )
 
 
 def dp_event(pre: Prefix, ctx: ParseContext, route: str) -> dict[str, Any] | Quarantined:
@@ -236,13 +311,29 @@ def dp_event(pre: Prefix, ctx: ParseContext, route: str) -> dict[str, Any] | Qua
             return Quarantined("device-plugin Xid line with unknown shape")
         code = int(m["code"])
         sev, act = catalog_severity(code)
-        return event(pre, ctx, Kind.DEVICE_UNHEALTHY, source=Source.K8S, gpu=m["dev"],
-                     code=code, subkind="xid_critical", severity=sev, action=act)
+        return event(
+            pre,
+            ctx,
+            Kind.DEVICE_UNHEALTHY,
+            source=Source.K8S,
+            gpu=m["dev"],
+            code=code,
+            subkind="xid_critical",
+            severity=sev,
+            action=act,
+        )
     m = _RE["DP_UNHEALTHY_RE"].search(pre.body)
     if not m:
         return Quarantined("device-plugin unhealthy line with unknown shape")
-    return event(pre, ctx, Kind.DEVICE_UNHEALTHY, source=Source.K8S, gpu=m["dev"],
-                 subkind="marked_unhealthy", severity=Severity.ERROR.value)
+    return event(
+        pre,
+        ctx,
+        Kind.DEVICE_UNHEALTHY,
+        source=Source.K8S,
+        gpu=m["dev"],
+        subkind="marked_unhealthy",
+        severity=Severity.ERROR.value,
+    )
 
 
 def route_of(body: str) -> str:

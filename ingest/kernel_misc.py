@@ -44,8 +44,14 @@ def classify_hw(pre: Prefix, ctx: ParseContext) -> Outcome:
         if mm["logged"]:
             return event(pre, ctx, Kind.MCE, subkind="logged", severity="warning")
         attrs = {"cpu": _int(mm["cpu"]), "bank": _int(mm["bank"]), "status": mm["status"]}
-        return event(pre, ctx, Kind.MCE, subkind="exception" if mm["exc"] else "machine_check",
-                     severity="critical" if mm["exc"] else "error", attrs=attrs)
+        return event(
+            pre,
+            ctx,
+            Kind.MCE,
+            subkind="exception" if mm["exc"] else "machine_check",
+            severity="critical" if mm["exc"] else "error",
+            attrs=attrs,
+        )
     if "mce: [Hardware Error]:" in pre.body:
         return None  # register dump lines (TSC, ADDR, PROCESSOR) around a reported check
     return Quarantined("hardware error line with unknown shape")
@@ -55,28 +61,42 @@ def classify_nvrm(pre: Prefix, ctx: ParseContext) -> Outcome:
     body = pre.body
     m = _RE["GPU_HEAD_RE"].search(body)
     if m:
-        return Piece("head", "gpu", None, body[m.start():], pre)
+        return Piece("head", "gpu", None, body[m.start() :], pre)
     m = _RE["GPU_CONT_RE"].match(body)
     if m:
         return Piece("cont", "gpu", None, m["text"], pre)
     m = _RE["FALLEN_SINGLE_RE"].search(body)
     if m:
         sev, act = catalog_severity(kp.FALLEN_OFF_CODE)
-        return event(pre, ctx, Kind.FALLEN_OFF_BUS, gpu=normalize_pci(m["pci"]), severity=sev,
-                     action=act)
+        return event(
+            pre, ctx, Kind.FALLEN_OFF_BUS, gpu=normalize_pci(m["pci"]), severity=sev, action=act
+        )
     m = _RE["INIT_FAIL_RE"].search(body)
     if m:
         cm = _RE["INIT_CODE_RE"].search(m["detail"])
-        return event(pre, ctx, Kind.GPU_INIT_FAIL, gpu=normalize_pci(m["pci"]),
-                     subkind=_init_subkind(m["what"]), severity="error", action="reset_gpu",
-                     attrs={"init_code": cm["init_code"] if cm else None})
+        return event(
+            pre,
+            ctx,
+            Kind.GPU_INIT_FAIL,
+            gpu=normalize_pci(m["pci"]),
+            subkind=_init_subkind(m["what"]),
+            severity="error",
+            action="reset_gpu",
+            attrs={"init_code": cm["init_code"] if cm else None},
+        )
     if _RE["RESET_REQUIRED_RE"].search(body):
         return event(pre, ctx, Kind.RESET_REQUIRED, severity="error", action="reset_gpu")
     m = _RE["GSP_LINE_RE"].search(body)
     if m:
-        return event(pre, ctx, Kind.GSP_TIMEOUT, gpu=normalize_pci(m["pci"]),
-                     subkind="rate_limited" if m["pci"] else "timeout", severity="error",
-                     action="reset_gpu")
+        return event(
+            pre,
+            ctx,
+            Kind.GSP_TIMEOUT,
+            gpu=normalize_pci(m["pci"]),
+            subkind="rate_limited" if m["pci"] else "timeout",
+            severity="error",
+            action="reset_gpu",
+        )
     return Quarantined("NVRM line with unknown shape")
 
 
@@ -105,13 +125,23 @@ def classify_other(pre: Prefix, ctx: ParseContext) -> Outcome:
 
 def _edac_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, Any]:
     ue = m["type"] == "UE"
-    attrs: dict[str, Any] = {"mc": m["mc"], "count": _int(m["count"]), "location": m["loc"],
-                             "error": m["what"]}
+    attrs: dict[str, Any] = {
+        "mc": m["mc"],
+        "count": _int(m["count"]),
+        "location": m["loc"],
+        "error": m["what"],
+    }
     for k, v in re.findall(r"([a-z_]+):([0-9a-fA-Fx]+)", m["detail"] or ""):
         attrs.setdefault(k, v)
-    return event(pre, ctx, Kind.MEMORY, subkind=m["type"],
-                 severity="critical" if ue else "warning", action="drain_node" if ue else "none",
-                 attrs=attrs)
+    return event(
+        pre,
+        ctx,
+        Kind.MEMORY,
+        subkind=m["type"],
+        severity="critical" if ue else "warning",
+        action="drain_node" if ue else "none",
+        attrs=attrs,
+    )
 
 
 def _aer_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, Any]:
@@ -124,10 +154,16 @@ def _aer_event(pre: Prefix, ctx: ParseContext, m: re.Match[str]) -> dict[str, An
     else:
         sev, act = "info", "none"
     src = normalize_pci(m["src"]) if m["src"] else None
-    return event(pre, ctx, Kind.PCIE, gpu=src or normalize_pci(m["pci"]), subkind=sev_text,
-                 severity=sev, action=act,
-                 attrs={"reporter": normalize_pci(m["pci"]), "type": m["type"],
-                        "agent": m["agent"]})
+    return event(
+        pre,
+        ctx,
+        Kind.PCIE,
+        gpu=src or normalize_pci(m["pci"]),
+        subkind=sev_text,
+        severity=sev,
+        action=act,
+        attrs={"reporter": normalize_pci(m["pci"]), "type": m["type"], "agent": m["agent"]},
+    )
 
 
 # -- boot time -------------------------------------------------------------------------------------
@@ -165,14 +201,30 @@ def finish_record(rec: Record, ctx: ParseContext) -> tuple[list[dict[str, Any]],
         gpu = normalize_pci(m["pci"]) if m else None
         if "fallen off the bus" in text:
             sev, act = catalog_severity(kp.FALLEN_OFF_CODE)
-            ev = event(head.pre, ctx, Kind.FALLEN_OFF_BUS, gpu=gpu, severity=sev, action=act,
-                       message=text, attrs=attrs)
+            ev = event(
+                head.pre,
+                ctx,
+                Kind.FALLEN_OFF_BUS,
+                gpu=gpu,
+                severity=sev,
+                action=act,
+                message=text,
+                attrs=attrs,
+            )
         elif "not supported" in text:
-            ev = event(head.pre, ctx, Kind.GPU_INIT_FAIL, gpu=gpu, subkind="unsupported",
-                       severity="error", action="none", message=text, attrs=attrs)
+            ev = event(
+                head.pre,
+                ctx,
+                Kind.GPU_INIT_FAIL,
+                gpu=gpu,
+                subkind="unsupported",
+                severity="error",
+                action="none",
+                message=text,
+                attrs=attrs,
+            )
         else:
-            return [], [(p.line, p.raw, "incomplete multi-line NVRM record")
-                        for p in rec.pieces]
+            return [], [(p.line, p.raw, "incomplete multi-line NVRM record") for p in rec.pieces]
     else:
         ev = _apei_event(rec, ctx)
     ev["line"] = head.line
@@ -188,15 +240,25 @@ def _apei_event(rec: Record, ctx: ParseContext) -> dict[str, Any]:
             kv.setdefault(m["key"].strip(" ").replace(" ", "_"), m["value"].strip(" \t"))
     section = kv.get("section_type", "")
     level = kv.get("event_severity")
-    kind = (Kind.PCIE if "PCIe" in section else Kind.MEMORY if "memory" in section.lower()
-            else Kind.MCE)
+    kind = (
+        Kind.PCIE if "PCIe" in section else Kind.MEMORY if "memory" in section.lower() else Kind.MCE
+    )
     sev = {"fatal": "critical", "recoverable": "error", "corrected": "warning"}.get(
-        level or "", "warning")
+        level or "", "warning"
+    )
     gpu = normalize_pci(kv.get("device_id")) if kind == Kind.PCIE else None
     attrs: dict[str, Any] = {k: v for k, v in kv.items() if k != "event_severity"}
     attrs.update({"record": head.key, "lines": len(rec.pieces)})
-    return event(head.pre, ctx, kind, gpu=gpu, subkind=level, severity=sev,
-                 message=head.pre.body, attrs=attrs)
+    return event(
+        head.pre,
+        ctx,
+        kind,
+        gpu=gpu,
+        subkind=level,
+        severity=sev,
+        message=head.pre.body,
+        attrs=attrs,
+    )
 
 
 def assemble(
@@ -223,8 +285,10 @@ def assemble(
             if cur is not None:
                 close(p.family)
             open_recs[p.family] = Record([p])
-        elif cur is not None and cur.pieces[0].key == p.key and (
-            (p.line or 0) - cur.last_line <= MAX_GAP_LINES
+        elif (
+            cur is not None
+            and cur.pieces[0].key == p.key
+            and ((p.line or 0) - cur.last_line <= MAX_GAP_LINES)
         ):
             cur.pieces.append(p)
         else:

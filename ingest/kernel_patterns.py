@@ -41,9 +41,31 @@ PREFIX_HEAD_RE = (
 )
 PREFIX_RE = PREFIX_HEAD_RE + r"(?P<rest>.*)$"
 PREFIX_GROUPS = (
-    "pri", "v5424", "fac", "lvl", "up", "ct_mon", "ct_day", "ct_hms", "ct_year", "iso_date",
-    "iso_hms", "iso_sep", "iso_frac", "iso_tz", "bsd_mon", "bsd_day", "bsd_hms", "bsd_frac",
-    "go_date", "go_hms", "go_frac", "km_pri", "km_seq", "km_us", "rest",
+    "pri",
+    "v5424",
+    "fac",
+    "lvl",
+    "up",
+    "ct_mon",
+    "ct_day",
+    "ct_hms",
+    "ct_year",
+    "iso_date",
+    "iso_hms",
+    "iso_sep",
+    "iso_frac",
+    "iso_tz",
+    "bsd_mon",
+    "bsd_day",
+    "bsd_hms",
+    "bsd_frac",
+    "go_date",
+    "go_hms",
+    "go_frac",
+    "km_pri",
+    "km_seq",
+    "km_us",
+    "rest",
 )
 
 # The plain RFC 3164 line (no priority, no fraction, a tag), with the kernel's own stamp if any:
@@ -75,8 +97,15 @@ INNER_UPTIME_RE = INNER_UPTIME_HEAD_RE + r"(?P<body2>.*)$"
 # A line is looked at only if it contains one of these (Aho-Corasick over the whole chunk).
 STRONG_LITERALS = ("NVRM", "Xid", "PCIe Bus Error", "[Hardware Error]", "NV_ERR_")
 WEAK_LITERALS = (
-    "EDAC", "AER:", "mlx5", "carrier", "blocked for more than", "setting system clock to",
-    "device marked unhealthy", "Machine check", "Machine Check",
+    "EDAC",
+    "AER:",
+    "mlx5",
+    "carrier",
+    "blocked for more than",
+    "setting system clock to",
+    "device marked unhealthy",
+    "Machine check",
+    "Machine Check",
 )
 LITERALS = STRONG_LITERALS + WEAK_LITERALS
 
@@ -148,9 +177,7 @@ GPU_CONT_RE = (
     r"|is not responding).*)$"
 )
 PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
-FALLEN_SINGLE_RE = (
-    rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
-)
+FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
 INIT_FAIL_RE = (
     rf"NVRM: (?:GPU (?P<pci>{_PCI}): )?(?P<what>RmInitAdapter failed!|rm_init_adapter failed"
     r"|RmInitAdapter: [^ ].*|The NVIDIA probe routine (?:failed|was not called)|No NVIDIA GPU found"
@@ -192,9 +219,7 @@ HUNG_RE = (
     r"INFO: task (?P<proc>.{1,64}):(?P<pid>[0-9]{1,10}) blocked for more than "
     r"(?P<secs>[0-9]{1,9}) seconds"
 )
-RTC_RE = (
-    r"setting system clock to (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9:]{8}) UTC"
-)
+RTC_RE = r"setting system clock to (?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9:]{8}) UTC"
 
 # -- host storage, CPU thermal, NIC health, panics (kernel_families) -------------------------------
 # drivers/nvme/host/pci.c nvme_timeout(): "I/O %d QID %d timeout, aborting" (<= 6.2) and
@@ -236,9 +261,7 @@ FS_ERROR_RE = (
     r"(?: block (?P<block>[0-9]{1,20}):)?(?: comm (?P<comm>[^:]{1,64}):)?"
 )
 # ext4_handle_error(): "EXT4-fs (nvme1n1p1): Remounting filesystem read-only"
-FS_READONLY_RE = (
-    r"(?P<fs>EXT[234])-fs \((?P<dev>[^)]{1,64})\): Remounting filesystem read-only"
-)
+FS_READONLY_RE = r"(?P<fs>EXT[234])-fs \((?P<dev>[^)]{1,64})\): Remounting filesystem read-only"
 # arch/x86/kernel/cpu/mce/therm_throt.c: "CPU%d: %s temperature above threshold, cpu clock
 # throttled (total events = %lu)" (5.8+: "temperature is above threshold, cpu clock is
 # throttled"), then "CPU%d: %s temperature/speed normal".
@@ -252,14 +275,14 @@ _MLX5_FUNC = r"(?:[A-Za-z0-9_]{1,64}:[0-9]{1,6}:\(pid [0-9]{1,10}\): )?"
 # drivers/net/ethernet/mellanox/mlx5/core/health.c poll_health(): "Fatal error %u detected",
 # "device's health compromised - reached miss count"
 MLX5_HEALTH_RE = (
-    _MLX5_DEV + _MLX5_FUNC
+    _MLX5_DEV
+    + _MLX5_FUNC
     + r"(?P<what>Fatal error (?P<fatal_error>[0-9]{1,10}) detected|device's health compromised)"
 )
 # .../mlx5/core/events.c port_module(): "Port module event[error]: module %u, %s, %s" and
 # "Port module event: module %u, %s"
 MLX5_MODULE_RE = (
-    _MLX5_DEV + _MLX5_FUNC
-    + r"Port module event(?:\[error\])?: module (?P<module>[0-9]{1,4}), "
+    _MLX5_DEV + _MLX5_FUNC + r"Port module event(?:\[error\])?: module (?P<module>[0-9]{1,4}), "
     r"(?P<status>Cable plugged|Cable unplugged|Cable error|Cable disabled|Unknown status)"
     r"(?:, (?P<error>[^\r\n]{1,160}))?"
 )
@@ -277,8 +300,14 @@ PANIC_RE = (
 # drivers/edac + arch/x86 mce: "CMCI storm detected: switching to poll mode"
 CMCI_STORM_RE = r"CMCI storm (?P<state>detected|subsided)"
 
-STORAGE_LITERALS = ("QID", "@ LBA", "error, dev ", "Buffer I/O error", "-fs error",
-                    "Remounting filesystem read-only")
+STORAGE_LITERALS = (
+    "QID",
+    "@ LBA",
+    "error, dev ",
+    "Buffer I/O error",
+    "-fs error",
+    "Remounting filesystem read-only",
+)
 HOST_LITERALS = ("above threshold", "temperature/speed normal", "Kernel panic", "CMCI storm")
 # Lines with these and no known shape are quarantined (like the strong literals).
 HOST_STRONG_LITERALS = ("Kernel panic - not syncing", "-fs error (device")

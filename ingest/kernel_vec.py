@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest import kernel_patterns as kp
 from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci
 from faultlens.ingest.catalog import severity_action_expr
@@ -65,9 +66,12 @@ def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.D
     day = c("bsd_day").cast(pl.Int32)
     hms = c("bsd_hms")
     first = pl.date(c("_year"), month, 1).cast(pl.Datetime("us"))
-    ts = first + pl.duration(days=day - 1, hours=hms.str.slice(0, 2).cast(pl.Int64),
-                             minutes=hms.str.slice(3, 2).cast(pl.Int64),
-                             seconds=hms.str.slice(6, 2).cast(pl.Int64))
+    ts = first + pl.duration(
+        days=day - 1,
+        hours=hms.str.slice(0, 2).cast(pl.Int64),
+        minutes=hms.str.slice(3, 2).cast(pl.Int64),
+        seconds=hms.str.slice(6, 2).cast(pl.Int64),
+    )
     valid = (day >= 1) & (ts.dt.month() == month) & (c("_year") >= 1)
     f = f.with_columns(
         body=c("raw").str.strip_prefix(c("head")),
@@ -76,8 +80,10 @@ def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.D
         node=_mapped(f, "host", normalize_node),
     )
     f = f.with_columns(
-        ts_flag=pl.when(c("ts").is_not_null()).then(pl.lit(None, pl.String))
-        .when(c("uptime_s").is_not_null()).then(pl.lit("boot_relative"))
+        ts_flag=pl.when(c("ts").is_not_null())
+        .then(pl.lit(None, pl.String))
+        .when(c("uptime_s").is_not_null())
+        .then(pl.lit("boot_relative"))
         .otherwise(pl.lit("no_ts"))
     )
     if state.boot_time is None:
@@ -98,12 +104,25 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     _update_year_state(f, ctx, state)
     dash = pl.lit("-")
     date = pl.coalesce(  # concat_str, not pl.format (which panics in polars 2.1 on such frames)
-        pl.concat_str([c("ct_year"), dash, c("ct_mon").replace_strict(_MONTH_MM, default=None),
-                       dash, c("ct_day").str.zfill(2)]),
+        pl.concat_str(
+            [
+                c("ct_year"),
+                dash,
+                c("ct_mon").replace_strict(_MONTH_MM, default=None),
+                dash,
+                c("ct_day").str.zfill(2),
+            ]
+        ),
         c("iso_date"),
-        pl.concat_str([c("_year").cast(pl.String).str.zfill(4), dash,
-                       c("bsd_mon").replace_strict(_MONTH_MM, default=None), dash,
-                       c("bsd_day").str.zfill(2)]),
+        pl.concat_str(
+            [
+                c("_year").cast(pl.String).str.zfill(4),
+                dash,
+                c("bsd_mon").replace_strict(_MONTH_MM, default=None),
+                dash,
+                c("bsd_day").str.zfill(2),
+            ]
+        ),
         c("go_date").str.replace_all("/", "-", literal=True),
     )
     hms = pl.coalesce(c("ct_hms"), c("iso_hms"), c("bsd_hms"), c("go_hms"))
@@ -111,19 +130,23 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     micros = frac.str.slice(0, 6).str.pad_end(6, "0").cast(pl.Int64).fill_null(0)
     tz = c("iso_tz").str.replace(":", "", literal=True)
     tz_min = (
-        pl.when(tz.is_null() | (tz == "Z")).then(0)
+        pl.when(tz.is_null() | (tz == "Z"))
+        .then(0)
         .otherwise(
             (tz.str.slice(1, 2).cast(pl.Int64) * 60 + tz.str.slice(3, 2).cast(pl.Int64))
             * pl.when(tz.str.starts_with("-")).then(-1).otherwise(1)
         )
     )
     ts = (
-        pl.concat_str([date, pl.lit(" "), hms]).str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False,
-                                                      time_unit="us")
-        + pl.duration(microseconds=micros) - pl.duration(minutes=tz_min)
+        pl.concat_str([date, pl.lit(" "), hms]).str.to_datetime(
+            "%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"
+        )
+        + pl.duration(microseconds=micros)
+        - pl.duration(minutes=tz_min)
     )
     syslog = (
-        c("bsd_mon").is_not_null() | c("pri").is_not_null()
+        c("bsd_mon").is_not_null()
+        | c("pri").is_not_null()
         | (c("iso_date").is_not_null() & (c("iso_sep").fill_null("") != ",") & c("fac").is_null())
     )
     f = f.with_columns(
@@ -137,12 +160,16 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     if f.get_column("_syslog").any():
         # host via the head pattern; the body is what follows the head (the whole rest when the
         # head does not match, which is what coalesce(body, rest) gave with the full pattern)
-        f = f.with_columns(_ht=c("rest").str.extract_groups(kp.HOST_TAG_HEAD_RE),
-                           _b1=c("rest").str.replace(kp.HOST_TAG_HEAD_RE, ""))
+        f = f.with_columns(
+            _ht=c("rest").str.extract_groups(kp.HOST_TAG_HEAD_RE),
+            _b1=c("rest").str.replace(kp.HOST_TAG_HEAD_RE, ""),
+        )
         host, body1 = c("_ht").struct.field("host"), c("_b1")
         if f.get_column("v5424").is_not_null().any():
-            f = f.with_columns(_h5=c("rest").str.extract_groups(kp.HOST_5424_HEAD_RE),
-                               _b5=c("rest").str.replace(kp.HOST_5424_HEAD_RE, ""))
+            f = f.with_columns(
+                _h5=c("rest").str.extract_groups(kp.HOST_5424_HEAD_RE),
+                _b5=c("rest").str.replace(kp.HOST_5424_HEAD_RE, ""),
+            )
             is5424 = c("v5424").is_not_null()
             host = pl.when(is5424).then(c("_h5").struct.field("host")).otherwise(host)
             body1 = pl.when(is5424).then(c("_b5")).otherwise(body1)
@@ -157,20 +184,21 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
             )
         )
         up2 = c("_up2")
-        body2 = pl.when(up2.is_not_null()).then(
-            c("_body").str.replace(kp.INNER_UPTIME_HEAD_RE, "")
-        )
+        body2 = pl.when(up2.is_not_null()).then(c("_body").str.replace(kp.INNER_UPTIME_HEAD_RE, ""))
     f = f.with_columns(
         body=pl.coalesce(body2, c("_body")),
         uptime_s=pl.coalesce(up2, c("_up")),
         _up2=up2,
         ts=c("_ts"),
-        node=pl.when(c("_host").is_not_null()).then(_mapped(f, "_host", normalize_node))
+        node=pl.when(c("_host").is_not_null())
+        .then(_mapped(f, "_host", normalize_node))
         .otherwise(pl.lit(ctx.node, pl.String)),
     )
     f = f.with_columns(
-        ts_flag=pl.when(c("ts").is_not_null()).then(pl.lit(None, pl.String))
-        .when(c("uptime_s").is_not_null()).then(pl.lit("boot_relative"))
+        ts_flag=pl.when(c("ts").is_not_null())
+        .then(pl.lit(None, pl.String))
+        .when(c("uptime_s").is_not_null())
+        .then(pl.lit("boot_relative"))
         .otherwise(pl.lit("no_ts"))
     )
     if state.boot_time is None:
@@ -191,13 +219,20 @@ def route_expr() -> pl.Expr:
         return body.str.contains(text, literal=True)
 
     return (
-        pl.when(has("NVRM: Xid")).then(pl.lit("xid"))
-        .when(has("SXid")).then(pl.lit("sxid"))
-        .when(has("XidCriticalError")).then(pl.lit("dp_xid"))
-        .when(has("device marked unhealthy")).then(pl.lit("dp_unhealthy"))
-        .when(has("[Hardware Error]")).then(pl.lit("hw"))
-        .when(has("NVRM")).then(
-            pl.when(body.str.contains(kp.BENIGN_NVRM_RE)).then(pl.lit("benign"))
+        pl.when(has("NVRM: Xid"))
+        .then(pl.lit("xid"))
+        .when(has("SXid"))
+        .then(pl.lit("sxid"))
+        .when(has("XidCriticalError"))
+        .then(pl.lit("dp_xid"))
+        .when(has("device marked unhealthy"))
+        .then(pl.lit("dp_unhealthy"))
+        .when(has("[Hardware Error]"))
+        .then(pl.lit("hw"))
+        .when(has("NVRM"))
+        .then(
+            pl.when(body.str.contains(kp.BENIGN_NVRM_RE))
+            .then(pl.lit("benign"))
             .otherwise(pl.lit("nvrm"))
         )
         .otherwise(pl.lit("other"))
@@ -242,8 +277,10 @@ def safe_attrs_expr(fields: dict[str, pl.Expr]) -> pl.Expr:
             text = pl.concat_str([pl.lit('"'), e, pl.lit('"')])
         parts.append(pl.concat_str([pl.lit(f'"{key}":'), text]))
     body = pl.concat_str(parts, separator=",", ignore_nulls=True)
-    return pl.when(body == "").then(pl.lit(None, pl.String)).otherwise(
-        pl.concat_str([pl.lit("{"), body, pl.lit("}")])
+    return (
+        pl.when(body == "")
+        .then(pl.lit(None, pl.String))
+        .otherwise(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
     )
 
 
@@ -260,7 +297,8 @@ def _split_ok(frame: pl.DataFrame, key: str, reason: str) -> tuple[pl.DataFrame,
 def event_columns(source: str = "kernel") -> list[pl.Expr]:
     """The columns every event takes from its prefixed line."""
     return [pl.col(n) for n in ("ts", "uptime_s", "ts_flag", "node", "line")] + [
-        pl.col("body").alias("message"), pl.lit(source).alias("source")
+        pl.col("body").alias("message"),
+        pl.lit(source).alias("source"),
     ]
 
 
@@ -285,12 +323,19 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         return e.cast(pl.Int64) if as_int else e
 
     attrs = {
-        "ch": fld("_ch", "ch"), "gpc": fld("_sm", "gpc", True), "tpc": fld("_sm", "tpc", True),
-        "sm": fld("_sm", "sm", True), "after_s": fld("_gsp", "after_s", True),
-        "rm_gpu": fld("_gsp", "rm_gpu", True), "fn": fld("_gsp", "fn", True),
-        "fn_name": fld("_gsp", "fn_name"), "unit": fld("_nv", "unit"),
-        "intr": fld("_nv", "intr"), "inst": fld("_nv", "inst"),
-        "link": fld("_nv", "link", True), "words": fld("_nv", "words").str.split(" "),
+        "ch": fld("_ch", "ch"),
+        "gpc": fld("_sm", "gpc", True),
+        "tpc": fld("_sm", "tpc", True),
+        "sm": fld("_sm", "sm", True),
+        "after_s": fld("_gsp", "after_s", True),
+        "rm_gpu": fld("_gsp", "rm_gpu", True),
+        "fn": fld("_gsp", "fn", True),
+        "fn_name": fld("_gsp", "fn_name"),
+        "unit": fld("_nv", "unit"),
+        "intr": fld("_nv", "intr"),
+        "inst": fld("_nv", "inst"),
+        "link": fld("_nv", "link", True),
+        "words": fld("_nv", "words").str.split(" "),
     }
     code = pl.col("code")
     sev, act = severity_action_expr(code)
@@ -298,12 +343,18 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     out = f.select(
         *event_columns(),
         gpu=pci_of(f, "pci"),
-        kind=pl.when(code.is_between(144, 150)).then(pl.lit("nvlink"))
-        .when(code == kp.GSP_TIMEOUT_CODE).then(pl.lit("gsp_timeout")).otherwise(pl.lit("xid")),
+        kind=pl.when(code.is_between(144, 150))
+        .then(pl.lit("nvlink"))
+        .when(code == kp.GSP_TIMEOUT_CODE)
+        .then(pl.lit("gsp_timeout"))
+        .otherwise(pl.lit("xid")),
         subkind=fld("_nv", "sev"),
-        code=code, severity=sev, action=act,
+        code=code,
+        severity=sev,
+        action=act,
         pid=pl.col("pid").str.extract(r"^([0-9]{1,18})$").cast(pl.Int64),
-        process=pl.when(proc.is_in(["", "<unknown>"])).then(pl.lit(None, pl.String))
+        process=pl.when(proc.is_in(["", "<unknown>"]))
+        .then(pl.lit(None, pl.String))
         .otherwise(proc),
         attrs=safe_attrs_expr(attrs),
         file=pl.lit(file),
@@ -320,12 +371,15 @@ def sxid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]
     act_map = {k: v[1] for k, v in SXID_SEVERITY.items()}
     out = f.select(
         *event_columns(),
-        gpu=pci_of(f, "pci"), kind=pl.lit("sxid"), subkind=sub,
+        gpu=pci_of(f, "pci"),
+        kind=pl.lit("sxid"),
+        subkind=sub,
         code=pl.col("code").cast(pl.Int32),
         severity=sub.replace_strict(sev_map, default="error", return_dtype=pl.String),
         action=sub.replace_strict(act_map, default=None, return_dtype=pl.String),
-        attrs=safe_attrs_expr({"switch": pl.col("switch").cast(pl.Int64),
-                               "data": data.str.split(", ")}),
+        attrs=safe_attrs_expr(
+            {"switch": pl.col("switch").cast(pl.Int64), "data": data.str.split(", ")}
+        ),
         file=pl.lit(file),
     )
     return out, q
@@ -338,14 +392,26 @@ def dp_events(f: pl.DataFrame, file: str, route: str) -> tuple[pl.DataFrame, pl.
         f, q = _split_ok(f, "code", "device-plugin Xid line with unknown shape")
         code = pl.col("code").cast(pl.Int32)
         sev, act = severity_action_expr(code)
-        return f.select(*event_columns("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
-                        subkind=pl.lit("xid_critical"), code=code, severity=sev, action=act,
-                        file=pl.lit(file)), q
+        return f.select(
+            *event_columns("k8s"),
+            gpu=pl.col("dev"),
+            kind=pl.lit("device_unhealthy"),
+            subkind=pl.lit("xid_critical"),
+            code=code,
+            severity=sev,
+            action=act,
+            file=pl.lit(file),
+        ), q
     f = f.with_columns(pl.col("body").str.extract_groups(kp.DP_UNHEALTHY_RE).alias("_m"))
     f, q = _split_ok(f.unnest("_m"), "dev", "device-plugin unhealthy line with unknown shape")
-    return f.select(*event_columns("k8s"), gpu=pl.col("dev"), kind=pl.lit("device_unhealthy"),
-                    subkind=pl.lit("marked_unhealthy"), severity=pl.lit("error"),
-                    file=pl.lit(file)), q
+    return f.select(
+        *event_columns("k8s"),
+        gpu=pl.col("dev"),
+        kind=pl.lit("device_unhealthy"),
+        subkind=pl.lit("marked_unhealthy"),
+        severity=pl.lit("error"),
+        file=pl.lit(file),
+    ), q
 
 
 def boot_time_of(ts: datetime, uptime_s: float) -> datetime:

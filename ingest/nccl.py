@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest import pytorch
 from faultlens.ingest.base import (
     ChunkResult,
@@ -64,17 +65,45 @@ TEST_ROW = (
     r"^(?P<rowpfx>(?:\[[0-9,]+\]<std(?:out|err)>:|[A-Za-z0-9][A-Za-z0-9._-]*:) ?)? *"
     r"(?P<size>[0-9]+) +(?P<count>[0-9]+) +(?P<dtype>[a-z][a-z0-9_]*) +(?P<redop>[a-z]+) +"
     r"(?:(?P<root>-?[0-9]+) +)?(?P<time_oop>" + _NUM + r") +(?P<algbw_oop>" + _NUM + r") +"
-    r"(?P<busbw_oop>" + _NUM + r") +(?P<wrong_oop>" + _WRONG + r")(?: +(?P<time_ip>" + _NUM
-    + r") +(?P<algbw_ip>" + _NUM + r") +(?P<busbw_ip>" + _NUM + r") +(?P<wrong_ip>" + _WRONG
+    r"(?P<busbw_oop>"
+    + _NUM
+    + r") +(?P<wrong_oop>"
+    + _WRONG
+    + r")(?: +(?P<time_ip>"
+    + _NUM
+    + r") +(?P<algbw_ip>"
+    + _NUM
+    + r") +(?P<busbw_ip>"
+    + _NUM
+    + r") +(?P<wrong_ip>"
+    + _WRONG
     + r"))? *$"
 )
 _NCCL_RX = re.compile(NCCL_LINE)
 _ROW_RX = re.compile(TEST_ROW)
 
-_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
-           "bfloat16", "fp8_e4m3", "fp8_e5m2")
+_DTYPES = (
+    "int8",
+    "uint8",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "half",
+    "float",
+    "double",
+    "bfloat16",
+    "fp8_e4m3",
+    "fp8_e5m2",
+)
 NCCL_LITERALS = (
-    "NCCL WARN", "NCCL ABORT", "NCCL version", "nranks", "IB Ports", "Pid", "_perf",
+    "NCCL WARN",
+    "NCCL ABORT",
+    "NCCL version",
+    "nranks",
+    "IB Ports",
+    "Pid",
+    "_perf",
     "Using",  # Bootstrap : Using, NET/IB : Using, NET/Socket : Using, Using network
     *(f" {d} " for d in _DTYPES),
 )
@@ -105,11 +134,16 @@ _RANK_HDR = re.compile(
 )
 _TEST_NAME = re.compile(r"(?:Collective test starting: *|\b)(?P<t>[a-z0-9]+(?:_[a-z0-9]+)*_perf)")
 _FILE_TESTS = (
-    ("reduce_scatter", "reduce_scatter_perf"), ("reducescatter", "reduce_scatter_perf"),
-    ("all_reduce", "all_reduce_perf"), ("allreduce", "all_reduce_perf"),
-    ("all_gather", "all_gather_perf"), ("allgather", "all_gather_perf"),
-    ("alltoall", "alltoall_perf"), ("sendrecv", "sendrecv_perf"),
-    ("broadcast", "broadcast_perf"), ("hypercube", "hypercube_perf"),
+    ("reduce_scatter", "reduce_scatter_perf"),
+    ("reducescatter", "reduce_scatter_perf"),
+    ("all_reduce", "all_reduce_perf"),
+    ("allreduce", "all_reduce_perf"),
+    ("all_gather", "all_gather_perf"),
+    ("allgather", "all_gather_perf"),
+    ("alltoall", "alltoall_perf"),
+    ("sendrecv", "sendrecv_perf"),
+    ("broadcast", "broadcast_perf"),
+    ("hypercube", "hypercube_perf"),
 )
 _JOB_DIR = re.compile(r"(?:^|/)jobs/([^/]+)/")
 
@@ -123,10 +157,18 @@ IB_COMPLETION = (
     r"(?:.*?hca (?P<hca>\S+))?"
 )
 _IB_COMPLETION = re.compile(IB_COMPLETION)
-IB_STATUS = {4: "IBV_WC_LOC_PROT_ERR", 5: "IBV_WC_WR_FLUSH_ERR", 10: "IBV_WC_REM_ACCESS_ERR",
-              11: "IBV_WC_REM_OP_ERR", 12: "IBV_WC_RETRY_EXC_ERR", 13: "IBV_WC_RNR_RETRY_EXC_ERR"}
-IBV = (r"\b(?P<call>ibv_[a-z_]+)\b(?:.*?failed(?: with (?:error )?(?P<errno>[0-9]+))?"
-       r"[ :]*(?P<error>.*))?")
+IB_STATUS = {
+    4: "IBV_WC_LOC_PROT_ERR",
+    5: "IBV_WC_WR_FLUSH_ERR",
+    10: "IBV_WC_REM_ACCESS_ERR",
+    11: "IBV_WC_REM_OP_ERR",
+    12: "IBV_WC_RETRY_EXC_ERR",
+    13: "IBV_WC_RNR_RETRY_EXC_ERR",
+}
+IBV = (
+    r"\b(?P<call>ibv_[a-z_]+)\b(?:.*?failed(?: with (?:error )?(?P<errno>[0-9]+))?"
+    r"[ :]*(?P<error>.*))?"
+)
 CUDA = r"(?i)cuda failure (?:(?P<code>[0-9]+) )?'(?P<error>[^']*)'"
 SOCKET = (
     r"(?i)(?:\bsocket|Net : |Connection (?:closed|reset|refused|timed out)|Broken pipe|"
@@ -194,8 +236,13 @@ def nccl_bus_id(text: str | None) -> str | None:
 
 
 def handle(
-    line_no: int, raw: str, ng: dict[str, Any] | None, rg: dict[str, Any] | None,
-    st: NcclState, ctx: ParseContext, sink: Sink,
+    line_no: int,
+    raw: str,
+    ng: dict[str, Any] | None,
+    rg: dict[str, Any] | None,
+    st: NcclState,
+    ctx: ParseContext,
+    sink: Sink,
 ) -> bool:
     """One candidate line, given its NCCL-line and test-row regex groups. True if parsed."""
     if ng is not None:
@@ -239,9 +286,17 @@ def _nccl_line(
             return True
         return False
     if msg.startswith(("Bootstrap : Using", "Bootstrap: Using")):
-        st.procs.setdefault((node, pid), {
-            "job_id": st.job_id, "node": node or ctx.node, "pid": pid, "cuda_dev": dev,
-            "file": ctx.file, "line": line_no})
+        st.procs.setdefault(
+            (node, pid),
+            {
+                "job_id": st.job_id,
+                "node": node or ctx.node,
+                "pid": pid,
+                "cuda_dev": dev,
+                "file": ctx.file,
+                "line": line_no,
+            },
+        )
         return True
     m = _INIT.search(msg)
     if m:
@@ -263,7 +318,12 @@ def _nccl_line(
 
 
 def _init_line(
-    line_no: int, m: re.Match[str], node: str | None, pid: int, dev: int, st: NcclState,
+    line_no: int,
+    m: re.Match[str],
+    node: str | None,
+    pid: int,
+    dev: int,
+    st: NcclState,
     ctx: ParseContext,
 ) -> bool:
     rest = m["rest"]
@@ -279,10 +339,16 @@ def _init_line(
     prior = st.ranks.get(key)
     if prior is None:
         st.ranks[key] = {
-            "job_id": st.job_id, "node": node or ctx.node, "pid": pid,
-            "comm_id": comm[1] if comm else m["comm"], "rank": rank,
-            "nranks": int(m["nranks"]), "cuda_dev": cuda_dev, "bus_id": bus_id,
-            "file": ctx.file, "line": line_no,
+            "job_id": st.job_id,
+            "node": node or ctx.node,
+            "pid": pid,
+            "comm_id": comm[1] if comm else m["comm"],
+            "rank": rank,
+            "nranks": int(m["nranks"]),
+            "cuda_dev": cuda_dev,
+            "bus_id": bus_id,
+            "file": ctx.file,
+            "line": line_no,
         }
     elif prior["bus_id"] is None and bus_id:
         prior["bus_id"] = bus_id
@@ -295,17 +361,29 @@ def classify_warn(msg: str) -> tuple[Kind, str | None, dict[str, Any]]:
     if m:
         attrs: dict[str, Any] = {k: v for k, v in m.groupdict().items() if k not in ("error",)}
         status = int(m["status"] or m["error"])
-        attrs.update(status=status, status_name=IB_STATUS.get(status),
-                     vendor_err=int(m["vendor_err"]), opcode=int(m["opcode"]),
-                     len=_int(m["len"]), peer_port=int(m["peer_port"]))
+        attrs.update(
+            status=status,
+            status_name=IB_STATUS.get(status),
+            vendor_err=int(m["vendor_err"]),
+            opcode=int(m["opcode"]),
+            len=_int(m["len"]),
+            peer_port=int(m["peer_port"]),
+        )
         return Kind.NCCL_ERROR, "ib_completion", attrs
     if "Got async event" in msg:
         event = msg.split("Got async event", 1)[1].strip(" :")
         return Kind.NCCL_ERROR, "ib_async", {"event": event}
     m = _IBV.search(msg)
     if m:
-        return Kind.NCCL_ERROR, "ibv", {"call": m["call"], "errno": _int(m["errno"]),
-                                        "error": (m["error"] or "").strip(pytorch.WS) or None}
+        return (
+            Kind.NCCL_ERROR,
+            "ibv",
+            {
+                "call": m["call"],
+                "errno": _int(m["errno"]),
+                "error": (m["error"] or "").strip(pytorch.WS) or None,
+            },
+        )
     m = _CUDA.search(msg)
     if m:
         return Kind.NCCL_ERROR, "cuda", {"cuda_code": _int(m["code"]), "cuda_error": m["error"]}
@@ -324,8 +402,11 @@ def classify_warn(msg: str) -> tuple[Kind, str | None, dict[str, Any]]:
     rc = _RETCODE.search(msg)
     if rc and int(rc["rc"]) in pytorch.NCCL_RESULTS:
         pr = _PEER_RANK.search(msg)
-        return Kind.NCCL_ERROR, pytorch.NCCL_RESULTS[int(rc["rc"])], {
-            "retcode": int(rc["rc"]), "peer_rank": int(pr["r"]) if pr else None}
+        return (
+            Kind.NCCL_ERROR,
+            pytorch.NCCL_RESULTS[int(rc["rc"])],
+            {"retcode": int(rc["rc"]), "peer_rank": int(pr["r"]) if pr else None},
+        )
     return Kind.NCCL_WARN, None, {}
 
 
@@ -334,20 +415,45 @@ def _int(text: str | None) -> int | None:
 
 
 def _warn(
-    line_no: int, g: dict[str, Any], node: str | None, pid: int, dev: int, st: NcclState,
-    ctx: ParseContext, sink: Sink,
+    line_no: int,
+    g: dict[str, Any],
+    node: str | None,
+    pid: int,
+    dev: int,
+    st: NcclState,
+    ctx: ParseContext,
+    sink: Sink,
 ) -> None:
     msg = (g["msg"] or "").strip(pytorch.WS)
     kind, subkind, attrs = classify_warn(msg)
     pre = pytorch.strip_launcher(g["prefix"] or "")
-    attrs.update(tid=int(g["tid"]), cuda_dev=dev, src=f"{g['src']}:{g['srcline']}"
-                 if g["src"] else None, rank=pre.rank, actor=pre.actor,
-                 launcher_pid=pre.ray_pid, ip=pre.ray_ip)
-    sink.events.append(make_event(
-        ctx, line_no, source=Source.NCCL, kind=kind, subkind=subkind,
-        severity=Severity.ERROR if kind is Kind.NCCL_ERROR else Severity.WARNING,
-        message=msg, node=node, ts=pytorch.iso_ts(pre.rest) if pre.rest else None, pid=pid,
-        gpu=str(dev), gpu_index=dev, attrs=attrs, job_id=st.job_id))
+    attrs.update(
+        tid=int(g["tid"]),
+        cuda_dev=dev,
+        src=f"{g['src']}:{g['srcline']}" if g["src"] else None,
+        rank=pre.rank,
+        actor=pre.actor,
+        launcher_pid=pre.ray_pid,
+        ip=pre.ray_ip,
+    )
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.NCCL,
+            kind=kind,
+            subkind=subkind,
+            severity=Severity.ERROR if kind is Kind.NCCL_ERROR else Severity.WARNING,
+            message=msg,
+            node=node,
+            ts=pytorch.iso_ts(pre.rest) if pre.rest else None,
+            pid=pid,
+            gpu=str(dev),
+            gpu_index=dev,
+            attrs=attrs,
+            job_id=st.job_id,
+        )
+    )
 
 
 # -- nccl-tests -----------------------------------------------------------------------------------
@@ -363,8 +469,13 @@ def _test_header(line_no: int, text: str, st: NcclState, ctx: ParseContext) -> b
         st.test_hosts.add(node or "")
         key = (node, int(m["pid"]), int(m["rank"]))
         st.header_ranks[key] = {
-            "job_id": st.job_id, "node": node, "pid": int(m["pid"]), "rank": int(m["rank"]),
-            "cuda_dev": int(m["dev"]), "bus_id": normalize_pci(bus), "file": ctx.file,
+            "job_id": st.job_id,
+            "node": node,
+            "pid": int(m["pid"]),
+            "rank": int(m["rank"]),
+            "cuda_dev": int(m["dev"]),
+            "bus_id": normalize_pci(bus),
+            "file": ctx.file,
             "line": line_no,
         }
         return True
@@ -383,18 +494,31 @@ def _test_row(
         node = normalize_node(pfx)
     if node is None and len(st.test_hosts) == 1:
         node = next(iter(st.test_hosts)) or None
-    base = {"ts": None, "node": node or ctx.node, "test": st.test, "size_bytes": int(g["size"]),
-            "count": int(g["count"]), "dtype": g["dtype"], "redop": g["redop"],
-            "file": ctx.file, "line": line_no}
+    base = {
+        "ts": None,
+        "node": node or ctx.node,
+        "test": st.test,
+        "size_bytes": int(g["size"]),
+        "count": int(g["count"]),
+        "dtype": g["dtype"],
+        "redop": g["redop"],
+        "file": ctx.file,
+        "line": line_no,
+    }
     for suffix, in_place in (("oop", False), ("ip", True)):
         if g[f"time_{suffix}"] is None:
             continue
         wrong = g[f"wrong_{suffix}"]
-        sink.link_health.append({
-            **base, "in_place": in_place, "time_us": float(g[f"time_{suffix}"]),
-            "algbw_gbs": float(g[f"algbw_{suffix}"]), "busbw_gbs": float(g[f"busbw_{suffix}"]),
-            "wrong": None if wrong == "N/A" else int(float(wrong)),
-        })
+        sink.link_health.append(
+            {
+                **base,
+                "in_place": in_place,
+                "time_us": float(g[f"time_{suffix}"]),
+                "algbw_gbs": float(g[f"algbw_{suffix}"]),
+                "busbw_gbs": float(g[f"busbw_{suffix}"]),
+                "wrong": None if wrong == "N/A" else int(float(wrong)),
+            }
+        )
     return True
 
 
@@ -420,8 +544,9 @@ def rank_rows(st: NcclState) -> list[dict[str, Any]]:
     nranks = max((k[2] for k in st.header_ranks), default=-1) + 1
     for key, row in st.header_ranks.items():
         if key not in seen:
-            rows.append({**row, "nranks": nranks,
-                         **process_facts(row["node"], row["pid"], row["cuda_dev"])})
+            rows.append(
+                {**row, "nranks": nranks, **process_facts(row["node"], row["pid"], row["cuda_dev"])}
+            )
             seen.add(key[:2])
     for key, row in st.procs.items():
         if key not in seen:
@@ -432,8 +557,12 @@ def rank_rows(st: NcclState) -> list[dict[str, Any]]:
 # -- the parser -----------------------------------------------------------------------------------
 
 _SNIFF_TORCH = (
-    "Watchdog caught collective operation timeout", "ProcessGroupNCCL", "DistBackendError",
-    "ChildFailedError", "NCCL error in:", *pytorch.NCCL_RESULT_NAMES,
+    "Watchdog caught collective operation timeout",
+    "ProcessGroupNCCL",
+    "DistBackendError",
+    "ChildFailedError",
+    "NCCL error in:",
+    *pytorch.NCCL_RESULT_NAMES,
 )
 
 
@@ -444,14 +573,16 @@ def _sniff_counts(head_lines: list[str]) -> tuple[int, int, int]:
             continue
         total += 1
         text = pytorch.strip_launcher(line).rest
-        if (_NCCL_RX.match(line) or text.startswith(("NCCL version", "# nThread"))
-                or _RANK_HDR.match(text) or _ROW_RX.match(line)):
+        if (
+            _NCCL_RX.match(line)
+            or text.startswith(("NCCL version", "# nThread"))
+            or _RANK_HDR.match(text)
+            or _ROW_RX.match(line)
+        ):
             nccl += 1
         elif any(s in line for s in _SNIFF_TORCH):
             torch += 1
     return total, nccl, torch
-
-
 
 
 class NcclParser:
@@ -526,8 +657,11 @@ def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 def result_of(sink: Sink, parsed: int) -> ChunkResult:
-    tables = {name: _frame(name, rows) for name, rows in
-              (("events", sink.events), ("link_health", sink.link_health)) if rows}
+    tables = {
+        name: _frame(name, rows)
+        for name, rows in (("events", sink.events), ("link_health", sink.link_health))
+        if rows
+    }
     quarantine = None
     if sink.quarantine:
         nos, raws, reasons = zip(*sink.quarantine, strict=True)
@@ -536,8 +670,11 @@ def result_of(sink: Sink, parsed: int) -> ChunkResult:
 
 
 def reference_parse(
-    lines: list[str | None], ctx: ParseContext, parser: NcclParser | None = None,
-    state: NcclState | None = None, first_line: int = 1,
+    lines: list[str | None],
+    ctx: ParseContext,
+    parser: NcclParser | None = None,
+    state: NcclState | None = None,
+    first_line: int = 1,
 ) -> ChunkResult:
     """The per-line reference path over a whole file: plain ``in`` tests and Python ``re``.
 
@@ -557,8 +694,15 @@ def reference_parse(
         row_hint = _ROW_HINT_RX.match(line) is not None
         ng = _NCCL_RX.match(line)
         rg = _ROW_RX.match(line) if row_hint else None
-        parsed += handle(first_line + i, line, ng.groupdict() if ng else None,
-                         rg.groupdict() if rg else None, st, ctx, sink)
+        parsed += handle(
+            first_line + i,
+            line,
+            ng.groupdict() if ng else None,
+            rg.groupdict() if rg else None,
+            st,
+            ctx,
+            sink,
+        )
     result = result_of(sink, parsed)
     return result.merge(parser.finish(ctx, st))
 

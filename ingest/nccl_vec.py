@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest import nccl, pytorch
 from faultlens.ingest.base import ChunkResult, ParseContext, fmt, node_expr
 from faultlens.ingest.schema import TABLES, Kind, Severity, Source
@@ -70,8 +71,11 @@ def candidates(lines: pl.Series, first_line: int, state: nccl.NcclState) -> pl.D
     after = after.filter(after < n)
     if after.len() == 0:  # the common case
         return pl.DataFrame(
-            {"line": idx.cast(pl.Int64) + first_line, "raw": raw,
-             "after_last_error": pl.repeat(False, idx.len(), eager=True)},
+            {
+                "line": idx.cast(pl.Int64) + first_line,
+                "raw": raw,
+                "after_last_error": pl.repeat(False, idx.len(), eager=True),
+            },
             schema=_CAND_SCHEMA,
         )
     idx = pl.concat([idx, after]).unique().sort()
@@ -79,8 +83,11 @@ def candidates(lines: pl.Series, first_line: int, state: nccl.NcclState) -> pl.D
     keep = raw.is_not_null()
     idx, raw = idx.filter(keep), raw.filter(keep)
     return pl.DataFrame(
-        {"line": idx.cast(pl.Int64) + first_line, "raw": raw,
-         "after_last_error": idx.is_in(after.implode())},
+        {
+            "line": idx.cast(pl.Int64) + first_line,
+            "raw": raw,
+            "after_last_error": idx.is_in(after.implode()),
+        },
         schema=_CAND_SCHEMA,
     )
 
@@ -101,9 +108,7 @@ def parse_chunk(
     return ChunkResult()
 
 
-def parse_candidates(
-    cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState
-) -> ChunkResult:
+def parse_candidates(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
     """Candidates found by ``ingest.scan`` (``line``, ``raw``, ``follows``): gather; parse the
     batch when it is full."""
     if cand.height:
@@ -123,9 +128,7 @@ def flush(ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
     return parse_batch(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
 
 
-def parse_batch(
-    cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState
-) -> ChunkResult:
+def parse_batch(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
     """Candidate lines (``line``, ``raw``, ``after_last_error``), in line order, into rows."""
     frame = nccl_groups(cand.with_columns(is_row=pl.col("raw").str.contains(nccl.ROW_HINT)))
     warn_ev, warn_taken = warn_events(frame, ctx, state.job_id)
@@ -149,12 +152,16 @@ def slow_rows(slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState) -> Chun
     if slow.height == 0:
         return nccl.result_of(sink, 0)
     # regex groups as dicts only for the lines they matched
-    ngs = _groups_by_line(slow.filter(pl.col("host").is_not_null()),
-                          [c for c in slow.columns if c not in _CAND_COLS])
+    ngs = _groups_by_line(
+        slow.filter(pl.col("host").is_not_null()), [c for c in slow.columns if c not in _CAND_COLS]
+    )
     rows = slow.filter("is_row")
     rgs = _groups_by_line(
-        rows.select("line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW)).unnest("rg")
-        .filter(pl.col("size").is_not_null()), None)
+        rows.select("line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW))
+        .unnest("rg")
+        .filter(pl.col("size").is_not_null()),
+        None,
+    )
     parsed = 0
     for line_no, raw in zip(slow["line"].to_list(), slow["raw"].to_list(), strict=True):
         parsed += nccl.handle(line_no, raw, ngs.get(line_no), rgs.get(line_no), st, ctx, sink)
@@ -173,7 +180,8 @@ def nccl_groups(cand: pl.DataFrame) -> pl.DataFrame:
     lines without "NCCL " cannot match and are not tried."""
     raw = pl.col("raw")
     return cand.with_columns(
-        ng=pl.when(raw.str.contains("NCCL ", literal=True)).then(raw)
+        ng=pl.when(raw.str.contains("NCCL ", literal=True))
+        .then(raw)
         .str.extract_groups(nccl.NCCL_LINE),
     ).unnest("ng")
 
@@ -184,9 +192,7 @@ def nccl_groups(cand: pl.DataFrame) -> pl.DataFrame:
 def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
     """``pytorch.attrs_json`` as an expression: compact JSON, sorted keys, nulls dropped."""
     encoded = pl.struct([fields[k].alias(k) for k in sorted(fields)]).struct.json_encode()
-    return encoded.str.replace_all(r',"[a-z_]+":null', "").str.replace(
-        r'^\{"[a-z_]+":null,?', "{"
-    )
+    return encoded.str.replace_all(r',"[a-z_]+":null', "").str.replace(r'^\{"[a-z_]+":null,?', "{")
 
 
 def _int(expr: pl.Expr) -> pl.Expr:
@@ -196,8 +202,10 @@ def _int(expr: pl.Expr) -> pl.Expr:
 def _events(frame: pl.DataFrame, ctx: ParseContext, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
     cols = {"file": pl.lit(ctx.file), "line": pl.col("line"), **exprs}
     return frame.select(
-        [(cols[c] if c in cols else pl.lit(None)).cast(t).alias(c) for c, t in
-         _EVENT_SCHEMA.items()]
+        [
+            (cols[c] if c in cols else pl.lit(None)).cast(t).alias(c)
+            for c, t in _EVENT_SCHEMA.items()
+        ]
     )
 
 
@@ -220,42 +228,68 @@ def warn_events(
     is_warn = _mask(cand, (pl.col("level") == "WARN") & (pl.col("prefix") == ""))
     if not is_warn.any():
         return _empty_events(), is_warn
-    w = _classified(cand.filter(is_warn).with_columns(
-        msg=pl.col("msg").fill_null("").str.strip_chars(WS)))
+    w = _classified(
+        cand.filter(is_warn).with_columns(msg=pl.col("msg").fill_null("").str.strip_chars(WS))
+    )
     taken = is_warn.clone().scatter(is_warn.arg_true(), w["take"])  # back to all rows
     rows = w.filter("take")
     subs = rows["sub"]
     common = {
-        "tid": _int(pl.col("tid")), "cuda_dev": _int(pl.col("dev")),
+        "tid": _int(pl.col("tid")),
+        "cuda_dev": _int(pl.col("dev")),
         "src": pl.when(pl.col("src").is_not_null()).then(
-            fmt("{}:{}", pl.col("src"), pl.col("srcline"))),
+            fmt("{}:{}", pl.col("src"), pl.col("srcline"))
+        ),
     }
     parts = []
-    for sub, groups, attrs in (("ib_completion", "ib", _ib_attrs), ("ibv", "ibv", _ibv_attrs),
-                               ("cuda", "cuda", _cuda_attrs), ("socket", None, _socket_attrs),
-                               (None, None, None)):
+    for sub, groups, attrs in (
+        ("ib_completion", "ib", _ib_attrs),
+        ("ibv", "ibv", _ibv_attrs),
+        ("cuda", "cuda", _cuda_attrs),
+        ("socket", None, _socket_attrs),
+        (None, None, None),
+    ):
         mask = (subs.is_null() if sub is None else subs == sub).fill_null(False)
         if not mask.any():
             continue
         part = rows.select(*_WARN_COLS, *([groups] if groups else [])).filter(mask)
         fields = {**common, **(attrs() if attrs else {})}
-        parts.append(part.select("line", "host", "pid", "dev", "msg",
-                                 sub=pl.lit(sub, dtype=pl.String), attrs=_json(fields)))
+        parts.append(
+            part.select(
+                "line",
+                "host",
+                "pid",
+                "dev",
+                "msg",
+                sub=pl.lit(sub, dtype=pl.String),
+                attrs=_json(fields),
+            )
+        )
     if not parts:
         return _empty_events(), taken
     is_err = pl.col("sub").is_not_null()
-    return _events(pl.concat(parts), ctx, {
-        "ts_flag": pl.lit("no_ts"), "node": node_expr(pl.col("host")),
-        "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String), "gpu_index": _int(pl.col("dev")),
-        "source": pl.lit(Source.NCCL.value),
-        "kind": pl.when(is_err).then(pl.lit(Kind.NCCL_ERROR.value))
-        .otherwise(pl.lit(Kind.NCCL_WARN.value)),
-        "subkind": pl.col("sub"),
-        "severity": pl.when(is_err).then(pl.lit(Severity.ERROR.value))
-        .otherwise(pl.lit(Severity.WARNING.value)),
-        "job_id": pl.lit(job_id, dtype=pl.String), "pid": _int(pl.col("pid")),
-        "message": pl.col("msg").str.slice(0, pytorch.MESSAGE_CHARS), "attrs": pl.col("attrs"),
-    }), taken
+    return _events(
+        pl.concat(parts),
+        ctx,
+        {
+            "ts_flag": pl.lit("no_ts"),
+            "node": node_expr(pl.col("host")),
+            "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String),
+            "gpu_index": _int(pl.col("dev")),
+            "source": pl.lit(Source.NCCL.value),
+            "kind": pl.when(is_err)
+            .then(pl.lit(Kind.NCCL_ERROR.value))
+            .otherwise(pl.lit(Kind.NCCL_WARN.value)),
+            "subkind": pl.col("sub"),
+            "severity": pl.when(is_err)
+            .then(pl.lit(Severity.ERROR.value))
+            .otherwise(pl.lit(Severity.WARNING.value)),
+            "job_id": pl.lit(job_id, dtype=pl.String),
+            "pid": _int(pl.col("pid")),
+            "message": pl.col("msg").str.slice(0, pytorch.MESSAGE_CHARS),
+            "attrs": pl.col("attrs"),
+        },
+    ), taken
 
 
 def _classified(w: pl.DataFrame) -> pl.DataFrame:
@@ -264,10 +298,10 @@ def _classified(w: pl.DataFrame) -> pl.DataFrame:
     leading literal."""
     msg = pl.col("msg")
     w = w.with_columns(
-        ib=pl.when(msg.str.contains("Got completion from peer ", literal=True)).then(msg)
+        ib=pl.when(msg.str.contains("Got completion from peer ", literal=True))
+        .then(msg)
         .str.extract_groups(nccl.IB_COMPLETION),
-        ibv=pl.when(msg.str.contains("ibv_", literal=True)).then(msg)
-        .str.extract_groups(nccl.IBV),
+        ibv=pl.when(msg.str.contains("ibv_", literal=True)).then(msg).str.extract_groups(nccl.IBV),
         cuda=msg.str.extract_groups(nccl.CUDA),
         is_async=msg.str.contains("Got async event", literal=True),
         is_sock=msg.str.contains(nccl.SOCKET),
@@ -278,13 +312,19 @@ def _classified(w: pl.DataFrame) -> pl.DataFrame:
     is_ibv = pl.col("ibv").struct.field("call").is_not_null()
     is_cuda = pl.col("cuda").struct.field("error").is_not_null()
     return w.with_columns(
-        sub=pl.when(is_ib).then(pl.lit("ib_completion"))
-        .when(pl.col("is_async")).then(None)
-        .when(is_ibv).then(pl.lit("ibv"))
-        .when(is_cuda).then(pl.lit("cuda"))
-        .when(pl.col("is_sock")).then(pl.lit("socket")),
-        take=(is_ib | ~pl.col("is_async") & (is_ibv | is_cuda | pl.col("is_sock")
-                                              | ~pl.col("named"))).fill_null(False),
+        sub=pl.when(is_ib)
+        .then(pl.lit("ib_completion"))
+        .when(pl.col("is_async"))
+        .then(None)
+        .when(is_ibv)
+        .then(pl.lit("ibv"))
+        .when(is_cuda)
+        .then(pl.lit("cuda"))
+        .when(pl.col("is_sock"))
+        .then(pl.lit("socket")),
+        take=(
+            is_ib | ~pl.col("is_async") & (is_ibv | is_cuda | pl.col("is_sock") | ~pl.col("named"))
+        ).fill_null(False),
     )
 
 
@@ -292,12 +332,17 @@ def _ib_attrs() -> dict[str, pl.Expr]:
     ib = pl.col("ib").struct
     status = _int(pl.coalesce(ib.field("status"), ib.field("error")))
     return {
-        "peer": ib.field("peer"), "peer_port": _int(ib.field("peer_port")),
-        "status_str": ib.field("status_str"), "status": status,
+        "peer": ib.field("peer"),
+        "peer_port": _int(ib.field("peer_port")),
+        "status_str": ib.field("status_str"),
+        "status": status,
         "status_name": status.replace_strict(nccl.IB_STATUS, default=None, return_dtype=pl.String),
-        "opcode": _int(ib.field("opcode")), "len": _int(ib.field("len")),
-        "vendor_err": _int(ib.field("vendor_err")), "direction": ib.field("direction"),
-        "local_gid": ib.field("local_gid"), "remote_gid": ib.field("remote_gid"),
+        "opcode": _int(ib.field("opcode")),
+        "len": _int(ib.field("len")),
+        "vendor_err": _int(ib.field("vendor_err")),
+        "direction": ib.field("direction"),
+        "local_gid": ib.field("local_gid"),
+        "remote_gid": ib.field("remote_gid"),
         "hca": ib.field("hca"),
     }
 
@@ -305,8 +350,11 @@ def _ib_attrs() -> dict[str, pl.Expr]:
 def _ibv_attrs() -> dict[str, pl.Expr]:
     ibv = pl.col("ibv").struct
     err = ibv.field("error").fill_null("").str.strip_chars(WS)
-    return {"call": ibv.field("call"), "errno": _int(ibv.field("errno")),
-            "error": pl.when(err != "").then(err)}
+    return {
+        "call": ibv.field("call"),
+        "errno": _int(ibv.field("errno")),
+        "error": pl.when(err != "").then(err),
+    }
 
 
 def _cuda_attrs() -> dict[str, pl.Expr]:
@@ -318,8 +366,11 @@ def _socket_attrs() -> dict[str, pl.Expr]:
     msg = pl.col("msg")
     peer = msg.str.extract_groups(nccl.PEER).struct
     err = msg.str.extract_groups(nccl.SOCKET_ERR).struct
-    return {"peer": peer.field("peer"), "peer_port": _int(peer.field("port")),
-            "error": pl.coalesce(err.field("error"), err.field("closed")).str.strip_chars(WS)}
+    return {
+        "peer": peer.field("peer"),
+        "peer_port": _int(peer.field("port")),
+        "error": pl.coalesce(err.field("error"), err.field("closed")).str.strip_chars(WS),
+    }
 
 
 # -- nccl-tests result rows -----------------------------------------------------------------------
@@ -336,8 +387,11 @@ def test_rows(
     is_row = _mask(cand, pl.col("is_row") & pl.col("host").is_null())
     if not is_row.any() or _mask(cand, pl.col("raw").str.contains(r"_perf|#")).any():
         return None, pl.repeat(False, cand.height, eager=True)
-    g = cand.filter(is_row).select(
-        "line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW)).unnest("rg")
+    g = (
+        cand.filter(is_row)
+        .select("line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW))
+        .unnest("rg")
+    )
     ok = g["size"].is_not_null()
     taken = is_row.clone().scatter(is_row.arg_true(), ok)
     g = g.filter(ok)
@@ -346,22 +400,31 @@ def test_rows(
     only_host = next(iter(st.test_hosts)) or None if len(st.test_hosts) == 1 else None
     node = pl.when(named).then(node_expr(pfx)).otherwise(pl.lit(only_host, dtype=pl.String))
     base = {
-        "ts": pl.lit(None), "node": pl.coalesce(node, pl.lit(ctx.node, dtype=pl.String)),
-        "test": pl.lit(st.test, dtype=pl.String), "size_bytes": _int(pl.col("size")),
-        "count": _int(pl.col("count")), "dtype": pl.col("dtype"), "redop": pl.col("redop"),
-        "file": pl.lit(ctx.file), "line": pl.col("line"),
+        "ts": pl.lit(None),
+        "node": pl.coalesce(node, pl.lit(ctx.node, dtype=pl.String)),
+        "test": pl.lit(st.test, dtype=pl.String),
+        "size_bytes": _int(pl.col("size")),
+        "count": _int(pl.col("count")),
+        "dtype": pl.col("dtype"),
+        "redop": pl.col("redop"),
+        "file": pl.lit(ctx.file),
+        "line": pl.col("line"),
     }
     parts = []
     for suffix, in_place in (("oop", False), ("ip", True)):
         wrong = pl.col(f"wrong_{suffix}")
         wrong_n = wrong.cast(pl.Float64, strict=False).cast(pl.Int64)
-        cols = {**base, "in_place": pl.lit(in_place),
-                "time_us": pl.col(f"time_{suffix}").cast(pl.Float64),
-                "algbw_gbs": pl.col(f"algbw_{suffix}").cast(pl.Float64),
-                "busbw_gbs": pl.col(f"busbw_{suffix}").cast(pl.Float64),
-                "wrong": pl.when(wrong != "N/A").then(wrong_n)}
+        cols = {
+            **base,
+            "in_place": pl.lit(in_place),
+            "time_us": pl.col(f"time_{suffix}").cast(pl.Float64),
+            "algbw_gbs": pl.col(f"algbw_{suffix}").cast(pl.Float64),
+            "busbw_gbs": pl.col(f"busbw_{suffix}").cast(pl.Float64),
+            "wrong": pl.when(wrong != "N/A").then(wrong_n),
+        }
         part = g.filter(pl.col(f"time_{suffix}").is_not_null()).select(
-            [cols[c].cast(t).alias(c) for c, t in _LH_SCHEMA.items()])
+            [cols[c].cast(t).alias(c) for c, t in _LH_SCHEMA.items()]
+        )
         parts.append(part)
     return pl.concat(parts), taken
 
@@ -371,10 +434,14 @@ def test_rows(
 _RANK_PFX = r"^\[(?:rank|default)([0-9]+)\]: ?"
 _PDSH = r"^([A-Za-z0-9][A-Za-z0-9._-]*): "
 # characters Python's str.strip() removes but WS does not (the block's texts must not end in them)
-_ODD_WS = ("[\\x1c-\\x1f\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"
-           "\\x{205f}\\x{3000}]")
-_START_EXCLUDE = (r"Watchdog caught|ChildFailedError|Root Cause \(first observed failure\)|_perf|"
-                  r"NCCL WARN|NCCL ABORT")
+_ODD_WS = (
+    "[\\x1c-\\x1f\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"
+    "\\x{205f}\\x{3000}]"
+)
+_START_EXCLUDE = (
+    r"Watchdog caught|ChildFailedError|Root Cause \(first observed failure\)|_perf|"
+    r"NCCL WARN|NCCL ABORT"
+)
 
 
 def error_blocks(
@@ -397,7 +464,9 @@ def error_blocks(
     taken = f["ok_block"]
     rows = f.filter(taken)
     blocks = rows.group_by("block", maintain_order=True).agg(
-        line=pl.col("line").first(), t=pl.col("t").first(), rank_pfx=pl.col("rank_pfx").first(),
+        line=pl.col("line").first(),
+        t=pl.col("t").first(),
+        rank_pfx=pl.col("rank_pfx").first(),
         result=pl.col("stripped").filter(pl.col("role") == "R").first(),
         detail=pl.col("stripped").filter(pl.col("role") == "D").first(),
         detail_raw=pl.col("t").filter(pl.col("role") == "D").first(),
@@ -409,19 +478,34 @@ def error_blocks(
     exc = m.field("exc").fill_null("").str.split(".").list.last()
     reason = m.field("reason")
     pg = _int(pl.col("t").str.extract(pytorch.PG_RANK.pattern, 1))
-    attrs = {"rank": pl.coalesce(pg, _int(pl.col("rank_pfx"))),
-             "exception": pl.when(exc != "").then(exc), "where": m.field("where"),
-             "reason": reason, "nccl_version": m.field("version"),
-             "result_text": res.field("text"), "last_error": pl.col("detail"),
-             "peer": peer.field("peer"), "peer_port": _int(peer.field("port"))}
-    events = _events(blocks, ctx, {
-        "ts_flag": pl.lit("no_ts"), "node": pl.lit(ctx.node, dtype=pl.String),
-        "source": pl.lit(Source.PYTORCH.value), "kind": pl.lit(Kind.NCCL_ERROR.value),
-        "subkind": pl.coalesce(res.field("name"), _reason_subkind(reason),
-                               pl.lit("dist_backend")),
-        "severity": pl.lit(Severity.ERROR.value), "job_id": pl.lit(st.job_id, dtype=pl.String),
-        "message": pl.col("message"), "attrs": _json(attrs),
-    })
+    attrs = {
+        "rank": pl.coalesce(pg, _int(pl.col("rank_pfx"))),
+        "exception": pl.when(exc != "").then(exc),
+        "where": m.field("where"),
+        "reason": reason,
+        "nccl_version": m.field("version"),
+        "result_text": res.field("text"),
+        "last_error": pl.col("detail"),
+        "peer": peer.field("peer"),
+        "peer_port": _int(peer.field("port")),
+    }
+    events = _events(
+        blocks,
+        ctx,
+        {
+            "ts_flag": pl.lit("no_ts"),
+            "node": pl.lit(ctx.node, dtype=pl.String),
+            "source": pl.lit(Source.PYTORCH.value),
+            "kind": pl.lit(Kind.NCCL_ERROR.value),
+            "subkind": pl.coalesce(
+                res.field("name"), _reason_subkind(reason), pl.lit("dist_backend")
+            ),
+            "severity": pl.lit(Severity.ERROR.value),
+            "job_id": pl.lit(st.job_id, dtype=pl.String),
+            "message": pl.col("message"),
+            "attrs": _json(attrs),
+        },
+    )
     return events, taken
 
 
@@ -434,20 +518,36 @@ def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) 
     f = slow.select("line", "raw", "host", "is_row", rank_pfx=rank_pfx, t=t)
     t, host = pl.col("t"), t.str.extract(_PDSH, 1)
     stripped = t.str.strip_chars(WS)
-    simple = (pl.col("host").is_null() & ~pl.col("is_row") & ~t.str.contains(r"^[\[(#]")
-              & ~t.str.starts_with("NCCL version")
-              & ~raw.str.contains(r"_perf|NCCL WARN|NCCL ABORT")
-              & (host.is_null() | host.str.contains("[a-z][A-Z]")
-                 | host.str.to_lowercase().is_in(list(pytorch._NOT_HOSTS)))
-              & ~stripped.str.contains(f"^{_ODD_WS}|{_ODD_WS}$"))
-    is_start = (simple & t.str.contains("NCCL error", literal=True)
-                & t.str.contains(pytorch.NCCL_ERROR_IN.pattern)
-                & ~t.str.contains(_START_EXCLUDE) & ~t.str.contains(r"^[\s\x1c-\x1f\x85]")
-                & ~t.str.contains(pytorch.DETECTED.pattern) & ~t.str.contains(pytorch.GLOG.pattern)
-                & ~t.str.slice(0, 40).str.contains(pytorch.ISO_TS.pattern))
-    f = f.with_columns(stripped=stripped, simple=simple, is_start=is_start,
-                       is_r=stripped.str.contains(pytorch.RESULT_LINE.pattern),
-                       is_l=stripped == "Last error:")
+    simple = (
+        pl.col("host").is_null()
+        & ~pl.col("is_row")
+        & ~t.str.contains(r"^[\[(#]")
+        & ~t.str.starts_with("NCCL version")
+        & ~raw.str.contains(r"_perf|NCCL WARN|NCCL ABORT")
+        & (
+            host.is_null()
+            | host.str.contains("[a-z][A-Z]")
+            | host.str.to_lowercase().is_in(list(pytorch._NOT_HOSTS))
+        )
+        & ~stripped.str.contains(f"^{_ODD_WS}|{_ODD_WS}$")
+    )
+    is_start = (
+        simple
+        & t.str.contains("NCCL error", literal=True)
+        & t.str.contains(pytorch.NCCL_ERROR_IN.pattern)
+        & ~t.str.contains(_START_EXCLUDE)
+        & ~t.str.contains(r"^[\s\x1c-\x1f\x85]")
+        & ~t.str.contains(pytorch.DETECTED.pattern)
+        & ~t.str.contains(pytorch.GLOG.pattern)
+        & ~t.str.slice(0, 40).str.contains(pytorch.ISO_TS.pattern)
+    )
+    f = f.with_columns(
+        stripped=stripped,
+        simple=simple,
+        is_start=is_start,
+        is_r=stripped.str.contains(pytorch.RESULT_LINE.pattern),
+        is_l=stripped == "Last error:",
+    )
     line = pl.col("line")
 
     def nxt(col: str, k: int) -> pl.Expr:  # the slow candidate k rows on, if it is line + k
@@ -456,47 +556,81 @@ def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) 
     prev_slow = (line.shift(1) == line - 1).fill_null(False)
     f = f.with_columns(
         s_ok=pl.col("is_start") & ~prev_slow & (line != (after_pending or 0)),
-        n1=(line.shift(-1) == line + 1).fill_null(False), n1_simple=nxt("simple", 1),
-        n1_r=nxt("is_r", 1), n1_l=nxt("is_l", 1),
+        n1=(line.shift(-1) == line + 1).fill_null(False),
+        n1_simple=nxt("simple", 1),
+        n1_r=nxt("is_r", 1),
+        n1_l=nxt("is_l", 1),
     )
     r1 = pl.col("n1") & pl.col("n1_simple") & pl.col("n1_r")
     l1 = pl.col("n1") & pl.col("n1_simple") & ~pl.col("n1_r") & pl.col("n1_l")
     # the roles the handler gives lines 1..3 after a start; None: the block ends before
     f = f.with_columns(
-        r1=r1.fill_null(False), l1=l1.fill_null(False),
-        n2=(line.shift(-2) == line + 2).fill_null(False), n2_simple=nxt("simple", 2),
-        n2_r=nxt("is_r", 2), n2_l=nxt("is_l", 2),
-        n3=(line.shift(-3) == line + 3).fill_null(False), n3_simple=nxt("simple", 3),
-        n3_r=nxt("is_r", 3), n3_l=nxt("is_l", 3), n4=(line.shift(-4) == line + 4).fill_null(False),
+        r1=r1.fill_null(False),
+        l1=l1.fill_null(False),
+        n2=(line.shift(-2) == line + 2).fill_null(False),
+        n2_simple=nxt("simple", 2),
+        n2_r=nxt("is_r", 2),
+        n2_l=nxt("is_l", 2),
+        n3=(line.shift(-3) == line + 3).fill_null(False),
+        n3_simple=nxt("simple", 3),
+        n3_r=nxt("is_r", 3),
+        n3_l=nxt("is_l", 3),
+        n4=(line.shift(-4) == line + 4).fill_null(False),
     )
     c = pl.col
     # S R L D | S R L | S R | S L D | S L | S, each with no candidate line right after
     after_r_l = c("n2") & c("n2_simple") & c("n2_l")
-    after_l_d = lambda k, seen_r: (c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l")  # noqa: E731
-                                   & (seen_r | ~c(f"n{k}_r")))
+    after_l_d = lambda k, seen_r: (  # noqa: E731
+        c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l") & (seen_r | ~c(f"n{k}_r"))
+    )
     srld = c("r1") & after_r_l & after_l_d(3, pl.lit(True)) & ~c("n4")
     srl = c("r1") & after_r_l & ~c("n3")
     sr = c("r1") & ~c("n2")
     sld = c("l1") & after_l_d(2, pl.lit(False)) & ~c("n3")
     sl = c("l1") & ~c("n2")
     s = ~c("n1")
-    size = (pl.when(srld).then(4).when(srl | sld).then(3).when(sr | sl).then(2).when(s).then(1)
-            .otherwise(0))
-    roles = (pl.when(srld).then(pl.lit("SRLD")).when(srl).then(pl.lit("SRL"))
-             .when(sr).then(pl.lit("SR")).when(sld).then(pl.lit("SLD"))
-             .when(sl).then(pl.lit("SL")).when(s).then(pl.lit("S")))
-    f = f.with_columns(size=pl.when(c("s_ok")).then(size.fill_null(0)).otherwise(0),
-                       shape=pl.when(c("s_ok")).then(roles))
+    size = (
+        pl.when(srld)
+        .then(4)
+        .when(srl | sld)
+        .then(3)
+        .when(sr | sl)
+        .then(2)
+        .when(s)
+        .then(1)
+        .otherwise(0)
+    )
+    roles = (
+        pl.when(srld)
+        .then(pl.lit("SRLD"))
+        .when(srl)
+        .then(pl.lit("SRL"))
+        .when(sr)
+        .then(pl.lit("SR"))
+        .when(sld)
+        .then(pl.lit("SLD"))
+        .when(sl)
+        .then(pl.lit("SL"))
+        .when(s)
+        .then(pl.lit("S"))
+    )
+    f = f.with_columns(
+        size=pl.when(c("s_ok")).then(size.fill_null(0)).otherwise(0),
+        shape=pl.when(c("s_ok")).then(roles),
+    )
     # spread each start's block id and shape over its following lines
     starts = f.filter(c("size") > 0).select(start="line", size="size", shape="shape")
-    members = starts.with_columns(k=pl.int_ranges(0, c("size"))).explode("k").select(
-        line=c("start") + c("k"), block=c("start"),
-        role=c("shape").str.slice(c("k"), 1))
+    members = (
+        starts.with_columns(k=pl.int_ranges(0, c("size")))
+        .explode("k")
+        .select(line=c("start") + c("k"), block=c("start"), role=c("shape").str.slice(c("k"), 1))
+    )
     # a block ending at the batch's last candidate may go on in the next batch
     open_end = members.group_by("block").agg(end=c("line").max()).filter(c("end") >= last_line)
     members = members.filter(~c("block").is_in(open_end["block"].implode()))
     return f.join(members, on="line", how="left", maintain_order="left").with_columns(
-        ok_block=c("block").is_not_null())
+        ok_block=c("block").is_not_null()
+    )
 
 
 def _reason_subkind(reason: pl.Expr) -> pl.Expr:
@@ -519,27 +653,44 @@ def watchdog_events(
 ) -> tuple[pl.DataFrame, pl.Series]:
     """Events of primary watchdog-timeout lines; and the mask of candidates taken."""
     raw = pl.col("raw")
-    maybe = (pl.col("host").is_null() & ~pl.col("after_last_error") & ~pl.col("is_row")
-             & raw.str.contains("Watchdog caught", literal=True))
-    wd = pl.when(maybe & ~raw.str.contains(_WATCHDOG_SLOW)).then(raw).str.extract_groups(
-        WATCHDOG_FAST)
+    maybe = (
+        pl.col("host").is_null()
+        & ~pl.col("after_last_error")
+        & ~pl.col("is_row")
+        & raw.str.contains("Watchdog caught", literal=True)
+    )
+    wd = (
+        pl.when(maybe & ~raw.str.contains(_WATCHDOG_SLOW))
+        .then(raw)
+        .str.extract_groups(WATCHDOG_FAST)
+    )
     cand = cand.with_columns(wd=wd)
     taken = _mask(cand, pl.col("wd").struct.field("body").is_not_null())
     if not taken.any():
         return _empty_events(), taken
     rows = cand.filter(taken).select("line", "wd").unnest("wd")
-    attrs = {k: _int(pl.col(k)) for k in
-             ("rank", "seq_num", "numel_in", "numel_out", "timeout_ms", "ran_for_ms")}
+    attrs = {
+        k: _int(pl.col(k))
+        for k in ("rank", "seq_num", "numel_in", "numel_out", "timeout_ms", "ran_for_ms")
+    }
     attrs["op_type"] = pl.col("op_type")
     rows = rows.with_columns(ts=glog_ts(pl.col("md"), pl.col("hms"), pl.col("frac"), ctx))
-    events = _events(rows, ctx, {
-        "ts": pl.col("ts"), "ts_flag": pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")),
-        "node": pl.lit(ctx.node, dtype=pl.String), "source": pl.lit(Source.PYTORCH.value),
-        "kind": pl.lit(Kind.NCCL_TIMEOUT.value), "subkind": pl.lit("watchdog"),
-        "severity": pl.lit(Severity.ERROR.value), "job_id": pl.lit(job_id, dtype=pl.String),
-        "message": pl.col("body").str.strip_chars(WS).str.slice(0, pytorch.MESSAGE_CHARS),
-        "attrs": _json(attrs),
-    })
+    events = _events(
+        rows,
+        ctx,
+        {
+            "ts": pl.col("ts"),
+            "ts_flag": pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")),
+            "node": pl.lit(ctx.node, dtype=pl.String),
+            "source": pl.lit(Source.PYTORCH.value),
+            "kind": pl.lit(Kind.NCCL_TIMEOUT.value),
+            "subkind": pl.lit("watchdog"),
+            "severity": pl.lit(Severity.ERROR.value),
+            "job_id": pl.lit(job_id, dtype=pl.String),
+            "message": pl.col("body").str.strip_chars(WS).str.slice(0, pytorch.MESSAGE_CHARS),
+            "attrs": _json(attrs),
+        },
+    )
     return events, taken
 
 
@@ -552,8 +703,14 @@ def glog_ts(md: pl.Expr, hms: pl.Expr, frac: pl.Expr, ctx: ParseContext) -> pl.E
     month, day = _int(md.str.head(-2)), _int(md.str.tail(2))
     h, mi, s = (_int(hms.str.slice(i, 2)) for i in (0, 3, 6))
     us = _int(frac.str.slice(0, 6).str.pad_end(6, "0")).fill_null(0)
-    ok = (month.is_between(1, 12) & (day >= 1) & (h <= 23) & (mi <= 59) & (s <= 59)
-          & (day <= month.replace_strict(_month_days(year), default=0)))
+    ok = (
+        month.is_between(1, 12)
+        & (day >= 1)
+        & (h <= 23)
+        & (mi <= 59)
+        & (s <= 59)
+        & (day <= month.replace_strict(_month_days(year), default=0))
+    )
 
     def at(y: int) -> pl.Expr:
         safe = [pl.when(ok).then(x).otherwise(1) for x in (month, day, h, mi, s)]

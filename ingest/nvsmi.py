@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
@@ -139,26 +140,42 @@ X_METRICS = {
 
 # Clock event ("throttle") reasons -> DCGM / NVML bit.
 THROTTLE_BITS = {
-    "idle": 0x1, "gpu_idle": 0x1,
-    "applications clocks setting": 0x2, "applications_clocks_setting": 0x2,
-    "sw power cap": 0x4, "sw_power_cap": 0x4,
-    "hw slowdown": 0x8, "hw_slowdown": 0x8,
-    "sync boost": 0x10, "sync_boost": 0x10,
-    "sw thermal slowdown": 0x20, "sw_thermal_slowdown": 0x20,
-    "hw thermal slowdown": 0x40, "hw_thermal_slowdown": 0x40,
-    "hw power brake slowdown": 0x80, "hw_power_brake_slowdown": 0x80,
-    "display clock setting": 0x100, "display_clocks_setting": 0x100,
+    "idle": 0x1,
+    "gpu_idle": 0x1,
+    "applications clocks setting": 0x2,
+    "applications_clocks_setting": 0x2,
+    "sw power cap": 0x4,
+    "sw_power_cap": 0x4,
+    "hw slowdown": 0x8,
+    "hw_slowdown": 0x8,
+    "sync boost": 0x10,
+    "sync_boost": 0x10,
+    "sw thermal slowdown": 0x20,
+    "sw_thermal_slowdown": 0x20,
+    "hw thermal slowdown": 0x40,
+    "hw_thermal_slowdown": 0x40,
+    "hw power brake slowdown": 0x80,
+    "hw_power_brake_slowdown": 0x80,
+    "display clock setting": 0x100,
+    "display_clocks_setting": 0x100,
     "display_clock_setting": 0x100,
 }
 THROTTLE_METRIC = D + "CLOCK_THROTTLE_REASONS"
 
 IDENTITY = {
-    "product name": "model", "product_name": "model",
-    "serial number": "serial", "serial": "serial",
-    "gpu uuid": "uuid", "uuid": "uuid",
-    "vbios version": "vbios_version", "vbios_version": "vbios_version",
-    "pci/bus id": "pci", "pci/pci_bus_id": "pci", "pci_bus_id": "pci",
-    "driver version": "driver_version", "driver_version": "driver_version",
+    "product name": "model",
+    "product_name": "model",
+    "serial number": "serial",
+    "serial": "serial",
+    "gpu uuid": "uuid",
+    "uuid": "uuid",
+    "vbios version": "vbios_version",
+    "vbios_version": "vbios_version",
+    "pci/bus id": "pci",
+    "pci/pci_bus_id": "pci",
+    "pci_bus_id": "pci",
+    "driver version": "driver_version",
+    "driver_version": "driver_version",
     "timestamp": "timestamp",
 }
 
@@ -204,8 +221,12 @@ def _doc_ts(ident: dict[str, str], ctx: ParseContext) -> tuple[datetime | None, 
 
 
 def docs_to_result(
-    docs: list[GpuDoc], header: dict[str, str], ctx: ParseContext, source: Source,
-    lines: list[tuple[int, str | None]], fmt: str,
+    docs: list[GpuDoc],
+    header: dict[str, str],
+    ctx: ParseContext,
+    source: Source,
+    lines: list[tuple[int, str | None]],
+    fmt: str,
 ) -> ChunkResult:
     """GPU docs of one document -> frames; document-level line accounting."""
     content = [(n, t) for n, t in lines if t is not None and t.strip()]
@@ -215,13 +236,15 @@ def docs_to_result(
             return ChunkResult()
         nos, raws = zip(*content, strict=True)
         reason = f"no GPU data found in this {fmt} document"
-        return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws),
-                                                       [reason] * len(nos)))
+        return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws), [reason] * len(nos)))
     ts, flag = _doc_ts(header, ctx)
     obs, gpus = [], []
     for d in docs:
-        ident = {k: v for k, v in {**header, **d.ident}.items()
-                 if v and v.strip() not in ("N/A", "[N/A]")}
+        ident = {
+            k: v
+            for k, v in {**header, **d.ident}.items()
+            if v and v.strip() not in ("N/A", "[N/A]")
+        }
         gts, gflag = _doc_ts(ident, ctx) if "timestamp" in d.ident else (ts, flag)
         for line_no, metric, raw in d.values:
             obs.append((gts, gflag, d.index, line_no, metric, raw))
@@ -229,27 +252,47 @@ def docs_to_result(
             obs.append((gts, gflag, d.index, d.throttle_line, THROTTLE_METRIC, str(d.throttle)))
         if d.index is None and not (d.pci or ident.keys() & {"uuid", "serial", "model"}):
             continue
-        gpus.append({
-            "node": ctx.node, "gpu_index": d.index,
-            "pci_bus_id": normalize_pci(d.pci or ident.get("pci")),
-            "uuid": ident.get("uuid"), "model": ident.get("model"),
-            "serial": ident.get("serial"), "driver_version": ident.get("driver_version"),
-            "vbios_version": ident.get("vbios_version"), "first_seen": gts, "last_seen": gts,
-            "source": source.value, "file": ctx.file,
-        })
-    tables = {"gpus": conform("gpus", pl.DataFrame(gpus, infer_schema_length=None))} if (
-        gpus
-    ) else {}
+        gpus.append(
+            {
+                "node": ctx.node,
+                "gpu_index": d.index,
+                "pci_bus_id": normalize_pci(d.pci or ident.get("pci")),
+                "uuid": ident.get("uuid"),
+                "model": ident.get("model"),
+                "serial": ident.get("serial"),
+                "driver_version": ident.get("driver_version"),
+                "vbios_version": ident.get("vbios_version"),
+                "first_seen": gts,
+                "last_seen": gts,
+                "source": source.value,
+                "file": ctx.file,
+            }
+        )
+    tables = (
+        {"gpus": conform("gpus", pl.DataFrame(gpus, infer_schema_length=None))} if (gpus) else {}
+    )
     if obs:
-        frame = pl.DataFrame(
-            obs, orient="row",
-            schema={"ts": TS, "ts_flag": pl.String, "gpu": pl.Int32, "line": pl.Int64,
-                    "metric": pl.String, "raw": pl.String},
-        ).with_columns(value=value_expr(pl.col("raw"))).filter(pl.col("value").is_not_null())
+        frame = (
+            pl.DataFrame(
+                obs,
+                orient="row",
+                schema={
+                    "ts": TS,
+                    "ts_flag": pl.String,
+                    "gpu": pl.Int32,
+                    "line": pl.Int64,
+                    "metric": pl.String,
+                    "raw": pl.String,
+                },
+            )
+            .with_columns(value=value_expr(pl.col("raw")))
+            .filter(pl.col("value").is_not_null())
+        )
         frame = _derive_ecc_totals(frame)
         tables["telemetry"] = conform(
-            "telemetry", frame.select("ts", pl.lit(ctx.node).alias("node"), "gpu", "metric",
-                                      "value"))
+            "telemetry",
+            frame.select("ts", pl.lit(ctx.node).alias("node"), "gpu", "metric", "value"),
+        )
         events = _health_events(frame, gpus, ctx, source)
         if events.height:
             tables["events"] = events
@@ -262,16 +305,19 @@ def _derive_ecc_totals(frame: pl.DataFrame) -> pl.DataFrame:
     if split.height == 0:
         return frame
     scope = pl.col("metric").str.extract(r"^NVSMI_ECC_(VOLATILE|AGGREGATE)_")
-    kind = pl.when(pl.col("metric").str.contains("UNCORRECTABLE")).then(pl.lit("DBE")).when(
-        pl.col("metric").str.contains("CORRECTABLE")).then(pl.lit("SBE"))
+    kind = (
+        pl.when(pl.col("metric").str.contains("UNCORRECTABLE"))
+        .then(pl.lit("DBE"))
+        .when(pl.col("metric").str.contains("CORRECTABLE"))
+        .then(pl.lit("SBE"))
+    )
     totals = (
         split.with_columns(scope=scope, kind=kind)
         .filter(pl.col("scope").is_not_null() & pl.col("kind").is_not_null())
         .group_by("ts", "ts_flag", "gpu", "scope", "kind")
         .agg(pl.col("value").sum(), pl.col("line").min())
         .with_columns(
-            metric=fmt("DCGM_FI_DEV_ECC_{}_{}_TOTAL", "kind",
-                             pl.col("scope").str.slice(0, 3)),
+            metric=fmt("DCGM_FI_DEV_ECC_{}_{}_TOTAL", "kind", pl.col("scope").str.slice(0, 3)),
             raw=pl.lit(None, pl.String),
         )
     )
@@ -281,18 +327,54 @@ def _derive_ecc_totals(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 _EVENT_RULES = (  # metric, condition on value, kind, subkind, severity, message
-    ("NVSMI_RESET_REQUIRED", 1, Kind.RESET_REQUIRED, "reset_required", Severity.ERROR,
-     "nvidia-smi: GPU reset required"),
-    ("NVSMI_DRAIN_AND_RESET_RECOMMENDED", 1, Kind.RESET_REQUIRED, "drain_and_reset",
-     Severity.CRITICAL, "nvidia-smi: drain and reset recommended"),
-    (D + "ROW_REMAP_FAILURE", 1, Kind.ROW_REMAP, "remap_failure", Severity.CRITICAL,
-     "nvidia-smi: row remapping failure occurred"),
-    (D + "ROW_REMAP_PENDING", 1, Kind.ROW_REMAP, "remap_pending", Severity.WARNING,
-     "nvidia-smi: row remapping pending (reset to apply)"),
-    (D + "RETIRED_PENDING", 1, Kind.ECC, "page_retirement_pending", Severity.WARNING,
-     "nvidia-smi: page retirement pending"),
-    (D + "ECC_DBE_VOL_TOTAL", 1, Kind.ECC, "dbe_volatile", Severity.ERROR,
-     "nvidia-smi: uncorrectable (double-bit) ECC errors since boot"),
+    (
+        "NVSMI_RESET_REQUIRED",
+        1,
+        Kind.RESET_REQUIRED,
+        "reset_required",
+        Severity.ERROR,
+        "nvidia-smi: GPU reset required",
+    ),
+    (
+        "NVSMI_DRAIN_AND_RESET_RECOMMENDED",
+        1,
+        Kind.RESET_REQUIRED,
+        "drain_and_reset",
+        Severity.CRITICAL,
+        "nvidia-smi: drain and reset recommended",
+    ),
+    (
+        D + "ROW_REMAP_FAILURE",
+        1,
+        Kind.ROW_REMAP,
+        "remap_failure",
+        Severity.CRITICAL,
+        "nvidia-smi: row remapping failure occurred",
+    ),
+    (
+        D + "ROW_REMAP_PENDING",
+        1,
+        Kind.ROW_REMAP,
+        "remap_pending",
+        Severity.WARNING,
+        "nvidia-smi: row remapping pending (reset to apply)",
+    ),
+    (
+        D + "RETIRED_PENDING",
+        1,
+        Kind.ECC,
+        "page_retirement_pending",
+        Severity.WARNING,
+        "nvidia-smi: page retirement pending",
+    ),
+    (
+        D + "ECC_DBE_VOL_TOTAL",
+        1,
+        Kind.ECC,
+        "dbe_volatile",
+        Severity.ERROR,
+        "nvidia-smi: uncorrectable (double-bit) ECC errors since boot",
+    ),
 )
 
 
@@ -305,16 +387,27 @@ def _health_events(
         for metric, _min, kind, subkind, severity, message in _EVENT_RULES:
             if r["metric"] == metric:
                 gpu = pci.get(r["gpu"]) or (None if r["gpu"] is None else str(r["gpu"]))
-                rows.append({
-                    "ts": r["ts"], "ts_flag": r["ts_flag"], "node": ctx.node, "gpu": gpu,
-                    "gpu_index": r["gpu"], "source": source.value, "kind": kind.value,
-                    "subkind": subkind, "severity": severity.value,
-                    "message": f"{message} ({r['value']:g})",
-                    "attrs": to_json({"metric": metric, "value": r["value"]}),
-                    "file": ctx.file, "line": r["line"],
-                })
-    return conform("events", pl.DataFrame(rows, infer_schema_length=None)) if rows else (
-        pl.DataFrame()
+                rows.append(
+                    {
+                        "ts": r["ts"],
+                        "ts_flag": r["ts_flag"],
+                        "node": ctx.node,
+                        "gpu": gpu,
+                        "gpu_index": r["gpu"],
+                        "source": source.value,
+                        "kind": kind.value,
+                        "subkind": subkind,
+                        "severity": severity.value,
+                        "message": f"{message} ({r['value']:g})",
+                        "attrs": to_json({"metric": metric, "value": r["value"]}),
+                        "file": ctx.file,
+                        "line": r["line"],
+                    }
+                )
+    return (
+        conform("events", pl.DataFrame(rows, infer_schema_length=None))
+        if rows
+        else (pl.DataFrame())
     )
 
 
@@ -334,8 +427,9 @@ def _metric_for_path(path: str) -> str | None:
     return None
 
 
-def parse_q_text(lines: list[tuple[int, str | None]], ctx: ParseContext,
-                 source: Source = Source.NVIDIA_SMI) -> ChunkResult:
+def parse_q_text(
+    lines: list[tuple[int, str | None]], ctx: ParseContext, source: Source = Source.NVIDIA_SMI
+) -> ChunkResult:
     """``nvidia-smi -q`` text -> rows (see the module docstring)."""
     header: dict[str, str] = {}
     docs: list[GpuDoc] = []
@@ -369,8 +463,9 @@ def parse_q_text(lines: list[tuple[int, str | None]], ctx: ParseContext,
     return docs_to_result(docs, header, ctx, source, lines, "nvidia-smi -q")
 
 
-def _observe(cur: GpuDoc, line_no: int, path: str, key: str, value: str,
-             stack: list[tuple[int, str]]) -> None:
+def _observe(
+    cur: GpuDoc, line_no: int, path: str, key: str, value: str, stack: list[tuple[int, str]]
+) -> None:
     parent = stack[-1][1] if stack else ""
     if path in IDENTITY or (key in IDENTITY and not stack and key != "timestamp"):
         cur.ident[IDENTITY.get(path) or IDENTITY[key]] = value
@@ -403,13 +498,14 @@ def _x_metric(path: list[str]) -> str | None:
             return m
     if "ecc_errors" in path:
         i = path.index("ecc_errors")
-        rest = "_".join(path[i + 1:]).upper()
+        rest = "_".join(path[i + 1 :]).upper()
         return f"NVSMI_ECC_{rest}" if len(path) - i > 2 else None
     return None
 
 
-def parse_q_xml(lines: list[tuple[int, str | None]], ctx: ParseContext,
-                source: Source = Source.NVIDIA_SMI) -> ChunkResult:
+def parse_q_xml(
+    lines: list[tuple[int, str | None]], ctx: ParseContext, source: Source = Source.NVIDIA_SMI
+) -> ChunkResult:
     """``nvidia-smi -q -x`` -> rows; works on fragments (unmatched closing tags are ignored)."""
     header: dict[str, str] = {}
     docs: list[GpuDoc] = []
@@ -420,7 +516,7 @@ def parse_q_xml(lines: list[tuple[int, str | None]], ctx: ParseContext,
             continue
         if m := _X_CLOSE.match(text):
             if m[1] in stack:
-                del stack[stack.index(m[1]):]
+                del stack[stack.index(m[1]) :]
             continue
         if m := _X_OPEN.match(text):
             if m[1] == "gpu":
@@ -448,8 +544,9 @@ def parse_q_xml(lines: list[tuple[int, str | None]], ctx: ParseContext,
 
 def _x_observe(cur: GpuDoc, line_no: int, path: list[str], value: str) -> None:
     tag, parent = path[-1], (path[-2] if len(path) > 1 else "")
-    ident = IDENTITY.get(f"{parent}/{tag}") or (IDENTITY.get(tag) if len(path) <= 2 or
-                                               tag in ("product_name", "uuid") else None)
+    ident = IDENTITY.get(f"{parent}/{tag}") or (
+        IDENTITY.get(tag) if len(path) <= 2 or tag in ("product_name", "uuid") else None
+    )
     if ident and ident != "timestamp":
         cur.ident[ident] = value
         return
@@ -505,8 +602,12 @@ class NvidiaSmiQParser(DocParser):
         if "==============NVSMI LOG==============" in text and "<" not in text[:200]:
             return 0.9
         kv = sum(1 for ln in head_lines[:80] if re.match(r"^\s{4,}[A-Z][\w .()/-]* +: ", ln))
-        known = re.search(r"^\s+(Product Name|GPU UUID|Serial Number|Retired Pages|Clocks|"
-                          r"Enforced Power Limit|Remapped Rows|Bus Id)\b", text, re.M)
+        known = re.search(
+            r"^\s+(Product Name|GPU UUID|Serial Number|Retired Pages|Clocks|"
+            r"Enforced Power Limit|Remapped Rows|Bus Id)\b",
+            text,
+            re.M,
+        )
         return 0.6 if known and kv >= 3 else 0.0
 
     def _parse(self, lines: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:
@@ -521,8 +622,11 @@ class NvidiaSmiXmlParser(DocParser):
         if "<nvidia_smi_log" in text:
             return 0.95
         tags = sum(1 for ln in head_lines[:80] if _X_LEAF.match(ln) or _X_CLOSE.match(ln))
-        gpuish = re.search(r"<(clocks_throttle_reasons|fb_memory_usage|replay_counter|"
-                           r"product_name|gpu_temp|pci_bus_id|performance_state)>", text)
+        gpuish = re.search(
+            r"<(clocks_throttle_reasons|fb_memory_usage|replay_counter|"
+            r"product_name|gpu_temp|pci_bus_id|performance_state)>",
+            text,
+        )
         return 0.7 if gpuish and tags >= 3 else 0.0
 
     def _parse(self, lines: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:

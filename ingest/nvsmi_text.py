@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,
@@ -95,10 +96,18 @@ CSV_METRICS = {
 }
 for _level in ("max", "high", "partial", "low", "none"):
     CSV_METRICS[f"remapped_rows.histogram.{_level}"] = f"{D}BANKS_REMAP_ROWS_AVAIL_{_level.upper()}"
-CSV_IDENTITY = {"uuid": "uuid", "gpu_uuid": "uuid", "name": "model", "gpu_name": "model",
-                "serial": "serial", "gpu_serial": "serial", "pci.bus_id": "pci",
-                "gpu_bus_id": "pci", "vbios_version": "vbios_version",
-                "driver_version": "driver_version"}
+CSV_IDENTITY = {
+    "uuid": "uuid",
+    "gpu_uuid": "uuid",
+    "name": "model",
+    "gpu_name": "model",
+    "serial": "serial",
+    "gpu_serial": "serial",
+    "pci.bus_id": "pci",
+    "gpu_bus_id": "pci",
+    "vbios_version": "vbios_version",
+    "driver_version": "driver_version",
+}
 _FIELD = r"[a-z_][a-zA-Z0-9_.]*(?: \[[^\]]*\])?"
 CSV_HEADER_RE = rf"^{_FIELD}(?:, ?{_FIELD})*\s*$"
 
@@ -139,11 +148,14 @@ class NvidiaSmiCsvParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
     ) -> ChunkResult:
-        frame = pl.DataFrame({"line": pl.int_range(first_line, first_line + lines.len(),
-                                                   eager=True, dtype=pl.Int64),
-                              "raw": lines.rename("raw")}).filter(
-            pl.col("raw").is_not_null() & (pl.col("raw").str.strip_chars() != "")
-        )
+        frame = pl.DataFrame(
+            {
+                "line": pl.int_range(
+                    first_line, first_line + lines.len(), eager=True, dtype=pl.Int64
+                ),
+                "raw": lines.rename("raw"),
+            }
+        ).filter(pl.col("raw").is_not_null() & (pl.col("raw").str.strip_chars() != ""))
         frame = frame.with_columns(is_header=pl.col("raw").str.contains(CSV_HEADER_RE))
         frame = frame.with_columns(group=pl.col("is_header").cum_sum())
         result = ChunkResult()
@@ -160,19 +172,26 @@ class NvidiaSmiCsvParser:
         return ChunkResult()
 
 
-def csv_rows(part: pl.DataFrame, header: list[str] | None, ctx: ParseContext,
-             source: Source) -> ChunkResult:
+def csv_rows(
+    part: pl.DataFrame, header: list[str] | None, ctx: ParseContext, source: Source
+) -> ChunkResult:
     """Data rows (columns line, raw) under ``header`` -> telemetry / gpus."""
     if header is None:
-        return ChunkResult(quarantine=part.select(
-            "line", "raw", pl.lit("nvidia-smi csv row before any header line").alias("reason")))
+        return ChunkResult(
+            quarantine=part.select(
+                "line", "raw", pl.lit("nvidia-smi csv row before any header line").alias("reason")
+            )
+        )
     n = len(header)
     split = part.with_columns(f=pl.col("raw").str.split(","))
     good = split.filter(pl.col("f").list.len() == n)
     bad = split.filter(pl.col("f").list.len() != n).select(
-        "line", "raw",
-        fmt("expected {} comma-separated fields, found {}", pl.lit(n),
-                  pl.col("f").list.len()).alias("reason"))
+        "line",
+        "raw",
+        fmt(
+            "expected {} comma-separated fields, found {}", pl.lit(n), pl.col("f").list.len()
+        ).alias("reason"),
+    )
     col = {name: pl.col("f").list.get(i).str.strip_chars() for i, name in enumerate(header)}
     na = ("N/A", "[N/A]", "")
 
@@ -194,23 +213,37 @@ def csv_rows(part: pl.DataFrame, header: list[str] | None, ctx: ParseContext,
     if "idx" in base.columns and base["idx"].null_count() == base.height:
         base = base.with_columns(idx=pl.int_range(pl.len()).over("ts").cast(pl.Int32))
     metric_cols = {f"m{i}": CSV_METRICS[k] for i, k in enumerate(header) if k in CSV_METRICS}
-    long = base.unpivot(on=list(metric_cols), index=["ts", "node", "idx"], variable_name="m",
-                        value_name="raw") if metric_cols else pl.DataFrame()
+    long = (
+        base.unpivot(
+            on=list(metric_cols), index=["ts", "node", "idx"], variable_name="m", value_name="raw"
+        )
+        if metric_cols
+        else pl.DataFrame()
+    )
     tables: dict[str, pl.DataFrame] = {}
     if long.height:
-        tel = long.select("ts", "node", pl.col("idx").alias("gpu"),
-                          pl.col("m").replace_strict(metric_cols).alias("metric"),
-                          nvsmi_value(pl.col("raw")).alias("value"))
+        tel = long.select(
+            "ts",
+            "node",
+            pl.col("idx").alias("gpu"),
+            pl.col("m").replace_strict(metric_cols).alias("metric"),
+            nvsmi_value(pl.col("raw")).alias("value"),
+        )
         tables["telemetry"] = conform("telemetry", tel.filter(pl.col("value").is_not_null()))
-    ident = [c for c in ("uuid", "model", "serial", "pci", "vbios_version", "driver_version")
-             if c in base.columns]
+    ident = [
+        c
+        for c in ("uuid", "model", "serial", "pci", "vbios_version", "driver_version")
+        if c in base.columns
+    ]
     if ident:
         gpus = base.group_by("node", "idx", *ident).agg(
-            first_seen=pl.col("ts").min(), last_seen=pl.col("ts").max())
+            first_seen=pl.col("ts").min(), last_seen=pl.col("ts").max()
+        )
         gpus = gpus.with_columns(
             gpu_index=pl.col("idx"),
             pci_bus_id=pci_expr(pl.col("pci")) if "pci" in ident else pl.lit(None, pl.String),
-            source=pl.lit(source.value), file=pl.lit(ctx.file),
+            source=pl.lit(source.value),
+            file=pl.lit(ctx.file),
         ).drop("idx", *(["pci"] if "pci" in ident else []))
         tables["gpus"] = conform("gpus", gpus)
     quarantine = bad.select("line", "raw", "reason") if bad.height else None
@@ -247,9 +280,16 @@ def parse_table(lines: list[tuple[int, str | None]], ctx: ParseContext) -> Chunk
             cur.values.append((line_no, D + "ECC_DBE_VOL_TOTAL", m[6]))
             docs.append(cur)
         elif (m := _T_ROW2.match(text)) and cur is not None and not cur.values[1:]:
-            for i, metric in ((1, D + "FAN_SPEED"), (2, D + "GPU_TEMP"), (3, D + "PSTATE"),
-                              (4, D + "POWER_USAGE"), (5, D + "POWER_MGMT_LIMIT"),
-                              (6, D + "FB_USED"), (7, D + "FB_TOTAL"), (8, D + "GPU_UTIL")):
+            for i, metric in (
+                (1, D + "FAN_SPEED"),
+                (2, D + "GPU_TEMP"),
+                (3, D + "PSTATE"),
+                (4, D + "POWER_USAGE"),
+                (5, D + "POWER_MGMT_LIMIT"),
+                (6, D + "FB_USED"),
+                (7, D + "FB_TOTAL"),
+                (8, D + "GPU_UTIL"),
+            ):
                 cur.values.append((line_no, metric, m[i]))
     return docs_to_result(docs, header, ctx, Source.NVIDIA_SMI, lines, "nvidia-smi table")
 
@@ -270,14 +310,23 @@ def parse_nvlink(lines: list[tuple[int, str | None]], ctx: ParseContext) -> Chun
             continue
         if m := _L_GPU.match(text):
             idx = int(m[1])
-            gpus[idx] = {"node": ctx.node, "gpu_index": idx, "model": m[2], "uuid": m[3],
-                         "first_seen": ts, "last_seen": ts, "source": "nvidia_smi",
-                         "file": ctx.file, "_line": line_no}
+            gpus[idx] = {
+                "node": ctx.node,
+                "gpu_index": idx,
+                "model": m[2],
+                "uuid": m[3],
+                "first_seen": ts,
+                "last_seen": ts,
+                "source": "nvidia_smi",
+                "file": ctx.file,
+                "_line": line_no,
+            }
             links.setdefault(idx, [])
             parsed += 1
         elif (m := _L_LINK.match(text)) and gpus:
             links[max(gpus, key=lambda k: gpus[k]["_line"])].append(
-                (line_no, None if m[3] else float(m[2])))
+                (line_no, None if m[3] else float(m[2]))
+            )
             parsed += 1
         else:
             quarantined.append((line_no, text, "unrecognized nvidia-smi -L / nvlink -s line"))
@@ -287,22 +336,45 @@ def parse_nvlink(lines: list[tuple[int, str | None]], ctx: ParseContext) -> Chun
             continue
         up = [v for _, v in items if v is not None]
         down = [n for n, v in items if v is None]
-        for metric, value in (("NVLINK_LINKS_UP", len(up)), ("NVLINK_LINKS_DOWN", len(down)),
-                              ("NVSMI_NVLINK_SPEED_GBPS_MIN", min(up) if up else None)):
+        for metric, value in (
+            ("NVLINK_LINKS_UP", len(up)),
+            ("NVLINK_LINKS_DOWN", len(down)),
+            ("NVSMI_NVLINK_SPEED_GBPS_MIN", min(up) if up else None),
+        ):
             if value is not None:
-                tel.append({"ts": ts, "node": ctx.node, "gpu": idx, "metric": metric,
-                            "value": float(value)})
+                tel.append(
+                    {
+                        "ts": ts,
+                        "node": ctx.node,
+                        "gpu": idx,
+                        "metric": metric,
+                        "value": float(value),
+                    }
+                )
         if down:
-            events.append({"ts": ts, "ts_flag": flag, "node": ctx.node, "gpu": str(idx),
-                           "gpu_index": idx, "source": "nvidia_smi", "kind": Kind.NVLINK.value,
-                           "subkind": "link_inactive", "severity": Severity.WARNING.value,
-                           "message": f"{len(down)} of {len(items)} NVLink links inactive",
-                           "attrs": to_json({"uuid": gpus[idx]["uuid"]}), "file": ctx.file,
-                           "line": down[0]})
+            events.append(
+                {
+                    "ts": ts,
+                    "ts_flag": flag,
+                    "node": ctx.node,
+                    "gpu": str(idx),
+                    "gpu_index": idx,
+                    "source": "nvidia_smi",
+                    "kind": Kind.NVLINK.value,
+                    "subkind": "link_inactive",
+                    "severity": Severity.WARNING.value,
+                    "message": f"{len(down)} of {len(items)} NVLink links inactive",
+                    "attrs": to_json({"uuid": gpus[idx]["uuid"]}),
+                    "file": ctx.file,
+                    "line": down[0],
+                }
+            )
     tables = {}
     if gpus:
-        tables["gpus"] = conform("gpus", pl.DataFrame(
-            [{k: v for k, v in g.items() if k != "_line"} for g in gpus.values()]))
+        tables["gpus"] = conform(
+            "gpus",
+            pl.DataFrame([{k: v for k, v in g.items() if k != "_line"} for g in gpus.values()]),
+        )
     if tel:
         tables["telemetry"] = conform("telemetry", pl.DataFrame(tel))
     if events:
@@ -349,10 +421,13 @@ def _section_parser(cmd: str | None) -> Any:
     if "-q" in args:
         return parse_q_xml if "-x" in args else parse_q_text
     if any(a.startswith("--query-gpu=") for a in args):
+
         def csv(part: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:
             p = NvidiaSmiCsvParser()
-            return p.parse_chunk(pl.Series([t for _, t in part], dtype=pl.String), part[0][0],
-                                 ctx, p.new_state(ctx))
+            return p.parse_chunk(
+                pl.Series([t for _, t in part], dtype=pl.String), part[0][0], ctx, p.new_state(ctx)
+            )
+
         return csv
     if args in (["nvlink", "-s"], ["-L"]):
         return parse_nvlink
@@ -386,12 +461,17 @@ class NvidiaSmiBundleParser(DocParser):
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         head = head_lines[:6]
-        ok = len(head) >= 3 and _BANNER.match(head[0] or "") and any(
-            (ln or "").startswith("# $ nvidia-smi") for ln in head)
+        ok = (
+            len(head) >= 3
+            and _BANNER.match(head[0] or "")
+            and any((ln or "").startswith("# $ nvidia-smi") for ln in head)
+        )
         return 0.95 if ok else 0.0
 
 
-PARSERS = [NvidiaSmiCsvParser(), NvidiaSmiTableParser(), NvidiaSmiNvlinkParser(),
-           NvidiaSmiBundleParser()]
-
-
+PARSERS = [
+    NvidiaSmiCsvParser(),
+    NvidiaSmiTableParser(),
+    NvidiaSmiNvlinkParser(),
+    NvidiaSmiBundleParser(),
+]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest import registry
 from faultlens.ingest.base import ChunkResult, ParseContext
 from faultlens.ingest.errors import InputError, StoreError
@@ -291,16 +292,23 @@ def partitions(table: str, frame: pl.DataFrame) -> Iterator[tuple[tuple[str, ...
     by = [k if k == "source" else "_day" for k in keys]
     frame = frame.with_columns(pl.col(DAY_COLUMN[table]).dt.date().alias("_day"))
     for values, part in frame.partition_by(by, as_dict=True, maintain_order=True).items():
-        names = tuple(f"{k}={NULL_PARTITION if v is None else v}"
-                      for k, v in zip(keys, values, strict=True))
+        names = tuple(
+            f"{k}={NULL_PARTITION if v is None else v}" for k, v in zip(keys, values, strict=True)
+        )
         yield names, part.drop("_day")
 
 
 def _too_long(line: pl.Series, nbytes: pl.Series, raw: pl.Series) -> ChunkResult:
     frame = pl.DataFrame({"line": line.cast(pl.Int64), "raw": raw, "_n": nbytes}).select(
-        "line", "raw",
-        reason=pl.concat_str([pl.lit("line too long ("), pl.col("_n").cast(pl.String),
-                              pl.lit(f" bytes > {MAX_LINE_BYTES})")]),
+        "line",
+        "raw",
+        reason=pl.concat_str(
+            [
+                pl.lit("line too long ("),
+                pl.col("_n").cast(pl.String),
+                pl.lit(f" bytes > {MAX_LINE_BYTES})"),
+            ]
+        ),
     )
     return ChunkResult(quarantine=frame)
 
@@ -309,8 +317,11 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
     """The general path: every line of every chunk goes to ``parse_chunk``."""
     n_lines, end_byte = 0, task.start_byte
     chunks: Iterable[Chunk] = iter_chunks(
-        task.path, gzipped=task.gzipped, start_byte=task.start_byte,
-        start_line=task.start_line, threaded=True,
+        task.path,
+        gzipped=task.gzipped,
+        start_byte=task.start_byte,
+        start_line=task.start_line,
+        threaded=True,
     )
     if parser.whole_file:
         chunks = _one_chunk(chunks)
@@ -323,8 +334,11 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
         if (nbytes.max() or 0) > limit:
             too_long = (nbytes > limit).fill_null(False)
             idx = too_long.arg_true()
-            sink.add(_too_long(idx + chunk.first_line, nbytes.gather(idx),
-                               lines.gather(idx).str.slice(0, 4000)))
+            sink.add(
+                _too_long(
+                    idx + chunk.first_line, nbytes.gather(idx), lines.gather(idx).str.slice(0, 4000)
+                )
+            )
             lines = pl.select(pl.when(too_long).then(None).otherwise(lines)).to_series()
         n_lines += chunk.lines.len()
         sink.add(parser.parse_chunk(lines, chunk.first_line, task.ctx, state))
@@ -339,14 +353,22 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
         from faultlens.ingest.scan import iter_scan
 
         chunks = iter_scan(
-            task.path, parser.prefilter, follow=getattr(parser, "prefilter_follow", None),
-            gzipped=task.gzipped, start_byte=task.start_byte, start_line=task.start_line,
+            task.path,
+            parser.prefilter,
+            follow=getattr(parser, "prefilter_follow", None),
+            gzipped=task.gzipped,
+            start_byte=task.start_byte,
+            start_line=task.start_line,
             threaded=True,
         )
     else:
         chunks = iter_candidates(
-            task.path, parser.prefilter, gzipped=task.gzipped, start_byte=task.start_byte,
-            start_line=task.start_line, threaded=True,
+            task.path,
+            parser.prefilter,
+            gzipped=task.gzipped,
+            start_byte=task.start_byte,
+            start_line=task.start_line,
+            threaded=True,
         )
     for chunk in chunks:
         if chunk.too_long is not None:
@@ -393,8 +415,16 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         )
     boot_time = task.ctx.boot_time or task.boot_time or sink.boot_time
     return ParsedFile(
-        task, fmt, n_lines, sink.parsed, sink.quarantined, end_byte, sink.parts, sink.qparts,
-        boot_time, scratch,
+        task,
+        fmt,
+        n_lines,
+        sink.parsed,
+        sink.quarantined,
+        end_byte,
+        sink.parts,
+        sink.qparts,
+        boot_time,
+        scratch,
     )
 
 

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.schema import TS, Source
@@ -65,9 +66,12 @@ def result_to_frames(result: list[dict[str, Any]], line: int) -> tuple[pl.DataFr
         {
             "ts_s": [float(t) for seq in ts for t in seq],
             "value": [float(v) for seq in values for v in seq],
-            "key": pl.Series(range(len(counts)), dtype=pl.Int64).repeat_by(
-                pl.Series(counts, dtype=pl.UInt32)).explode().drop_nulls()
-            if counts else pl.Series([], dtype=pl.Int64),
+            "key": pl.Series(range(len(counts)), dtype=pl.Int64)
+            .repeat_by(pl.Series(counts, dtype=pl.UInt32))
+            .explode()
+            .drop_nulls()
+            if counts
+            else pl.Series([], dtype=pl.Int64),
         },
         schema={"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64},
     )
@@ -76,10 +80,14 @@ def result_to_frames(result: list[dict[str, Any]], line: int) -> tuple[pl.DataFr
 
 def _samples(frame: pl.DataFrame, line: int) -> pl.DataFrame:
     """(ts_s Float64 Unix seconds, value, key) -> ``SAMPLE_SCHEMA`` rows of ``line``."""
-    return conform_samples(frame.with_columns(
-        ts=pl.from_epoch((pl.col("ts_s") * 1000).round().cast(pl.Int64), time_unit="ms").cast(TS),
-        line=pl.lit(line, pl.Int64),
-    ))
+    return conform_samples(
+        frame.with_columns(
+            ts=pl.from_epoch((pl.col("ts_s") * 1000).round().cast(pl.Int64), time_unit="ms").cast(
+                TS
+            ),
+            line=pl.lit(line, pl.Int64),
+        )
+    )
 
 
 # -- the fast path: the export's text split with vectorized string expressions ---------------------
@@ -149,19 +157,23 @@ def _points(body: pl.DataFrame) -> pl.DataFrame | None:
     """
     schema = {"ts_s": pl.Float64, "value": pl.Float64, "key": pl.Int64}
     body = body.with_columns(
-        batch=(pl.col("pts").str.len_bytes().cum_sum() // CSV_BATCH_CHARS).cast(pl.Int64))
+        batch=(pl.col("pts").str.len_bytes().cum_sum() // CSV_BATCH_CHARS).cast(pl.Int64)
+    )
     parts = []
     for _, part in body.group_by("batch", maintain_order=True):
         blocks = part.select(
             "key",
             n=pl.col("pts").str.count_matches("],[", literal=True) + 1,
-            csv=pl.col("pts").str.strip_prefix("[").str.strip_suffix("]")
+            csv=pl.col("pts")
+            .str.strip_prefix("[")
+            .str.strip_suffix("]")
             .str.replace_all("],[", "\n", literal=True),
         )
         data = blocks.get_column("csv").str.join("\n").cast(pl.Binary).item()
         blocks = blocks.drop("csv")
-        points = pl.read_csv(data, has_header=False, quote_char='"',
-                             schema={"ts_s": pl.Float64, "value": pl.Float64})
+        points = pl.read_csv(
+            data, has_header=False, quote_char='"', schema={"ts_s": pl.Float64, "value": pl.Float64}
+        )
         del data
         keys = blocks.get_column("key").repeat_by(blocks.get_column("n")).explode()
         if points.height != keys.len() or points.null_count().sum_horizontal().item():
@@ -187,19 +199,24 @@ def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:
     fit."""
     last = pieces.len() - 1
     g = pl.col("p").str.extract_groups(_PREFIX_RE)
-    head = pl.concat_str(g.struct.field("1").fill_null(""), g.struct.field("2"),
-                         g.struct.field("3")).str.len_chars()
+    head = pl.concat_str(
+        g.struct.field("1").fill_null(""), g.struct.field("2"), g.struct.field("3")
+    ).str.len_chars()
     end = pl.col("p").str.extract(_END_RE, 1)
     body = (
-        pl.DataFrame({"p": pieces}).lazy()
+        pl.DataFrame({"p": pieces})
+        .lazy()
         .with_row_index("key")
         .with_columns(labels=g.struct.field("2"), head=head, end=end)
         .select(  # one slice: the points between the head and the end (no copy chain)
-            pl.col("key").cast(pl.Int64), "labels",
+            pl.col("key").cast(pl.Int64),
+            "labels",
             pts=pl.col("p").str.slice(
-                pl.col("head"), pl.col("p").str.len_chars() - pl.col("head")
-                - pl.col("end").str.len_chars()),
-            ok=pl.col("labels").is_not_null() & pl.col("end").is_not_null()
+                pl.col("head"),
+                pl.col("p").str.len_chars() - pl.col("head") - pl.col("end").str.len_chars(),
+            ),
+            ok=pl.col("labels").is_not_null()
+            & pl.col("end").is_not_null()
             & (pl.col("end").str.contains(",", literal=True) == (pl.col("key") != last)),
         )
         .with_columns(ok=pl.col("ok") & pl.col("pts").str.contains(_POINTS_RE))
@@ -250,8 +267,9 @@ def parse_export(text: str) -> list[dict[str, Any]]:
     return result
 
 
-def _fast_or_none(lines: pl.Series, first_line: int
-                  ) -> tuple[pl.DataFrame, pl.DataFrame, int] | None:
+def _fast_or_none(
+    lines: pl.Series, first_line: int
+) -> tuple[pl.DataFrame, pl.DataFrame, int] | None:
     """``fast_frames`` plus the accounting of the reference path (every non-empty line is
     parsed; samples carry the first one's number), or None to take the reference path."""
     present = (lines.is_not_null() & (lines != "")).fill_null(False)
@@ -306,8 +324,9 @@ class PrometheusJsonParser:
             except (ValueError, TypeError, KeyError, OverflowError) as e:
                 reason = f"Prometheus JSON export rejected: {e}"[:500]
                 nos, raws = zip(*content, strict=True)
-                return ChunkResult(quarantine=quarantine_frame(list(nos), list(raws),
-                                                               [reason] * len(nos)))
+                return ChunkResult(
+                    quarantine=quarantine_frame(list(nos), list(raws), [reason] * len(nos))
+                )
             samples, labels = result_to_frames(result, content[0][0])
             parsed = len(content)
         tables = samples_to_tables(samples, labels, ctx, source=self.source)
@@ -332,8 +351,13 @@ class PullReport:
     rows: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"url": self.url, "metrics": self.metrics, "windows": self.windows,
-                "samples": self.samples, "rows": self.rows}
+        return {
+            "url": self.url,
+            "metrics": self.metrics,
+            "windows": self.windows,
+            "samples": self.samples,
+            "rows": self.rows,
+        }
 
 
 def parse_duration(text: str) -> timedelta:
@@ -413,11 +437,13 @@ def pull(
         while start_s <= end_s:
             stop_s = min(start_s + window, end_s)
             stop_s = start_s + math.floor((stop_s - start_s) / step_s) * step_s
-            data = _get(session, f"{base}/api/v1/query_range",
-                        {"query": metric, "start": start_s, "end": stop_s, "step": step_s},
-                        timeout_s)
-            n = _load_window(store, data.get("result", []), path, rec, stop_s, now, node,
-                             report)
+            data = _get(
+                session,
+                f"{base}/api/v1/query_range",
+                {"query": metric, "start": start_s, "end": stop_s, "step": step_s},
+                timeout_s,
+            )
+            n = _load_window(store, data.get("result", []), path, rec, stop_s, now, node, report)
             rec = {**rec, "lines": int(rec.get("lines") or 0) + n}
             report.windows += 1
             report.samples += n
@@ -425,8 +451,16 @@ def pull(
     return report
 
 
-def _load_window(store: Store, result: list[dict[str, Any]], path: str, rec: dict[str, Any],
-                 stop_s: float, now: datetime, node: str | None, report: PullReport) -> int:
+def _load_window(
+    store: Store,
+    result: list[dict[str, Any]],
+    path: str,
+    rec: dict[str, Any],
+    stop_s: float,
+    now: datetime,
+    node: str | None,
+    report: PullReport,
+) -> int:
     ctx = ParseContext(file=path, node=node, mtime=now)
     samples, labels = result_to_frames(result, 0)
     tables = samples_to_tables(samples, labels, ctx, source=Source.DCGM) if samples.height else {}
@@ -434,10 +468,21 @@ def _load_window(store: Store, result: list[dict[str, Any]], path: str, rec: dic
     with store.transaction():
         for table, frame in tables.items():
             report.rows[table] = report.rows.get(table, 0) + store.insert(table, frame)
-        store.record_file({
-            "path": path, "fingerprint": rec["fingerprint"], "head_len": 0,
-            "bytes": int(round(stop_s * 1000)), "lines": total, "parsed": total, "noise": 0,
-            "quarantined": 0, "format": "prometheus_pull", "status": "ok", "error": None,
-            "ingested_at": now, "boot_time": None,
-        })
+        store.record_file(
+            {
+                "path": path,
+                "fingerprint": rec["fingerprint"],
+                "head_len": 0,
+                "bytes": int(round(stop_s * 1000)),
+                "lines": total,
+                "parsed": total,
+                "noise": 0,
+                "quarantined": 0,
+                "format": "prometheus_pull",
+                "status": "ok",
+                "error": None,
+                "ingested_at": now,
+                "boot_time": None,
+            }
+        )
     return samples.height

@@ -70,8 +70,13 @@ LITERALS = (
 
 _LAUNCHER_PARTS = (
     ("counter", re.compile(r"^\[[0-9]+\] ")),
-    ("ray", re.compile(r"^\((?P<actor>[^()]*?)\bpid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?"
-                       r"[^()]*\) ?")),
+    (
+        "ray",
+        re.compile(
+            r"^\((?P<actor>[^()]*?)\bpid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?"
+            r"[^()]*\) ?"
+        ),
+    ),
     ("rank", re.compile(r"^\[(?:rank|default)(?P<rank>[0-9]+)\]: ?")),
     ("pdsh", re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*): ")),
 )
@@ -182,7 +187,7 @@ def strip_launcher(line: str) -> Prefix:
                 p.actor = m["actor"].strip(" ,") or None
             elif name == "rank":
                 p.rank = int(m["rank"])
-            p.rest = p.rest[m.end():]
+            p.rest = p.rest[m.end() :]
             break
         else:
             break
@@ -233,22 +238,46 @@ def glog_ts(
 
 def attrs_json(attrs: dict[str, Any]) -> str:
     """Compact JSON, keys sorted, nulls dropped: the same text polars' vectorized path writes."""
-    return json.dumps({k: attrs[k] for k in sorted(attrs) if attrs[k] is not None},
-                      separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        {k: attrs[k] for k in sorted(attrs) if attrs[k] is not None},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 def make_event(
-    ctx: ParseContext, line_no: int, *, source: Source, kind: Kind, subkind: str | None,
-    severity: Severity, message: str, node: str | None, ts: datetime | None = None,
-    pid: int | None = None, gpu: str | None = None, gpu_index: int | None = None,
-    attrs: dict[str, Any] | None = None, job_id: str | None = None,
+    ctx: ParseContext,
+    line_no: int,
+    *,
+    source: Source,
+    kind: Kind,
+    subkind: str | None,
+    severity: Severity,
+    message: str,
+    node: str | None,
+    ts: datetime | None = None,
+    pid: int | None = None,
+    gpu: str | None = None,
+    gpu_index: int | None = None,
+    attrs: dict[str, Any] | None = None,
+    job_id: str | None = None,
 ) -> dict[str, Any]:
     return {
-        "ts": ts, "ts_flag": None if ts is not None else "no_ts", "node": node or ctx.node,
-        "gpu": gpu, "gpu_index": gpu_index, "source": source.value, "kind": kind.value,
-        "subkind": subkind, "severity": severity.value, "job_id": job_id, "pid": pid,
-        "message": message.strip(WS)[:MESSAGE_CHARS], "attrs": attrs_json(attrs) if attrs else "{}",
-        "file": ctx.file, "line": line_no,
+        "ts": ts,
+        "ts_flag": None if ts is not None else "no_ts",
+        "node": node or ctx.node,
+        "gpu": gpu,
+        "gpu_index": gpu_index,
+        "source": source.value,
+        "kind": kind.value,
+        "subkind": subkind,
+        "severity": severity.value,
+        "job_id": job_id,
+        "pid": pid,
+        "message": message.strip(WS)[:MESSAGE_CHARS],
+        "attrs": attrs_json(attrs) if attrs else "{}",
+        "file": ctx.file,
+        "line": line_no,
     }
 
 
@@ -271,7 +300,12 @@ def reason_subkind(reason: str) -> str | None:
 
 
 def handle_line(
-    line_no: int, raw: str, st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None,
+    line_no: int,
+    raw: str,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
+    job_id: str | None,
     pre: Prefix | None = None,
 ) -> bool:
     """Extract one candidate line that is not a NCCL-format line. True if it became (part of) rows.
@@ -300,19 +334,37 @@ def handle_line(
     m = DETECTED.search(text)
     if m:
         attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items()}}
-        sink.events.append(make_event(
-            ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR,
-            subkind="watchdog_exception", severity=Severity.ERROR,
-            message=text[glog.end():] if glog else text,
-            attrs=attrs, **common))
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="watchdog_exception",
+                severity=Severity.ERROR,
+                message=text[glog.end() :] if glog else text,
+                attrs=attrs,
+                **common,
+            )
+        )
         return True
     if "NCCL error" in text:
         return _nccl_error_in(line_no, text, st, ctx, sink, base, common)
     m = RESULT_LINE.match(text)
     if m:
-        sink.events.append(make_event(
-            ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR, subkind=m["name"],
-            severity=Severity.ERROR, message=text, attrs=base, **common))
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind=m["name"],
+                severity=Severity.ERROR,
+                message=text,
+                attrs=base,
+                **common,
+            )
+        )
         return True
     if "ProcessGroupNCCL" in text and glog and glog["sev"] in "EF":
         if any(n in text for n in _KNOWN_NOISE):
@@ -320,21 +372,46 @@ def handle_line(
         if "watchdog" in text.lower() or "timeout" in text.lower():
             sink.quarantine.append((line_no, raw, "unrecognized ProcessGroupNCCL watchdog line"))
             return False
-        sink.events.append(make_event(
-            ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR, subkind="process_group",
-            severity=Severity.ERROR, message=text[glog.end():], attrs=base, **common))
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="process_group",
+                severity=Severity.ERROR,
+                message=text[glog.end() :],
+                attrs=base,
+                **common,
+            )
+        )
         return True
     if "DistBackendError" in text and ":" in text:
-        sink.events.append(make_event(
-            ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR, subkind="dist_backend",
-            severity=Severity.ERROR, message=text, attrs=base, **common))
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="dist_backend",
+                severity=Severity.ERROR,
+                message=text,
+                attrs=base,
+                **common,
+            )
+        )
         return True
     return False
 
 
 def _watchdog(
-    line_no: int, raw: str, text: str, ctx: ParseContext, sink: Sink,
-    base: dict[str, Any], common: dict[str, Any],
+    line_no: int,
+    raw: str,
+    text: str,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
 ) -> bool:
     m = WATCHDOG.search(text)
     if not m:
@@ -344,27 +421,52 @@ def _watchdog(
     rethrown = "terminated with exception" in before or "what()" in before
     attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items() if k != "op_type"}}
     attrs["op_type"] = m["op_type"]
-    sink.events.append(make_event(
-        ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_TIMEOUT,
-        subkind="rethrown" if rethrown else "watchdog", severity=Severity.ERROR,
-        message=text[m.start():], attrs=attrs, **common))
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=Kind.NCCL_TIMEOUT,
+            subkind="rethrown" if rethrown else "watchdog",
+            severity=Severity.ERROR,
+            message=text[m.start() :],
+            attrs=attrs,
+            **common,
+        )
+    )
     return True
 
 
 def _nccl_error_in(
-    line_no: int, text: str, st: TorchState, ctx: ParseContext, sink: Sink,
-    base: dict[str, Any], common: dict[str, Any],
+    line_no: int,
+    text: str,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
 ) -> bool:
     m = NCCL_ERROR_IN.search(text)
     if not m:
         return False
     exc = (m["exc"] or "").rsplit(".", 1)[-1] or None
-    attrs = {**base, "exception": exc, "where": m["where"], "reason": m["reason"],
-             "nccl_version": m["version"]}
+    attrs = {
+        **base,
+        "exception": exc,
+        "where": m["where"],
+        "reason": m["reason"],
+        "nccl_version": m["version"],
+    }
     st.pending = make_event(
-        ctx, line_no, source=Source.PYTORCH, kind=Kind.NCCL_ERROR,
-        subkind=reason_subkind(m["reason"]) or "dist_backend", severity=Severity.ERROR,
-        message=text, **common)
+        ctx,
+        line_no,
+        source=Source.PYTORCH,
+        kind=Kind.NCCL_ERROR,
+        subkind=reason_subkind(m["reason"]) or "dist_backend",
+        severity=Severity.ERROR,
+        message=text,
+        **common,
+    )
     st.pending["_attrs"] = attrs  # encoded by ``flush_pending``, once the block is complete
     st.pending_last = line_no
     return True
@@ -406,7 +508,12 @@ def flush_pending(st: TorchState, sink: Sink) -> None:
 
 
 def _failure_line(
-    line_no: int, text: str, pre: Prefix, st: TorchState, ctx: ParseContext, sink: Sink,
+    line_no: int,
+    text: str,
+    pre: Prefix,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
     job_id: str | None,
 ) -> bool:
     if "ChildFailedError" in text and "Traceback" not in text:
@@ -423,8 +530,12 @@ def _failure_line(
     key, value = m["key"], m["value"].strip()
     if key == "time":
         flush_failure(st, ctx, sink, job_id)
-        st.failure = {"line": line_no, "time": value, "root_cause": st.root_cause,
-                      "prefix_host": pre.host}
+        st.failure = {
+            "line": line_no,
+            "time": value,
+            "root_cause": st.root_cause,
+            "prefix_host": pre.host,
+        }
     elif st.failure is None:
         return False
     else:
@@ -450,16 +561,28 @@ def flush_failure(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | N
         "rank": _int(rank[1]) if rank else None,
         "local_rank": _int(rank[2]) if rank else None,
         "exit_code": _int(code[1]) if code else None,
-        "error_file": f.get("error_file"), "traceback": f.get("traceback"),
+        "error_file": f.get("error_file"),
+        "traceback": f.get("traceback"),
         "root_cause": f["root_cause"],
     }
     host = normalize_node(f.get("host")) or f["prefix_host"]
-    sink.events.append(make_event(
-        ctx, f["line"], source=Source.PYTORCH, kind=Kind.PROCESS_FAILED, subkind="child_failed",
-        severity=Severity.ERROR, node=host, ts=ts, pid=_int(code[2]) if code else None,
-        message=f"rank {attrs['rank']} exited with code {attrs['exit_code']}"
-                f" ({f.get('traceback') or 'no traceback'})",
-        attrs=attrs, job_id=job_id))
+    sink.events.append(
+        make_event(
+            ctx,
+            f["line"],
+            source=Source.PYTORCH,
+            kind=Kind.PROCESS_FAILED,
+            subkind="child_failed",
+            severity=Severity.ERROR,
+            node=host,
+            ts=ts,
+            pid=_int(code[2]) if code else None,
+            message=f"rank {attrs['rank']} exited with code {attrs['exit_code']}"
+            f" ({f.get('traceback') or 'no traceback'})",
+            attrs=attrs,
+            job_id=job_id,
+        )
+    )
 
 
 def finish(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None) -> None:

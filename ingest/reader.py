@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
 import polars as pl
+
 from faultlens.ingest.errors import InputError
 
 CHUNK_BYTES = 16 * 1024 * 1024  # bytes read per block (measured: 16 MiB splits cheapest)
@@ -409,14 +410,17 @@ def _candidates(lines: pl.Series, first_line: int, end_byte: int, pattern: str) 
         long_mask = (nbytes > MAX_LINE_BYTES).fill_null(False)
         hit = hit & ~long_mask
         idx = long_mask.arg_true()
-        too_long = pl.DataFrame({
-            "line": idx.cast(pl.Int64) + first_line,
-            "bytes": nbytes.gather(idx).cast(pl.Int64),
-            "raw": lines.gather(idx).str.slice(0, 4000),
-        })
+        too_long = pl.DataFrame(
+            {
+                "line": idx.cast(pl.Int64) + first_line,
+                "bytes": nbytes.gather(idx).cast(pl.Int64),
+                "raw": lines.gather(idx).str.slice(0, 4000),
+            }
+        )
     # filter, not gather: the kept strings stay views into the block's buffers (no copy)
-    cand = pl.DataFrame({"line": hit.arg_true().cast(pl.Int64) + first_line,
-                         "raw": lines.filter(hit)})
+    cand = pl.DataFrame(
+        {"line": hit.arg_true().cast(pl.Int64) + first_line, "raw": lines.filter(hit)}
+    )
     return CandidateChunk(cand, first_line, n, end_byte, too_long)
 
 
@@ -444,6 +448,7 @@ def _in_thread(make: Callable[[], Iterator[T]], depth: int = PREFETCH) -> Iterat
     Exceptions of the generator are raised in the consumer; closing the consumer stops the
     thread. Memory stays bounded: at most ``depth`` items wait in the queue.
     """
+
     def consume() -> Iterator[T]:
         # the thread starts with the first item asked for, so an unused iterator leaks nothing
         q: queue.Queue[Any] = queue.Queue(maxsize=depth)

@@ -16,20 +16,45 @@ from faultlens.ingest.errors import InputError
 # Parser name -> the module that lists it in its ``PARSERS`` (checked when the module loads).
 MODULE_OF: dict[str, str] = {
     **dict.fromkeys(("kernel", "journal_json", "k8s_device_plugin"), "faultlens.ingest.kernel"),
-    **dict.fromkeys(("sacct", "sacct_json", "slurmrestd_nodes", "slurmctld", "sinfo",
-                     "scontrol_node", "k8s_events"), "faultlens.ingest.slurm"),
+    **dict.fromkeys(
+        (
+            "sacct",
+            "sacct_json",
+            "slurmrestd_nodes",
+            "slurmctld",
+            "sinfo",
+            "scontrol_node",
+            "k8s_events",
+        ),
+        "faultlens.ingest.slurm",
+    ),
     **dict.fromkeys(("nccl", "pytorch"), "faultlens.ingest.nccl"),
     "dcgm_exporter": "faultlens.ingest.dcgm",
     **dict.fromkeys(("dcgmi", "nv_hostengine", "fabricmanager"), "faultlens.ingest.dcgm_logs"),
     **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "faultlens.ingest.nvsmi"),
-    **dict.fromkeys(("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink",
-                     "nvidia_smi_bundle"), "faultlens.ingest.nvsmi_text"),
+    **dict.fromkeys(
+        ("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink", "nvidia_smi_bundle"),
+        "faultlens.ingest.nvsmi_text",
+    ),
     "prometheus_json": "faultlens.ingest.prom",
     "training": "faultlens.ingest.training",
-    **dict.fromkeys(("alibaba2023_pods", "alibaba2023_nodes", "pai2020_job", "pai2020_task",
-                     "pai2020_instance", "pai2020_machine_spec", "pai2020_sensor",
-                     "pai2020_group_tag", "pai2020_machine_metric", "acme_jobs", "acme_summary",
-                     "alibaba_genai_duty_cycle"), "faultlens.ingest.traces"),
+    **dict.fromkeys(
+        (
+            "alibaba2023_pods",
+            "alibaba2023_nodes",
+            "pai2020_job",
+            "pai2020_task",
+            "pai2020_instance",
+            "pai2020_machine_spec",
+            "pai2020_sensor",
+            "pai2020_group_tag",
+            "pai2020_machine_metric",
+            "acme_jobs",
+            "acme_summary",
+            "alibaba_genai_duty_cycle",
+        ),
+        "faultlens.ingest.traces",
+    ),
 }
 
 
@@ -50,8 +75,9 @@ class _Registry(MutableMapping[str, Parser]):
         names = {p.name for p in module.PARSERS}
         mapped = {n for n, m in self._module_of.items() if m == module_name}
         if names != mapped:
-            raise RuntimeError(f"{module_name} defines {sorted(names)}, registry maps "
-                               f"{sorted(mapped)}")
+            raise RuntimeError(
+                f"{module_name} defines {sorted(names)}, registry maps {sorted(mapped)}"
+            )
         for parser in module.PARSERS:
             self._parsers.setdefault(parser.name, parser)
         self._loaded.add(module_name)

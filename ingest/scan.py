@@ -35,6 +35,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from faultlens.ingest import reader
 from faultlens.ingest.reader import MAX_LINE_BYTES, CandidateChunk
 
@@ -79,11 +80,20 @@ def iter_scan(
         raise ValueError("literals must be non-empty and hold no newline")
     engine = engine or ("hyperscan" if available() else "polars")
     if engine == "hyperscan":
-        make = functools.partial(_hs_chunks, path, tuple(literals), follow, gzipped, start_byte,
-                                 start_line, block_bytes)
+        make = functools.partial(
+            _hs_chunks, path, tuple(literals), follow, gzipped, start_byte, start_line, block_bytes
+        )
     elif engine == "polars":
-        make = functools.partial(_polars_chunks, path, tuple(literals), follow, gzipped,
-                                 start_byte, start_line, block_bytes)
+        make = functools.partial(
+            _polars_chunks,
+            path,
+            tuple(literals),
+            follow,
+            gzipped,
+            start_byte,
+            start_line,
+            block_bytes,
+        )
     else:
         raise ValueError(f"unknown scan engine {engine!r}")
     # a block's candidates are small (the block itself is not kept): let the scan run well
@@ -107,20 +117,27 @@ def _database(literals: tuple[str, ...], follow: str | None) -> Any:
     if follow is not None:
         exprs.append(line_of(_escape(follow)))
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    db.compile(expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs),
-               flags=[0] * len(exprs))
+    db.compile(
+        expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs)
+    )
     return db
 
 
 def _escape(literal: str) -> str:
     """A literal as a Hyperscan (PCRE-syntax) pattern over its UTF-8 bytes."""
-    return "".join(c if c.isascii() and c.isalnum() else f"\\x{b:02x}"
-                   for c in literal for b in c.encode())
+    return "".join(
+        c if c.isascii() and c.isalnum() else f"\\x{b:02x}" for c in literal for b in c.encode()
+    )
 
 
 def _hs_chunks(
-    path: str | Path, literals: tuple[str, ...], follow: str | None, gzipped: bool,
-    start_byte: int, start_line: int, block_bytes: int,
+    path: str | Path,
+    literals: tuple[str, ...],
+    follow: str | None,
+    gzipped: bool,
+    start_byte: int,
+    start_line: int,
+    block_bytes: int,
 ) -> Iterator[CandidateChunk]:
     import hyperscan
 
@@ -140,7 +157,8 @@ def _hs_chunks(
         db.scan(memoryview(buf)[:body_len], match_event_handler=on_match, scratch=scratch)
         offset += real_len
         chunk, prev_follow = block_candidates(
-            buf, body_len, ends, follow_ends if follow else None, line_no, offset, prev_follow)
+            buf, body_len, ends, follow_ends if follow else None, line_no, offset, prev_follow
+        )
         line_no += chunk.n_lines
         yield chunk
 
@@ -163,7 +181,7 @@ def _fill(f: Any, block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:
     view = memoryview(buf)
     kept = 0  # bytes of a partial line carried to the front of the buffer
     while True:
-        got = f.readinto(view[kept:len(buf) - 1])
+        got = f.readinto(view[kept : len(buf) - 1])
         size = kept + got
         if got == 0:
             if kept:
@@ -193,10 +211,10 @@ class NewlineBits:
         sub = max(64, SUB_BYTES // 64 * 64)  # whole words per piece
         mask = np.empty(min(sub, len(data)), np.bool_)
         for k in range(0, len(data), sub):
-            piece = data[k:k + sub]
+            piece = data[k : k + sub]
             m = mask[: len(piece)]
             np.equal(piece, 10, out=m)
-            packed[k // 8:k // 8 + (len(piece) + 7) // 8] = np.packbits(m, bitorder="little")
+            packed[k // 8 : k // 8 + (len(piece) + 7) // 8] = np.packbits(m, bitorder="little")
         self.counts = np.bitwise_count(self.words)
         self.cum = np.cumsum(self.counts, dtype=np.int64)  # newlines up to the end of each word
         self.total = int(self.cum[-1]) if n_words else 0
@@ -234,8 +252,13 @@ def _high_bit(x: np.ndarray) -> np.ndarray:
 
 
 def block_candidates(
-    buf: bytes | bytearray, body_len: int, ends: Sequence[int], follow_ends: Sequence[int] | None,
-    first_line: int, end_byte: int, prev_follow: bool,
+    buf: bytes | bytearray,
+    body_len: int,
+    ends: Sequence[int],
+    follow_ends: Sequence[int] | None,
+    first_line: int,
+    end_byte: int,
+    prev_follow: bool,
 ) -> tuple[CandidateChunk, bool]:
     """The candidates of one block of whole lines, given the end offsets of its lines holding a
     literal (and of those holding the ``follow`` literal). Also returns whether the block's last
@@ -280,8 +303,12 @@ def _unique_ends(ends: Sequence[int], long_ends: np.ndarray) -> np.ndarray:
 
 
 def _following(
-    buf: bytes | bytearray, data: np.ndarray, body_len: int, holder: np.ndarray,
-    prev_follow: bool, long_ends: np.ndarray,
+    buf: bytes | bytearray,
+    data: np.ndarray,
+    body_len: int,
+    holder: np.ndarray,
+    prev_follow: bool,
+    long_ends: np.ndarray,
 ) -> np.ndarray:
     """Ends of the lines after the ``follow`` holders (``holder``: their ends) that are neither
     empty nor over-long; with ``prev_follow``, the block's first line too."""
@@ -326,8 +353,14 @@ def _too_long(
     if not rows:
         return None, np.empty(0, np.int64)
     ends = np.array([r[0] for r in rows], np.int64)
-    frame = pl.DataFrame({"line": bits.before(ends - 1) + first_line, "bytes": [r[1] for r in rows],
-                          "raw": [r[2] for r in rows]}, schema=_LONG_SCHEMA)
+    frame = pl.DataFrame(
+        {
+            "line": bits.before(ends - 1) + first_line,
+            "bytes": [r[1] for r in rows],
+            "raw": [r[2] for r in rows],
+        },
+        schema=_LONG_SCHEMA,
+    )
     return frame, ends
 
 
@@ -340,19 +373,21 @@ def _texts(buf: bytes | bytearray, starts: np.ndarray, stops: np.ndarray) -> pl.
     if k == 0:
         return pl.Series("raw", [], dtype=pl.String)
     offsets = np.empty(2 * k + 1, np.int64)
-    offsets[0:2 * k:2] = starts
-    offsets[1:2 * k:2] = stops
+    offsets[0 : 2 * k : 2] = starts
+    offsets[1 : 2 * k : 2] = stops
     offsets[2 * k] = stops[-1]
-    view = pa.Array.from_buffers(pa.large_binary(), 2 * k,
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    view = pa.Array.from_buffers(
+        pa.large_binary(), 2 * k, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
     # (``pa.array`` of a numpy array would import pandas: the indexes are wrapped instead)
     even = pa.Array.from_buffers(pa.int64(), k, [None, pa.py_buffer(np.arange(0, 2 * k, 2))])
     lines = view.take(even)
     try:
         text = pc.cast(lines, pa.large_string())
     except pa.ArrowInvalid:  # invalid UTF-8 somewhere: decode these lines as the reader does
-        return pl.Series("raw", [b.decode("utf-8", "replace") for b in lines.to_pylist()],
-                         dtype=pl.String)
+        return pl.Series(
+            "raw", [b.decode("utf-8", "replace") for b in lines.to_pylist()], dtype=pl.String
+        )
     return pl.Series("raw", pl.from_arrow(text), dtype=pl.String)
 
 
@@ -360,8 +395,13 @@ def _texts(buf: bytes | bytearray, starts: np.ndarray, stops: np.ndarray) -> pl.
 
 
 def _polars_chunks(
-    path: str | Path, literals: tuple[str, ...], follow: str | None, gzipped: bool,
-    start_byte: int, start_line: int, block_bytes: int,
+    path: str | Path,
+    literals: tuple[str, ...],
+    follow: str | None,
+    gzipped: bool,
+    start_byte: int,
+    start_line: int,
+    block_bytes: int,
 ) -> Iterator[CandidateChunk]:
     pattern = "|".join(re.escape(lit) for lit in literals)
     line_no, offset, prev_follow = start_line, start_byte, False
@@ -394,11 +434,13 @@ def _with_follows(
         cand = cand.with_columns(follows=pl.repeat(False, cand.height, eager=True))
         return _replace(chunk, cand), next_follow
     all_idx = np.union1d(idx.to_numpy(), after)
-    cand = pl.DataFrame({
-        "line": pl.Series(all_idx + chunk.first_line, dtype=pl.Int64),
-        "raw": lines.gather(all_idx),
-        "follows": pl.Series(np.isin(all_idx, after), dtype=pl.Boolean),
-    })
+    cand = pl.DataFrame(
+        {
+            "line": pl.Series(all_idx + chunk.first_line, dtype=pl.Int64),
+            "raw": lines.gather(all_idx),
+            "follows": pl.Series(np.isin(all_idx, after), dtype=pl.Boolean),
+        }
+    )
     return _replace(chunk, cand), next_follow
 
 

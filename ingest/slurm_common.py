@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import hostlist
 import polars as pl
+
 from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
 from faultlens.ingest.schema import Kind, Severity, Source, conform
 

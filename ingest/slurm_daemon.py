@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,

@@ -14,6 +14,7 @@ Input is a "records" frame: one row per sacct line (or JSON job / step), with th
 from __future__ import annotations
 
 import polars as pl
+
 from faultlens.ingest.base import fmt
 from faultlens.ingest.schema import TABLES, Kind, conform
 from faultlens.ingest.slurm_common import SEVERITY, SOURCE
@@ -112,9 +113,7 @@ def _job_events(records: pl.DataFrame) -> pl.DataFrame:
     )
     requeue = base.filter((pl.col("state") == "REQUEUED") | ~pl.col("_last")).with_columns(
         pl.lit(Kind.JOB_REQUEUE.value).alias("kind"),
-        fmt("job {} requeued after {}", "job_id", pl.col("state").fill_null("?")).alias(
-            "message"
-        ),
+        fmt("job {} requeued after {}", "job_id", pl.col("state").fill_null("?")).alias("message"),
     )
     events = pl.concat([node_fail, requeue], how="diagonal_relaxed")
     sev = pl.col("kind").replace_strict(

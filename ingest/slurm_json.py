@@ -14,6 +14,7 @@ from bisect import bisect_left
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     RAW_KEEP_CHARS,
     ChunkResult,

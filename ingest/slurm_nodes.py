@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, numbered
 from faultlens.ingest.schema import Kind, Source
 from faultlens.ingest.slurm_common import (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, fmt, numbered
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm_common import (
@@ -390,9 +391,9 @@ def sacct_records(
         .select(
             "line",
             "raw",
-            fmt(
-                "not a sacct row: JobID '{}' is not a job id", pl.col("_jid").fill_null("")
-            ).alias("reason"),
+            fmt("not a sacct row: JobID '{}' is not a job id", pl.col("_jid").fill_null("")).alias(
+                "reason"
+            ),
         )
     )
     q = pl.concat([q_fields, q_id]).sort("line")

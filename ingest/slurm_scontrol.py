@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     ParseContext,

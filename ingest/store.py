@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+
 from faultlens.ingest.errors import LockedError, StoreError
 from faultlens.ingest.schema import SCHEMA_VERSION, TABLES, conform
 
@@ -188,7 +189,8 @@ class Store:
                 # the parts' folders are hive-style (source=.../day=...): the columns are in
                 # the files, so the folder names must not add any
                 f"INSERT INTO {table} BY NAME SELECT * FROM read_parquet(?, hive_partitioning = "
-                "false)", [list(files)]
+                "false)",
+                [list(files)],
             )
             return int(rows[0][0]) if rows else 0
         except duckdb.Error as e:

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import ParseContext, fmt, node_expr, pci_expr
 from faultlens.ingest.catalog import severity_action_expr
 from faultlens.ingest.schema import TS, Kind, Source, conform, empty_frame
@@ -103,12 +104,17 @@ def label_dicts_to_frame(
     if metrics is None:
         metrics = [labels.get("__name__") for labels in label_sets]
     rows = [
-        {"key": first_key + i, "metric": metric,
-         **{col: labels.get(name) for name, col in LABELS.items()}}
+        {
+            "key": first_key + i,
+            "metric": metric,
+            **{col: labels.get(name) for name, col in LABELS.items()},
+        }
         for i, (labels, metric) in enumerate(zip(label_sets, metrics, strict=True))
     ]
-    return conform_labels(pl.DataFrame(rows, schema=LABEL_SCHEMA)) if rows else conform_labels(
-        pl.DataFrame(schema=LABEL_SCHEMA)
+    return (
+        conform_labels(pl.DataFrame(rows, schema=LABEL_SCHEMA))
+        if rows
+        else conform_labels(pl.DataFrame(schema=LABEL_SCHEMA))
     )
 
 
@@ -200,10 +206,13 @@ def _xid_events(
     groups = xid.select(_XID_GROUP).unique(maintain_order=True).with_row_index("gid")
     xid = xid.join(groups, on=_XID_GROUP, how="left", nulls_equal=True)
     per_series = xid.select(
-        "key", "gid",
+        "key",
+        "gid",
         is_count=pl.col("metric").is_in(XID_COUNT_METRICS),
-        label_code=pl.coalesce(pl.col("xid").cast(pl.Int32, strict=False),
-                               pl.col("err_code").cast(pl.Int32, strict=False)),
+        label_code=pl.coalesce(
+            pl.col("xid").cast(pl.Int32, strict=False),
+            pl.col("err_code").cast(pl.Int32, strict=False),
+        ),
     )
     cand = samples.join(per_series, on="key", how="inner")
     if cand.height == 0:
@@ -219,8 +228,10 @@ def _xid_events(
     keys = groups.select(_XID_GROUP).rows()
     carried = pl.Series("carried", [state.get(k, 0) for k in keys], dtype=pl.Int64)
     cand = cand.with_columns(
-        prev=pl.coalesce(pl.col("active").shift(1).over("gid"),
-                         pl.col("gid").replace_strict(groups.get_column("gid"), carried)),
+        prev=pl.coalesce(
+            pl.col("active").shift(1).over("gid"),
+            pl.col("gid").replace_strict(groups.get_column("gid"), carried),
+        ),
     )
     for gid, last in cand.group_by("gid").agg(pl.col("active").last()).rows():
         state[keys[gid]] = last

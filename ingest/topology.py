@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import normalize_node, normalize_pci
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.schema import Kind
@@ -58,13 +59,26 @@ log = logging.getLogger(__name__)
 
 TOPOLOGY_COLUMNS = ("node", "leaf_switch", "spine", "rail", "hca", "hca_pci", "ip", "gpu")
 _ALIASES = {
-    "host": "node", "hostname": "node", "name": "node", "leaf": "leaf_switch",
-    "switch": "leaf_switch", "leafswitch": "leaf_switch", "tor": "leaf_switch", "nic": "hca",
-    "device": "hca", "nic_pci": "hca_pci", "pci": "hca_pci", "address": "ip",
+    "host": "node",
+    "hostname": "node",
+    "name": "node",
+    "leaf": "leaf_switch",
+    "switch": "leaf_switch",
+    "leafswitch": "leaf_switch",
+    "tor": "leaf_switch",
+    "nic": "hca",
+    "device": "hca",
+    "nic_pci": "hca_pci",
+    "pci": "hca_pci",
+    "address": "ip",
 }
 RESULT_SCHEMA = {
-    "window_start": pl.Datetime("us"), "component_type": pl.String, "component": pl.String,
-    "nodes_affected": pl.Int64, "nodes_total": pl.Int64, "score": pl.Float64,
+    "window_start": pl.Datetime("us"),
+    "component_type": pl.String,
+    "component": pl.String,
+    "nodes_affected": pl.Int64,
+    "nodes_total": pl.Int64,
+    "score": pl.Float64,
     "evidence_count": pl.Int64,
 }
 LOCAL_KINDS = (Kind.IB_PORT, Kind.NVLINK, Kind.SXID)
@@ -103,13 +117,16 @@ def conform_topology(frame: pl.DataFrame, what: str = "topology") -> pl.DataFram
             renames[col] = key
     frame = frame.select([pl.col(c).cast(pl.String).alias(k) for c, k in renames.items()])
     if "node" not in frame.columns or not ({"leaf_switch", "rail"} & set(frame.columns)):
-        raise InputError(f"{what}: needs a node column and a leaf_switch or rail column "
-                         f"(got {', '.join(frame.columns) or 'none'})")
+        raise InputError(
+            f"{what}: needs a node column and a leaf_switch or rail column "
+            f"(got {', '.join(frame.columns) or 'none'})"
+        )
     frame = frame.with_columns(
         [pl.lit(None, pl.String).alias(c) for c in TOPOLOGY_COLUMNS if c not in frame.columns]
     ).select(TOPOLOGY_COLUMNS)
-    frame = frame.with_columns(pl.col(c).str.strip_chars().replace("", None)
-                               for c in TOPOLOGY_COLUMNS)
+    frame = frame.with_columns(
+        pl.col(c).str.strip_chars().replace("", None) for c in TOPOLOGY_COLUMNS
+    )
     frame = frame.with_columns(
         node=pl.col("node").map_elements(normalize_node, return_dtype=pl.String),
         hca_pci=pl.col("hca_pci").map_elements(normalize_pci, return_dtype=pl.String),
@@ -150,8 +167,11 @@ def _expand_record(rec: dict[str, Any], default_rails: dict[str, str]) -> list[d
             base[key] = rec[alias]
     nics = rec.get("nics") or rec.get("hcas")
     if isinstance(nics, list):
-        rows = [{**base, **{k: v for k, v in nic.items() if v is not None}}
-                for nic in nics if isinstance(nic, dict)]
+        rows = [
+            {**base, **{k: v for k, v in nic.items() if v is not None}}
+            for nic in nics
+            if isinstance(nic, dict)
+        ]
     elif isinstance(rec.get("rails"), dict):
         rows = [{**base, "hca": hca, "rail": rail} for hca, rail in rec["rails"].items()]
     elif default_rails and base.get("rail") is None:
@@ -164,8 +184,9 @@ def _expand_record(rec: dict[str, Any], default_rails: dict[str, str]) -> list[d
 # -- evidence ---------------------------------------------------------------------------------
 
 
-def load_evidence(store: Store, since: datetime | None = None,
-                  until: datetime | None = None) -> pl.DataFrame:
+def load_evidence(
+    store: Store, since: datetime | None = None, until: datetime | None = None
+) -> pl.DataFrame:
     """Network evidence events: ts, node, kind, subkind, peer, hca, nic_pci. An event without a
     timestamp (NCCL lines often have none) takes the end of its job, when the job is known."""
     kinds = [k.value for k in EVIDENCE_KINDS]
@@ -229,8 +250,12 @@ def pair_cover(pairs: list[tuple[str, str]]) -> set[str]:
     return cover
 
 
-def _windows(evidence: pl.DataFrame, window: timedelta, addresses: dict[str, str],
-             nic_of: dict[tuple[str, str], str]) -> dict[datetime, _Window]:
+def _windows(
+    evidence: pl.DataFrame,
+    window: timedelta,
+    addresses: dict[str, str],
+    nic_of: dict[tuple[str, str], str],
+) -> dict[datetime, _Window]:
     out: dict[datetime, _Window] = defaultdict(_Window)
     frame = evidence.with_columns(w=pl.col("ts").dt.truncate(window))
     for r in frame.iter_rows(named=True):
@@ -259,7 +284,8 @@ def _windows(evidence: pl.DataFrame, window: timedelta, addresses: dict[str, str
 def _topology_maps(topo: pl.DataFrame) -> dict[str, Any]:
     # component -> node -> the node's NICs on it (None: the whole node, no NIC given)
     members: dict[tuple[str, str], dict[str, set[str | None]]] = defaultdict(
-        lambda: defaultdict(set))
+        lambda: defaultdict(set)
+    )
     comp_rails: dict[tuple[str, str], set[str]] = defaultdict(set)
     node_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in topo.iter_rows(named=True):
@@ -272,11 +298,18 @@ def _topology_maps(topo: pl.DataFrame) -> dict[str, Any]:
     return {"members": members, "comp_rails": comp_rails, "node_rows": node_rows}
 
 
-def _row(ws: datetime, ctype: str, comp: str, affected: int, total: int, score: float,
-         evidence: int) -> dict[str, Any]:
-    return {"window_start": ws, "component_type": ctype, "component": comp,
-            "nodes_affected": affected, "nodes_total": total, "score": round(score, 6),
-            "evidence_count": evidence}
+def _row(
+    ws: datetime, ctype: str, comp: str, affected: int, total: int, score: float, evidence: int
+) -> dict[str, Any]:
+    return {
+        "window_start": ws,
+        "component_type": ctype,
+        "component": comp,
+        "nodes_affected": affected,
+        "nodes_total": total,
+        "score": round(score, 6),
+        "evidence_count": evidence,
+    }
 
 
 def _behind(evidence_nics: set[str | None] | None, comp_nics: set[str | None]) -> bool:
@@ -313,8 +346,9 @@ def _score_topology(ws: datetime, win: _Window, maps: dict[str, Any]) -> list[di
             seen = set().union(*(ev_rails.get(n, set()) for n in hit)) & rails
             if rails and seen:
                 score *= len(seen) / len(rails)
-        rows.append(_row(ws, ctype, comp, len(hit), len(members), score,
-                         sum(win.count[n] for n in hit)))
+        rows.append(
+            _row(ws, ctype, comp, len(hit), len(members), score, sum(win.count[n] for n in hit))
+        )
     for node in everyone:
         nics = [r for r in node_rows.get(node, []) if r["hca"]]
         hcas = {h for h in win.local.get(node, set()) if h}
@@ -323,8 +357,7 @@ def _score_topology(ws: datetime, win: _Window, maps: dict[str, Any]) -> list[di
         conc = 1.0 / len(everyone)
         rows.append(_row(ws, "node", node, 1, 1, conc * spread, win.count[node]))
         for hca in sorted(hcas):
-            rows.append(_row(ws, "link", f"{node}:{hca}", 1, 1, conc / len(hcas),
-                             win.count[node]))
+            rows.append(_row(ws, "link", f"{node}:{hca}", 1, 1, conc / len(hcas), win.count[node]))
     return rows
 
 
@@ -377,5 +410,7 @@ def localize_network_faults(
     for ws, win in sorted(_windows(evidence, window, addr, nic_of).items()):
         rows += _score_topology(ws, win, maps) if maps else _score_pairs(ws, win)
     frame = pl.DataFrame(rows, schema=RESULT_SCHEMA)
-    return frame.sort(["window_start", "score", "evidence_count", "component_type", "component"],
-                      descending=[False, True, True, False, False])
+    return frame.sort(
+        ["window_start", "score", "evidence_count", "component_type", "component"],
+        descending=[False, True, True, False, False],
+    )

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     QUARANTINE_SCHEMA,
     RAW_KEEP_CHARS,
@@ -78,42 +79,146 @@ MAX_GPUS_PER_NODE = 64
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 
 POD_PHASE_STATE = {
-    "Succeeded": "COMPLETED", "Failed": "FAILED", "Running": "RUNNING", "Pending": "PENDING",
+    "Succeeded": "COMPLETED",
+    "Failed": "FAILED",
+    "Running": "RUNNING",
+    "Pending": "PENDING",
 }
 PAI_STATUS_STATE = {
-    "Terminated": "COMPLETED", "Failed": "FAILED", "Running": "RUNNING", "Waiting": "PENDING",
+    "Terminated": "COMPLETED",
+    "Failed": "FAILED",
+    "Running": "RUNNING",
+    "Waiting": "PENDING",
 }
 PAI_STATUSES = frozenset(PAI_STATUS_STATE) | {"Interrupted", "Ready"}
 
 # Default column layouts (the trace's documented headers).
-ALIBABA2023_POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
-                           "qos", "pod_phase", "creation_time", "deletion_time", "scheduled_time")
-ALIBABA2023_POD_NEEDS = ("name", "num_gpu", "qos", "pod_phase", "creation_time", "deletion_time",
-                         "scheduled_time")
+ALIBABA2023_POD_COLUMNS = (
+    "name",
+    "cpu_milli",
+    "memory_mib",
+    "num_gpu",
+    "gpu_milli",
+    "gpu_spec",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
+ALIBABA2023_POD_NEEDS = (
+    "name",
+    "num_gpu",
+    "qos",
+    "pod_phase",
+    "creation_time",
+    "deletion_time",
+    "scheduled_time",
+)
 ALIBABA2023_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 PAI_JOB_COLUMNS = ("job_name", "inst_id", "user", "status", "start_time", "end_time")
-PAI_TASK_COLUMNS = ("job_name", "task_name", "inst_num", "status", "start_time", "end_time",
-                    "plan_cpu", "plan_mem", "plan_gpu", "gpu_type")
-PAI_INSTANCE_COLUMNS = ("job_name", "task_name", "inst_name", "worker_name", "inst_id", "status",
-                        "start_time", "end_time", "machine")
+PAI_TASK_COLUMNS = (
+    "job_name",
+    "task_name",
+    "inst_num",
+    "status",
+    "start_time",
+    "end_time",
+    "plan_cpu",
+    "plan_mem",
+    "plan_gpu",
+    "gpu_type",
+)
+PAI_INSTANCE_COLUMNS = (
+    "job_name",
+    "task_name",
+    "inst_name",
+    "worker_name",
+    "inst_id",
+    "status",
+    "start_time",
+    "end_time",
+    "machine",
+)
 PAI_MACHINE_SPEC_COLUMNS = ("machine", "gpu_type", "cap_cpu", "cap_mem", "cap_gpu")
-PAI_SENSOR_COLUMNS = ("job_name", "task_name", "worker_name", "inst_id", "machine", "gpu_name",
-                      "cpu_usage", "gpu_wrk_util", "avg_mem", "max_mem", "avg_gpu_wrk_mem",
-                      "max_gpu_wrk_mem", "read", "write", "read_count", "write_count")
+PAI_SENSOR_COLUMNS = (
+    "job_name",
+    "task_name",
+    "worker_name",
+    "inst_id",
+    "machine",
+    "gpu_name",
+    "cpu_usage",
+    "gpu_wrk_util",
+    "avg_mem",
+    "max_mem",
+    "avg_gpu_wrk_mem",
+    "max_gpu_wrk_mem",
+    "read",
+    "write",
+    "read_count",
+    "write_count",
+)
 PAI_GROUP_TAG_COLUMNS = ("inst_id", "user", "gpu_type_spec", "group", "workload")
-PAI_MACHINE_METRIC_COLUMNS = ("worker_name", "machine", "start_time", "end_time",
-                              "machine_cpu_iowait", "machine_cpu_kernel", "machine_cpu_usr",
-                              "machine_gpu", "machine_load_1", "machine_net_receive",
-                              "machine_num_worker", "machine_cpu")
-ACME_JOB_COLUMNS = ("job_id", "user", "node_num", "gpu_num", "cpu_num", "type", "state",
-                    "submit_time", "start_time", "end_time", "duration", "queue", "gpu_time")
+PAI_MACHINE_METRIC_COLUMNS = (
+    "worker_name",
+    "machine",
+    "start_time",
+    "end_time",
+    "machine_cpu_iowait",
+    "machine_cpu_kernel",
+    "machine_cpu_usr",
+    "machine_gpu",
+    "machine_load_1",
+    "machine_net_receive",
+    "machine_num_worker",
+    "machine_cpu",
+)
+ACME_JOB_COLUMNS = (
+    "job_id",
+    "user",
+    "node_num",
+    "gpu_num",
+    "cpu_num",
+    "type",
+    "state",
+    "submit_time",
+    "start_time",
+    "end_time",
+    "duration",
+    "queue",
+    "gpu_time",
+)
 ACME_SUMMARY_COLUMNS = (
-    "id", "job_num", "cpu_job_num", "gpu_job_num", "avg_run_time_gpu", "avg_que_time_gpu",
-    "avg_gpu_num", "med_run_time_gpu", "med_que_time_gpu", "med_gpu_num", "max_run_time_gpu",
-    "max_gpu", "complete_rate_gpu", "cancel_rate_gpu", "fail_rate_gpu", "complete_gpu_time",
-    "cancel_gpu_time", "fail_gpu_time", "complete_rate_gpu_time", "cancel_rate_gpu_time",
-    "fail_rate_gpu_time", "avg_run_time_cpu", "avg_que_time_cpu", "med_run_time_cpu",
-    "med_que_time_cpu", "complete_rate_cpu", "cancel_rate_cpu", "fail_rate_cpu")
+    "id",
+    "job_num",
+    "cpu_job_num",
+    "gpu_job_num",
+    "avg_run_time_gpu",
+    "avg_que_time_gpu",
+    "avg_gpu_num",
+    "med_run_time_gpu",
+    "med_que_time_gpu",
+    "med_gpu_num",
+    "max_run_time_gpu",
+    "max_gpu",
+    "complete_rate_gpu",
+    "cancel_rate_gpu",
+    "fail_rate_gpu",
+    "complete_gpu_time",
+    "cancel_gpu_time",
+    "fail_gpu_time",
+    "complete_rate_gpu_time",
+    "cancel_rate_gpu_time",
+    "fail_rate_gpu_time",
+    "avg_run_time_cpu",
+    "avg_que_time_cpu",
+    "med_run_time_cpu",
+    "med_que_time_cpu",
+    "complete_rate_cpu",
+    "cancel_rate_cpu",
+    "fail_rate_cpu",
+)
 GENAI_DUTY_COLUMNS = ("value", "timestamp_anon", "container_ip")
 
 F64, I64 = pl.Float64, pl.Int64
@@ -141,10 +246,12 @@ def split_rows(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Data rows of a CSV chunk as string columns (empty -> null) and the rows quarantined for a
     wrong field count. Empty lines and header lines (any line equal to the header) are dropped."""
-    frame = pl.DataFrame({
-        "line": pl.int_range(first_line, first_line + lines.len(), eager=True, dtype=pl.Int64),
-        "raw": lines.rename("raw"),
-    }).filter(pl.col("raw").is_not_null())
+    frame = pl.DataFrame(
+        {
+            "line": pl.int_range(first_line, first_line + lines.len(), eager=True, dtype=pl.Int64),
+            "raw": lines.rename("raw"),
+        }
+    ).filter(pl.col("raw").is_not_null())
     frame = frame.with_columns(
         text=pl.col("raw").str.strip_prefix("\ufeff").str.strip_chars_end("\r")
     ).filter(
@@ -155,21 +262,28 @@ def split_rows(
     plain = frame.filter(~is_quoted).with_columns(fields=pl.col("text").str.split(","))
     quoted = frame.filter(is_quoted)
     if quoted.height:
-        fixed = pl.Series(_split_quoted(quoted.get_column("text").to_list()),
-                          dtype=pl.List(pl.String))
+        fixed = pl.Series(
+            _split_quoted(quoted.get_column("text").to_list()), dtype=pl.List(pl.String)
+        )
         plain = pl.concat([plain, quoted.with_columns(fields=fixed)]).sort("line")
     frame = plain.with_columns(n=pl.col("fields").list.len())
     n_cols = len(columns)
     bad = frame.filter(pl.col("n") != n_cols)
     quarantine = bad.select(
-        "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS),
-        reason=fmt(f"expected {n_cols} comma-separated fields ({','.join(columns)[:200]}),"
-                         " got {}", pl.col("n")),
+        "line",
+        pl.col("raw").str.slice(0, RAW_KEEP_CHARS),
+        reason=fmt(
+            f"expected {n_cols} comma-separated fields ({','.join(columns)[:200]}), got {{}}",
+            pl.col("n"),
+        ),
     )
     good = frame.filter(pl.col("n") == n_cols).select(
-        "line", "raw",
-        *[pl.col("fields").list.get(i).str.strip_chars().replace("", None).alias(c)
-          for i, c in enumerate(columns)],
+        "line",
+        "raw",
+        *[
+            pl.col("fields").list.get(i).str.strip_chars().replace("", None).alias(c)
+            for i, c in enumerate(columns)
+        ],
     )
     return good, quarantine
 
@@ -195,21 +309,27 @@ def check_rows(
         casts[col] = cast
         nan_text = pl.col(col).str.to_lowercase().is_in(["nan", "none", "null"])
         reasons.append(
-            pl.when(pl.col(col).is_not_null() & cast.is_null() & ~nan_text)
-            .then(fmt(f"{col} is not a number: {{}}", pl.col(col).str.slice(0, 40)))
+            pl.when(pl.col(col).is_not_null() & cast.is_null() & ~nan_text).then(
+                fmt(f"{col} is not a number: {{}}", pl.col(col).str.slice(0, 40))
+            )
         )
         reasons.append(
-            pl.when((cast < lo) | (cast > hi))
-            .then(fmt(f"{col} out of range [{lo:g}, {hi:g}]: {{}}", pl.col(col)))
+            pl.when((cast < lo) | (cast > hi)).then(
+                fmt(f"{col} out of range [{lo:g}, {hi:g}]: {{}}", pl.col(col))
+            )
         )
     if reasons:
         frame = frame.with_columns(reason=pl.coalesce(reasons))
     else:
         frame = frame.with_columns(reason=pl.lit(None, pl.String))
     bad = frame.filter(pl.col("reason").is_not_null()).select(
-        "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS), "reason")
-    good = frame.filter(pl.col("reason").is_null()).with_columns(
-        **{c: e.alias(c) for c, e in casts.items()}).drop("reason")
+        "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS), "reason"
+    )
+    good = (
+        frame.filter(pl.col("reason").is_null())
+        .with_columns(**{c: e.alias(c) for c, e in casts.items()})
+        .drop("reason")
+    )
     return good, bad
 
 
@@ -231,20 +351,27 @@ def rel_time(col: str, epoch: datetime) -> pl.Expr:
 
 def state_expr(col: str, mapping: dict[str, str]) -> pl.Expr:
     """Known trace states mapped to Slurm's vocabulary; others upper-cased as they are."""
-    return pl.col(col).replace_strict(mapping, default=pl.col(col).str.to_uppercase(),
-                                      return_dtype=pl.String)
+    return pl.col(col).replace_strict(
+        mapping, default=pl.col(col).str.to_uppercase(), return_dtype=pl.String
+    )
 
 
-def inventory(frame: pl.DataFrame, node: str, count: str, model: str, src: str,
-              ctx: ParseContext) -> pl.DataFrame:
+def inventory(
+    frame: pl.DataFrame, node: str, count: str, model: str, src: str, ctx: ParseContext
+) -> pl.DataFrame:
     """One ``gpus`` row per GPU of each node row with a positive GPU count."""
-    return conform("gpus", frame.filter(pl.col(count) > 0).select(
-        node=node_expr(pl.col(node)),
-        gpu_index=pl.int_ranges(0, pl.col(count).cast(pl.Int64)),
-        model=pl.col(model),
-        source=pl.lit(src),
-        file=pl.lit(ctx.file),
-    ).explode("gpu_index"))
+    return conform(
+        "gpus",
+        frame.filter(pl.col(count) > 0)
+        .select(
+            node=node_expr(pl.col(node)),
+            gpu_index=pl.int_ranges(0, pl.col(count).cast(pl.Int64)),
+            model=pl.col(model),
+            source=pl.lit(src),
+            file=pl.lit(ctx.file),
+        )
+        .explode("gpu_index"),
+    )
 
 
 # -- the parser ---------------------------------------------------------------------------------
@@ -321,15 +448,17 @@ class TraceParser:
         missing = [c for c in (*needs, *self.required) if c not in columns]
         if missing:
             reason = f"{self.name}: columns {missing} missing from {','.join(columns)[:200]}"
-            bad = rows.select("line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS),
-                              reason=pl.lit(reason))
+            bad = rows.select(
+                "line", pl.col("raw").str.slice(0, RAW_KEEP_CHARS), reason=pl.lit(reason)
+            )
             return ChunkResult(quarantine=pl.concat([bad_shape, bad]).cast(QUARANTINE_SCHEMA))
         extra = self.checks(list(columns)) if self.checks is not None else None
         good, bad_values = check_rows(rows, self.numeric, self.required, extra)
         tables, parsed = self.build(good, ctx) if good.height else ({}, 0)
         quarantine = pl.concat([bad_shape, bad_values]).cast(QUARANTINE_SCHEMA)
-        return ChunkResult(tables=tables, parsed=parsed,
-                           quarantine=quarantine if quarantine.height else None)
+        return ChunkResult(
+            tables=tables, parsed=parsed, quarantine=quarantine if quarantine.height else None
+        )
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
         return ChunkResult()
@@ -384,14 +513,17 @@ def _pai_times(ctx: ParseContext) -> dict[str, pl.Expr]:
 def _build_pai_job(rows: pl.DataFrame, ctx: ParseContext):
     times = _pai_times(ctx)
     times.update(submit=times.pop("start"), start=pl.lit(None, TS), elapsed_s=pl.lit(None, F64))
-    jobs = rows.select(job_id=pl.col("job_name"), user=pl.col("user"),
-                       source=pl.lit("alibaba2020"), **times)
+    jobs = rows.select(
+        job_id=pl.col("job_name"), user=pl.col("user"), source=pl.lit("alibaba2020"), **times
+    )
     return {"jobs": conform("jobs", jobs)}, rows.height
 
 
 def _build_pai_task(rows: pl.DataFrame, ctx: ParseContext):
     steps = rows.select(
-        job_id=pl.col("job_name"), step=pl.col("task_name"), name=pl.col("task_name"),
+        job_id=pl.col("job_name"),
+        step=pl.col("task_name"),
+        name=pl.col("task_name"),
         n_gpus=(pl.col("inst_num").fill_null(1) * pl.col("plan_gpu") / 100).ceil(),
         **_pai_times(ctx),
     )
@@ -401,11 +533,13 @@ def _build_pai_task(rows: pl.DataFrame, ctx: ParseContext):
 def _build_pai_instance(rows: pl.DataFrame, ctx: ParseContext):
     steps = rows.select(
         job_id=pl.col("job_name"),
-        step=pl.concat_str([pl.col("task_name"), pl.col("inst_name")], separator="/",
-                           ignore_nulls=True),
+        step=pl.concat_str(
+            [pl.col("task_name"), pl.col("inst_name")], separator="/", ignore_nulls=True
+        ),
         name=pl.col("task_name"),
-        nodes=pl.when(pl.col("machine").is_not_null())
-        .then(pl.concat_list([node_expr(pl.col("machine"))])),
+        nodes=pl.when(pl.col("machine").is_not_null()).then(
+            pl.concat_list([node_expr(pl.col("machine"))])
+        ),
         **_pai_times(ctx),
     )
     return {"job_steps": conform("job_steps", steps)}, rows.height
@@ -426,14 +560,22 @@ def _is_num(text: str) -> bool:
 
 def _pai_shape(n: int, status_at: int, numeric_at: tuple[int, ...]) -> Callable[[list], bool]:
     def shape(fields: list[str]) -> bool:
-        return (len(fields) == n and fields[status_at] in PAI_STATUSES
-                and all(not fields[i] or _is_num(fields[i]) for i in numeric_at))
+        return (
+            len(fields) == n
+            and fields[status_at] in PAI_STATUSES
+            and all(not fields[i] or _is_num(fields[i]) for i in numeric_at)
+        )
+
     return shape
 
 
 def _machine_spec_shape(fields: list[str]) -> bool:
-    return (len(fields) == 5 and not _is_num(fields[0]) and not _is_num(fields[1])
-            and all(f.isdigit() for f in fields[2:]))
+    return (
+        len(fields) == 5
+        and not _is_num(fields[0])
+        and not _is_num(fields[1])
+        and all(f.isdigit() for f in fields[2:])
+    )
 
 
 # -- AcmeTrace / Helios -------------------------------------------------------------------------
@@ -465,21 +607,33 @@ def _build_acme_jobs(rows: pl.DataFrame, ctx: ParseContext):
 
     source = "helios" if "vc" in cols else "acme"
     jobs = rows.select(
-        job_id=pl.col("job_id"), user=opt("user"), name=opt("type"), partition=opt("vc"),
-        n_nodes=opt("node_num"), n_gpus=opt("gpu_num"),
-        submit=_acme_time("submit_time"), start=_acme_time("start_time"),
-        end=_acme_time("end_time"), elapsed_s=opt("duration"),
-        state=pl.col("state").str.to_uppercase(), source=pl.lit(source),
-        file=pl.lit(ctx.file), line=pl.col("line"),
+        job_id=pl.col("job_id"),
+        user=opt("user"),
+        name=opt("type"),
+        partition=opt("vc"),
+        n_nodes=opt("node_num"),
+        n_gpus=opt("gpu_num"),
+        submit=_acme_time("submit_time"),
+        start=_acme_time("start_time"),
+        end=_acme_time("end_time"),
+        elapsed_s=opt("duration"),
+        state=pl.col("state").str.to_uppercase(),
+        source=pl.lit(source),
+        file=pl.lit(ctx.file),
+        line=pl.col("line"),
     )
     return {"jobs": conform("jobs", jobs)}, rows.height
 
 
 def _acme_time_checks(columns: list[str]) -> list[pl.Expr]:
     """A time that is neither a datetime nor a number is a reason to quarantine the row."""
-    return [pl.when(pl.col(c).is_not_null() & _acme_time(c).is_null())
-            .then(fmt(f"{c} is not a time: {{}}", pl.col(c).str.slice(0, 40)))
-            for c in ("submit_time", "start_time", "end_time") if c in columns]
+    return [
+        pl.when(pl.col(c).is_not_null() & _acme_time(c).is_null()).then(
+            fmt(f"{c} is not a time: {{}}", pl.col(c).str.slice(0, 40))
+        )
+        for c in ("submit_time", "start_time", "end_time")
+        if c in columns
+    ]
 
 
 def _build_nothing(rows: pl.DataFrame, ctx: ParseContext):
@@ -496,8 +650,9 @@ def read_cluster_summary(path: str | Path) -> pl.DataFrame:
 
 def _build_genai_duty(rows: pl.DataFrame, ctx: ParseContext):
     telemetry = rows.select(
-        ts=pl.from_epoch((pl.col("timestamp_anon") * 1e6).round().cast(pl.Int64),
-                         time_unit="us").cast(TS),
+        ts=pl.from_epoch(
+            (pl.col("timestamp_anon") * 1e6).round().cast(pl.Int64), time_unit="us"
+        ).cast(TS),
         node=pl.col("container_ip").str.to_lowercase(),
         gpu=pl.lit(None, pl.Int32),
         metric=pl.lit(GPU_UTIL),
@@ -510,68 +665,120 @@ def _build_genai_duty(rows: pl.DataFrame, ctx: ParseContext):
 
 PARSERS = [
     TraceParser(
-        "alibaba2023_pods", ALIBABA2023_POD_COLUMNS, _build_alibaba2023_pods,
-        numeric={"cpu_milli": COUNT, "memory_mib": COUNT, "num_gpu": (F64, 0, 1024),
-                 "gpu_milli": COUNT, "creation_time": TIME, "deletion_time": TIME,
-                 "scheduled_time": TIME},
-        required=("name", "pod_phase"), needs=ALIBABA2023_POD_NEEDS,
+        "alibaba2023_pods",
+        ALIBABA2023_POD_COLUMNS,
+        _build_alibaba2023_pods,
+        numeric={
+            "cpu_milli": COUNT,
+            "memory_mib": COUNT,
+            "num_gpu": (F64, 0, 1024),
+            "gpu_milli": COUNT,
+            "creation_time": TIME,
+            "deletion_time": TIME,
+            "scheduled_time": TIME,
+        },
+        required=("name", "pod_phase"),
+        needs=ALIBABA2023_POD_NEEDS,
         header_match=lambda h: set(ALIBABA2023_POD_NEEDS) <= set(h),
     ),
     TraceParser(
-        "alibaba2023_nodes", ALIBABA2023_NODE_COLUMNS, _build_alibaba2023_nodes,
+        "alibaba2023_nodes",
+        ALIBABA2023_NODE_COLUMNS,
+        _build_alibaba2023_nodes,
         numeric={"cpu_milli": COUNT, "memory_mib": COUNT, "gpu": (F64, 0, MAX_GPUS_PER_NODE)},
         required=("sn", "gpu"),
     ),
     TraceParser(
-        "pai2020_job", PAI_JOB_COLUMNS, _build_pai_job,
-        numeric={"start_time": TIME, "end_time": TIME}, required=("job_name", "status"),
-        headerless=True, row_shape=_pai_shape(6, 3, (4, 5)),
+        "pai2020_job",
+        PAI_JOB_COLUMNS,
+        _build_pai_job,
+        numeric={"start_time": TIME, "end_time": TIME},
+        required=("job_name", "status"),
+        headerless=True,
+        row_shape=_pai_shape(6, 3, (4, 5)),
     ),
     TraceParser(
-        "pai2020_task", PAI_TASK_COLUMNS, _build_pai_task,
-        numeric={"inst_num": COUNT, "start_time": TIME, "end_time": TIME, "plan_cpu": COUNT,
-                 "plan_mem": COUNT, "plan_gpu": (F64, 0, 100 * MAX_GPUS_PER_NODE)},
+        "pai2020_task",
+        PAI_TASK_COLUMNS,
+        _build_pai_task,
+        numeric={
+            "inst_num": COUNT,
+            "start_time": TIME,
+            "end_time": TIME,
+            "plan_cpu": COUNT,
+            "plan_mem": COUNT,
+            "plan_gpu": (F64, 0, 100 * MAX_GPUS_PER_NODE),
+        },
         required=("job_name", "task_name", "status"),
-        headerless=True, row_shape=_pai_shape(10, 3, (2, 4, 5, 6, 7, 8)),
+        headerless=True,
+        row_shape=_pai_shape(10, 3, (2, 4, 5, 6, 7, 8)),
     ),
     TraceParser(
-        "pai2020_instance", PAI_INSTANCE_COLUMNS, _build_pai_instance,
+        "pai2020_instance",
+        PAI_INSTANCE_COLUMNS,
+        _build_pai_instance,
         numeric={"start_time": TIME, "end_time": TIME},
         required=("job_name", "task_name", "status"),
-        headerless=True, row_shape=_pai_shape(9, 5, (6, 7)),
+        headerless=True,
+        row_shape=_pai_shape(9, 5, (6, 7)),
     ),
     TraceParser(
-        "pai2020_machine_spec", PAI_MACHINE_SPEC_COLUMNS, _build_pai_machine_spec,
+        "pai2020_machine_spec",
+        PAI_MACHINE_SPEC_COLUMNS,
+        _build_pai_machine_spec,
         numeric={"cap_cpu": COUNT, "cap_mem": COUNT, "cap_gpu": (F64, 0, MAX_GPUS_PER_NODE)},
         required=("machine", "cap_gpu"),
-        headerless=True, row_shape=_machine_spec_shape,
+        headerless=True,
+        row_shape=_machine_spec_shape,
     ),
     TraceParser(
-        "pai2020_sensor", PAI_SENSOR_COLUMNS, _build_nothing,
-        numeric={c: (F64, 0, 1e15) for c in PAI_SENSOR_COLUMNS[6:]}, required=("job_name",),
+        "pai2020_sensor",
+        PAI_SENSOR_COLUMNS,
+        _build_nothing,
+        numeric={c: (F64, 0, 1e15) for c in PAI_SENSOR_COLUMNS[6:]},
+        required=("job_name",),
     ),
     TraceParser("pai2020_group_tag", PAI_GROUP_TAG_COLUMNS, _build_nothing, required=("inst_id",)),
     TraceParser(
-        "pai2020_machine_metric", PAI_MACHINE_METRIC_COLUMNS, _build_nothing,
-        numeric={"start_time": TIME, "end_time": TIME,
-                 **{c: (F64, 0, 1e15) for c in PAI_MACHINE_METRIC_COLUMNS[4:]}},
+        "pai2020_machine_metric",
+        PAI_MACHINE_METRIC_COLUMNS,
+        _build_nothing,
+        numeric={
+            "start_time": TIME,
+            "end_time": TIME,
+            **{c: (F64, 0, 1e15) for c in PAI_MACHINE_METRIC_COLUMNS[4:]},
+        },
         required=("machine",),
     ),
     TraceParser(
-        "acme_jobs", ACME_JOB_COLUMNS, _build_acme_jobs,
-        numeric={"node_num": COUNT, "gpu_num": COUNT, "cpu_num": COUNT, "duration": TIME,
-                 "queue": TIME, "gpu_time": (F64, 0, 1e15)},
-        required=("job_id", "state", "submit_time"), needs=ACME_REQUIRED,
+        "acme_jobs",
+        ACME_JOB_COLUMNS,
+        _build_acme_jobs,
+        numeric={
+            "node_num": COUNT,
+            "gpu_num": COUNT,
+            "cpu_num": COUNT,
+            "duration": TIME,
+            "queue": TIME,
+            "gpu_time": (F64, 0, 1e15),
+        },
+        required=("job_id", "state", "submit_time"),
+        needs=ACME_REQUIRED,
         checks=_acme_time_checks,
         header_match=_acme_header,
     ),
     TraceParser(
-        "acme_summary", ACME_SUMMARY_COLUMNS, _build_nothing,
-        numeric={c: (F64, 0, 1e15) for c in ACME_SUMMARY_COLUMNS[1:]}, required=("id",),
+        "acme_summary",
+        ACME_SUMMARY_COLUMNS,
+        _build_nothing,
+        numeric={c: (F64, 0, 1e15) for c in ACME_SUMMARY_COLUMNS[1:]},
+        required=("id",),
         header_match=lambda h: h[:4] == list(ACME_SUMMARY_COLUMNS[:4]),
     ),
     TraceParser(
-        "alibaba_genai_duty_cycle", GENAI_DUTY_COLUMNS, _build_genai_duty,
+        "alibaba_genai_duty_cycle",
+        GENAI_DUTY_COLUMNS,
+        _build_genai_duty,
         numeric={"value": (F64, 0, 100.0001), "timestamp_anon": (F64, 0, MAX_TIME_S)},
         required=("value", "timestamp_anon", "container_ip"),
     ),

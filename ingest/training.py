@@ -35,6 +35,7 @@ from datetime import timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.base import (
     ChunkResult,
     LineResult,
@@ -130,8 +131,11 @@ class TrainingParser:
         result = self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, _State())
         if result.quarantine is not None and result.quarantine.height:
             return Quarantined(result.quarantine["reason"][0])
-        rows = {name: frame.drop("line", strict=False).to_dicts()
-                for name, frame in result.tables.items() if frame.height}
+        rows = {
+            name: frame.drop("line", strict=False).to_dicts()
+            for name, frame in result.tables.items()
+            if frame.height
+        }
         return Parsed(rows) if result.parsed else None
 
     # -- the vectorized path ---------------------------------------------------------------------
@@ -179,7 +183,8 @@ def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
     step_time_s = pl.col("g").struct.field("6").cast(pl.Float64, strict=False) / 1000.0
     gbs = pl.col("seg").str.extract(MEGATRON_GBS).cast(pl.Float64, strict=False)
     return out.select(
-        "order", "line",
+        "order",
+        "line",
         framework=pl.lit("megatron"),
         rank=_rank(pl.col("g")),
         ts=pl.col("g").struct.field("3").str.to_datetime(_TS_FORMAT, strict=False),
@@ -197,12 +202,15 @@ def _titan(segs: pl.DataFrame) -> pl.DataFrame:
     out = segs.with_columns(g=g).filter(pl.col("g").struct.field("5").is_not_null())
     stamp = fmt("{}.{}", pl.col("g").struct.field("3"), pl.col("g").struct.field("4"))
     return out.select(
-        "order", "line",
+        "order",
+        "line",
         framework=pl.lit("torchtitan"),
         rank=_rank(pl.col("g")),
         ts=stamp.str.to_datetime(_TS_FORMAT, strict=False),
         step=pl.col("g").struct.field("5").cast(pl.Int64, strict=False),
-        tokens_per_s=pl.col("seg").str.extract(TITAN_TPS).str.replace_all(",", "")
+        tokens_per_s=pl.col("seg")
+        .str.extract(TITAN_TPS)
+        .str.replace_all(",", "")
         .cast(pl.Float64, strict=False),
         loss=pl.col("g").struct.field("6").cast(pl.Float64, strict=False),
     )
@@ -236,9 +244,15 @@ def _hf_bar(segs: pl.DataFrame) -> pl.DataFrame:
     )
     cols = _bar_columns(pl.col("g"), 0)
     return out.select(
-        "order", "line", framework=pl.lit("hf_trainer"), step=cols["n"],
-        total_steps=cols["bar_total"], bar_total=cols["bar_total"],
-        elapsed_s=cols["elapsed_s"], step_time_s=cols["step_time_s"], is_bar=pl.lit(True),
+        "order",
+        "line",
+        framework=pl.lit("hf_trainer"),
+        step=cols["n"],
+        total_steps=cols["bar_total"],
+        bar_total=cols["bar_total"],
+        elapsed_s=cols["elapsed_s"],
+        step_time_s=cols["step_time_s"],
+        is_bar=pl.lit(True),
     )
 
 
@@ -250,11 +264,16 @@ def _lightning_bar(segs: pl.DataFrame) -> pl.DataFrame:
     epoch = pl.col("g").struct.field("1").cast(pl.Int64, strict=False)
     per_epoch = cols["bar_total"]
     return out.select(
-        "order", "line", framework=pl.lit("lightning"),
-        step=pl.when(per_epoch.is_not_null()).then(epoch * per_epoch + cols["n"])
+        "order",
+        "line",
+        framework=pl.lit("lightning"),
+        step=pl.when(per_epoch.is_not_null())
+        .then(epoch * per_epoch + cols["n"])
         .otherwise(cols["n"]),
-        bar_total=pl.lit(None, pl.Int64), elapsed_s=cols["elapsed_s"],
-        step_time_s=cols["step_time_s"], is_bar=pl.lit(True),
+        bar_total=pl.lit(None, pl.Int64),
+        elapsed_s=cols["elapsed_s"],
+        step_time_s=cols["step_time_s"],
+        is_bar=pl.lit(True),
         loss=cols["postfix"].str.extract(LIGHTNING_LOSS).cast(pl.Float64, strict=False),
     )
 
@@ -266,9 +285,13 @@ def _hf_dict(segs: pl.DataFrame) -> pl.DataFrame:
         return pl.col("seg").str.extract(_hf_value(key)).cast(pl.Float64, strict=False)
 
     return out.select(
-        "order", "line", framework=pl.lit("hf_trainer"),
-        loss=pl.coalesce(v("loss"), v("train_loss")), lr=v("learning_rate"),
-        samples_per_s=v("train_samples_per_second"), is_dict=pl.lit(True),
+        "order",
+        "line",
+        framework=pl.lit("hf_trainer"),
+        loss=pl.coalesce(v("loss"), v("train_loss")),
+        lr=v("learning_rate"),
+        samples_per_s=v("train_samples_per_second"),
+        is_dict=pl.lit(True),
     )
 
 
@@ -285,11 +308,16 @@ def _anchors(segs: pl.DataFrame) -> pl.DataFrame:
     iso = pl.col("seg").str.slice(0, 80).str.extract_groups(ISO_STAMP)
     us = pl.col("seg").str.extract_groups(US_STAMP)
     iso_text = fmt(
-        "{} {}.{}", iso.struct.field("1"), iso.struct.field("2"),
+        "{} {}.{}",
+        iso.struct.field("1"),
+        iso.struct.field("2"),
         iso.struct.field("3").fill_null("0"),
     )
     us_text = fmt(
-        "{}-{}-{} {}.0", us.struct.field("3"), us.struct.field("1"), us.struct.field("2"),
+        "{}-{}-{} {}.0",
+        us.struct.field("3"),
+        us.struct.field("1"),
+        us.struct.field("2"),
         us.struct.field("4"),
     )
     ts = pl.coalesce(iso_text, us_text).str.to_datetime(_TS_FORMAT, strict=False)
@@ -298,8 +326,13 @@ def _anchors(segs: pl.DataFrame) -> pl.DataFrame:
 
 def _place_in_time(rows: pl.DataFrame, segs: pl.DataFrame, state: _State) -> pl.DataFrame:
     """Give tqdm bar rows a time stamp (bar-start anchor + elapsed); drop eval bars."""
-    for name, dtype in (("is_bar", pl.Boolean), ("is_dict", pl.Boolean), ("bar_total", pl.Int64),
-                        ("elapsed_s", pl.Float64), ("ts", pl.Datetime("us"))):
+    for name, dtype in (
+        ("is_bar", pl.Boolean),
+        ("is_dict", pl.Boolean),
+        ("bar_total", pl.Int64),
+        ("elapsed_s", pl.Float64),
+        ("ts", pl.Datetime("us")),
+    ):
         if name not in rows.columns:
             rows = rows.with_columns(pl.lit(None, dtype).alias(name))
     rows = rows.with_columns(pl.col("is_bar").fill_null(False), pl.col("is_dict").fill_null(False))
@@ -308,8 +341,11 @@ def _place_in_time(rows: pl.DataFrame, segs: pl.DataFrame, state: _State) -> pl.
         state.bar_total = int(hf_totals[0])
     # An HF bar with another total than the training bar's is an evaluation bar: not a step.
     rows = rows.filter(
-        ~(pl.col("is_bar") & pl.col("bar_total").is_not_null()
-          & (pl.col("bar_total") != (state.bar_total or -1)))
+        ~(
+            pl.col("is_bar")
+            & pl.col("bar_total").is_not_null()
+            & (pl.col("bar_total") != (state.bar_total or -1))
+        )
     )
     anchors = _anchors(segs)
     merged = (
@@ -338,23 +374,29 @@ def _finish_rows(
     )
     seeds = [dict(v, stream=k, seed=True) for k, v in state.last.items()]
     if seeds:
-        rows = pl.concat([pl.DataFrame(seeds, infer_schema_length=None), rows],
-                         how="diagonal_relaxed")
+        rows = pl.concat(
+            [pl.DataFrame(seeds, infer_schema_length=None), rows], how="diagonal_relaxed"
+        )
     rows = rows.with_row_index("pos")
     progress = _bar_times(rows.filter(~pl.col("is_dict")))
     prev_step = pl.col("step").shift(1).over("stream", order_by="pos")
     prev_ts = pl.col("ts").shift(1).over("stream", order_by="pos")
     progress = progress.with_columns(prev_step=prev_step, prev_ts=prev_ts).with_columns(
-        restart=((pl.col("step") < pl.col("prev_step"))
-                 | (~pl.col("is_bar") & (pl.col("step") == pl.col("prev_step")))).fill_null(False),
+        restart=(
+            (pl.col("step") < pl.col("prev_step"))
+            | (~pl.col("is_bar") & (pl.col("step") == pl.col("prev_step")))
+        ).fill_null(False),
         redraw=(pl.col("is_bar") & (pl.col("step") == pl.col("prev_step"))).fill_null(False),
     )
-    titan_dt = (pl.col("ts") - pl.col("prev_ts")).dt.total_microseconds() / 1e6 / (
-        pl.col("step") - pl.col("prev_step")
+    titan_dt = (
+        (pl.col("ts") - pl.col("prev_ts")).dt.total_microseconds()
+        / 1e6
+        / (pl.col("step") - pl.col("prev_step"))
     )
     progress = progress.with_columns(
         step_time_s=pl.when((pl.col("framework") == "torchtitan") & ~pl.col("restart"))
-        .then(titan_dt).otherwise(pl.col("step_time_s")),
+        .then(titan_dt)
+        .otherwise(pl.col("step_time_s")),
     )
     _remember(progress, state)
     progress = progress.filter(~pl.col("seed"))
@@ -363,8 +405,14 @@ def _finish_rows(
     dicts = rows.filter(pl.col("is_dict"))
     if dicts.height:
         dicts = _dict_steps(dicts, progress)
-    out = pl.concat([steps, dicts], how="diagonal_relaxed").sort("pos").with_columns(
-        job_id=pl.lit(job_id, pl.String), node=pl.lit(node, pl.String), file=pl.lit(file),
+    out = (
+        pl.concat([steps, dicts], how="diagonal_relaxed")
+        .sort("pos")
+        .with_columns(
+            job_id=pl.lit(job_id, pl.String),
+            node=pl.lit(node, pl.String),
+            file=pl.lit(file),
+        )
     )
     columns = empty_frame("train_steps").columns
     return conform("train_steps", out.select([c for c in out.columns if c in columns])), events
@@ -381,12 +429,16 @@ def _bar_times(progress: pl.DataFrame) -> pl.DataFrame:
     bars = bars.with_columns(
         new=(prev_elapsed.is_null() | (pl.col("elapsed_s") < prev_elapsed)) & ~pl.col("seed")
     ).with_columns(inc=pl.col("new").cum_sum().over("stream", order_by="pos"))
-    incs = bars.group_by("stream", "inc", maintain_order=True).agg(
-        first_pos=pl.col("pos").min(),
-        src=pl.col("anchor_ts").sort_by("pos").first(),
-        seed_base=pl.col("base").sort_by("pos").first(),
-        last_elapsed=pl.col("elapsed_s").sort_by("pos").last(),
-    ).sort("stream", "first_pos")
+    incs = (
+        bars.group_by("stream", "inc", maintain_order=True)
+        .agg(
+            first_pos=pl.col("pos").min(),
+            src=pl.col("anchor_ts").sort_by("pos").first(),
+            seed_base=pl.col("base").sort_by("pos").first(),
+            last_elapsed=pl.col("elapsed_s").sort_by("pos").last(),
+        )
+        .sort("stream", "first_pos")
+    )
     bases: list[Any] = []
     prev: dict[str, tuple[Any, Any, float]] = {}  # stream -> (src, base, last elapsed)
     for rec in incs.iter_rows(named=True):  # one per bar: a handful per file
@@ -418,14 +470,25 @@ def _dict_steps(dicts: pl.DataFrame, progress: pl.DataFrame) -> pl.DataFrame:
     )
     if bars.height == 0:
         return dicts
-    return dicts.sort("pos").join_asof(bars.sort("pos"), on="pos").with_columns(
-        step=pl.col("bar_step"), ts=pl.col("bar_ts"), total_steps=pl.col("bar_total")
-    ).drop("bar_step", "bar_ts", "bar_total")
+    return (
+        dicts.sort("pos")
+        .join_asof(bars.sort("pos"), on="pos")
+        .with_columns(step=pl.col("bar_step"), ts=pl.col("bar_ts"), total_steps=pl.col("bar_total"))
+        .drop("bar_step", "bar_ts", "bar_total")
+    )
 
 
 def _remember(progress: pl.DataFrame, state: _State) -> None:
     keep = (
-        "framework", "rank", "step", "ts", "elapsed_s", "is_bar", "is_dict", "base", "anchor_ts"
+        "framework",
+        "rank",
+        "step",
+        "ts",
+        "elapsed_s",
+        "is_bar",
+        "is_dict",
+        "base",
+        "anchor_ts",
     )
     last = progress.group_by("stream").agg(pl.all().sort_by("pos").last())
     for rec in last.select("stream", *[c for c in keep if c in last.columns]).to_dicts():
@@ -438,17 +501,22 @@ def _restart_events(
     if restarts.height == 0:
         return empty_frame("events")
     ev = restarts.select(
-        "ts", "line",
+        "ts",
+        "line",
         node=pl.lit(node, pl.String),
         source=pl.lit(Source.TRAINING.value),
         kind=pl.lit(Kind.RESTART.value),
         severity=pl.lit(Severity.INFO.value),
         job_id=pl.lit(job_id, pl.String),
-        message=pl.concat_str([
-            pl.col("framework").cast(pl.String), pl.lit(" resumed at step "),
-            pl.col("step").cast(pl.String), pl.lit(" after reaching step "),
-            pl.col("prev_step").cast(pl.String),
-        ]),
+        message=pl.concat_str(
+            [
+                pl.col("framework").cast(pl.String),
+                pl.lit(" resumed at step "),
+                pl.col("step").cast(pl.String),
+                pl.lit(" after reaching step "),
+                pl.col("prev_step").cast(pl.String),
+            ]
+        ),
         attrs=pl.struct("framework", "rank", "step", "prev_step").map_elements(
             lambda s: to_json(s), return_dtype=pl.String
         ),
@@ -465,7 +533,8 @@ def _quarantine(frame: pl.DataFrame, parsed_lines: set[int]) -> pl.DataFrame | N
     if suspects.height == 0:
         return None
     return quarantine_frame(
-        suspects["line"].to_list(), suspects["raw"].to_list(),
+        suspects["line"].to_list(),
+        suspects["raw"].to_list(),
         ["training-progress line that does not parse"] * suspects.height,
     )
 

@@ -36,8 +36,11 @@ class Thresholds:
     drain_now: float
 
     def to_json(self) -> dict[str, float]:
-        return {"watch": self.watch, "drain_after_jobs": self.drain_after_jobs,
-                "drain_now": self.drain_now}
+        return {
+            "watch": self.watch,
+            "drain_after_jobs": self.drain_after_jobs,
+            "drain_now": self.drain_now,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, float]) -> Thresholds:
@@ -67,5 +70,6 @@ def command(node: str, action: str, reason: str, scheduler: str = "slurm") -> st
             return f"kubectl drain {shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"
         return f"kubectl cordon {shlex.quote(node)}"
     state = "down" if action == RiskAction.DRAIN_NOW else "drain"
-    return (f"scontrol update nodename={shlex.quote(node)} state={state} "
-            f"reason={shlex.quote(reason)}")
+    return (
+        f"scontrol update nodename={shlex.quote(node)} state={state} reason={shlex.quote(reason)}"
+    )

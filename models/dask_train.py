@@ -32,8 +32,13 @@ def worker_count(client: Any) -> int:
     return len(client.scheduler_info().get("workers", {}))
 
 
-def fit_on_dask(client: Any, X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray | None,
-                params: dict[str, Any]) -> lgb.LGBMClassifier:
+def fit_on_dask(
+    client: Any,
+    X: np.ndarray,
+    y: np.ndarray,
+    sample_weight: np.ndarray | None,
+    params: dict[str, Any],
+) -> lgb.LGBMClassifier:
     """Fit ``LGBMClassifier(**params)`` on ``X, y`` across the client's workers; a local model."""
     import dask.array as da
 

@@ -42,8 +42,13 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import average_precision_score
 
 RULE_COLUMNS = (
-    "xid_critical_24h", "ecc_24h", "row_remap_24h", "off_bus_24h", "ecc_dbe_inc_24h",
-    "remap_fail_inc_24h", "remap_uncorr_inc_24h",
+    "xid_critical_24h",
+    "ecc_24h",
+    "row_remap_24h",
+    "off_bus_24h",
+    "ecc_dbe_inc_24h",
+    "remap_fail_inc_24h",
+    "remap_uncorr_inc_24h",
 )
 LEMON_COLUMN = "fail_28d"
 BASELINES = ("rule_baseline", "lemon_baseline")
@@ -52,18 +57,17 @@ HOUR = timedelta(hours=1)
 METRIC_DEFINITIONS = {
     "pr_auc": "average precision over node-hour rows of the test window",
     "alert": "an episode per node: opens when the hourly score reaches the threshold, stays "
-             "open while it stays there, closes when it drops or when the node fails",
+    "open while it stays there, closes when it drops or when the node fails",
     "precision": "alert episodes followed by a failure of that node while open or within the "
-                 "horizon after / all alert episodes",
+    "horizon after / all alert episodes",
     "recall": "failure episodes with an alert open within the horizon before them / all "
-              "failure episodes",
+    "failure episodes",
     "median_lead_time_h": "median over caught failures of failure time - start of the "
-                          "earliest matching alert",
-    "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the "
-                      "horizon",
+    "earliest matching alert",
+    "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the horizon",
     "threshold": "max(min_threshold, lowest threshold whose calibration-window alert "
-                 "precision, isotonic-smoothed over thresholds with at least min_alerts alerts, "
-                 "reaches the target)",
+    "precision, isotonic-smoothed over thresholds with at least min_alerts alerts, "
+    "reaches the target)",
 }
 
 
@@ -86,12 +90,21 @@ class Split:
     test: tuple[datetime, datetime]
 
     def to_json(self) -> dict[str, list[str]]:
-        return {k: [getattr(self, k)[0].isoformat(), getattr(self, k)[1].isoformat()]
-                for k in ("train", "calib", "test")}
+        return {
+            k: [getattr(self, k)[0].isoformat(), getattr(self, k)[1].isoformat()]
+            for k in ("train", "calib", "test")
+        }
 
 
-def time_split(start: datetime, end: datetime, horizon_h: float, *, test_fraction: float = 0.25,
-               calib_fraction: float = 0.25, warmup_h: float = 168.0) -> Split:
+def time_split(
+    start: datetime,
+    end: datetime,
+    horizon_h: float,
+    *,
+    test_fraction: float = 0.25,
+    calib_fraction: float = 0.25,
+    warmup_h: float = 168.0,
+) -> Split:
     """Train / calibration / test windows over ``[start, end]``: test is the last
     ``test_fraction`` of the time, calibration the ``calib_fraction`` before it, training the rest
     (by default: first half, third quarter, last quarter). Each window's last row is a horizon
@@ -128,12 +141,19 @@ def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame)
         return pl.DataFrame(schema=_ALERT_SCHEMA)
     fl = (
         failures.select("node", pl.col("ts").cast(pl.Datetime("us")).alias("fts"))
-        .sort("node", "fts").with_columns(pl.int_range(1, pl.len() + 1).over("node").alias("nf"))
+        .sort("node", "fts")
+        .with_columns(pl.int_range(1, pl.len() + 1).over("node").alias("nf"))
     )
     on = on.with_columns(pl.col("ts").cast(pl.Datetime("us"))).sort("node", "ts")
-    on = on.join_asof(fl, left_on="ts", right_on="fts", by="node", strategy="backward",
-                      check_sortedness=False,
-                      allow_exact_matches=False).with_columns(pl.col("nf").fill_null(0))
+    on = on.join_asof(
+        fl,
+        left_on="ts",
+        right_on="fts",
+        by="node",
+        strategy="backward",
+        check_sortedness=False,
+        allow_exact_matches=False,
+    ).with_columns(pl.col("nf").fill_null(0))
     new = (
         pl.col("ts").shift(1).over("node").is_null()
         | (pl.col("ts") - pl.col("ts").shift(1).over("node") != HOUR)
@@ -142,33 +162,43 @@ def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame)
     return (
         on.with_columns(new.cum_sum().alias("aid"))
         .group_by("aid", maintain_order=True)
-        .agg(pl.col("node").first(), pl.col("ts").min().alias("start"),
-             (pl.col("ts").max() + HOUR).alias("end"))
+        .agg(
+            pl.col("node").first(),
+            pl.col("ts").min().alias("start"),
+            (pl.col("ts").max() + HOUR).alias("end"),
+        )
         .select(list(_ALERT_SCHEMA))
     )
 
 
-def match_alerts(alerts: pl.DataFrame, failures: pl.DataFrame, horizon_h: float
-                 ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def match_alerts(
+    alerts: pl.DataFrame, failures: pl.DataFrame, horizon_h: float
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Alerts with ``true`` (it matched a failure), failures with ``lead_h`` (hours from the
     earliest matching alert's start; null when no alert caught it). See the module doc."""
     h = timedelta(hours=horizon_h)
     a = alerts.with_row_index("aid")
     f = failures.select("node", pl.col("ts").cast(pl.Datetime("us"))).with_row_index("fid")
-    pairs = (
-        a.join(f, on="node", how="inner")
-        .filter((pl.col("start") <= pl.col("ts")) & (pl.col("ts") < pl.col("end") + h))
+    pairs = a.join(f, on="node", how="inner").filter(
+        (pl.col("start") <= pl.col("ts")) & (pl.col("ts") < pl.col("end") + h)
     )
     true_ids = pairs["aid"].unique()
     leads = pairs.group_by("fid").agg(
-        ((pl.col("ts") - pl.col("start")).max().dt.total_seconds() / 3600.0).alias("lead_h"))
+        ((pl.col("ts") - pl.col("start")).max().dt.total_seconds() / 3600.0).alias("lead_h")
+    )
     a = a.with_columns(pl.col("aid").is_in(true_ids.implode()).alias("true")).drop("aid")
     f = f.join(leads, on="fid", how="left").drop("fid")
     return a, f
 
 
-def episode_metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: float,
-                    horizon_h: float, window: tuple[datetime, datetime]) -> dict[str, float | None]:
+def episode_metrics(
+    rows: pl.DataFrame,
+    failures: pl.DataFrame,
+    *,
+    threshold: float,
+    horizon_h: float,
+    window: tuple[datetime, datetime],
+) -> dict[str, float | None]:
     """Precision, recall and median lead time of alert episodes (module doc). Alerts are counted
     when they start in ``window``, failures when they happen in it; matching may use alerts
     that opened before the window (``rows`` may start a horizon early) and failures after it."""
@@ -188,9 +218,16 @@ def episode_metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: fl
     }
 
 
-def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
-                     window: tuple[datetime, datetime], target_precision: float,
-                     min_alerts: int = 10, candidates: np.ndarray | None = None) -> float:
+def choose_threshold(
+    rows: pl.DataFrame,
+    failures: pl.DataFrame,
+    *,
+    horizon_h: float,
+    window: tuple[datetime, datetime],
+    target_precision: float,
+    min_alerts: int = 10,
+    candidates: np.ndarray | None = None,
+) -> float:
     """The operating threshold, from alert episodes on the calibration window.
 
     Among thresholds with at least ``min_alerts`` alert episodes (the support rule: a precision
@@ -212,8 +249,7 @@ def choose_threshold(rows: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: f
     cands = np.unique(np.asarray(candidates, dtype=float))
     sup = []
     for t in cands:
-        m = episode_metrics(rows, failures, threshold=float(t), horizon_h=horizon_h,
-                            window=window)
+        m = episode_metrics(rows, failures, threshold=float(t), horizon_h=horizon_h, window=window)
         if m["alerts"] >= min_alerts:
             sup.append((float(t), m["alerts"], m["precision"] or 0.0))
     if not sup:
@@ -235,29 +271,41 @@ def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:
         rows.group_by(pl.col("ts").dt.truncate("1d").alias("day"), "node")
         .agg(pl.col("score").max(), pl.col("label").max())
         .sort(["day", "score", "node"], descending=[False, True, False])
-        .group_by("day", maintain_order=True).head(k)
+        .group_by("day", maintain_order=True)
+        .head(k)
     )
     days = daily["day"].n_unique()
     return float(daily["label"].sum() / (k * days))
 
 
-def metrics(rows: pl.DataFrame, failures: pl.DataFrame, *, threshold: float, horizon_h: float,
-            k: int, window: tuple[datetime, datetime]) -> dict[str, float | None]:
+def metrics(
+    rows: pl.DataFrame,
+    failures: pl.DataFrame,
+    *,
+    threshold: float,
+    horizon_h: float,
+    k: int,
+    window: tuple[datetime, datetime],
+) -> dict[str, float | None]:
     """The metric set ``M`` for one scorer. ``rows``: node, ts, label, score; rows before
     ``window`` only feed alert episodes (the lead-in), never PR-AUC or precision@k."""
     inside = rows.filter(pl.col("ts").is_between(*window))
     labels = inside["label"].to_numpy()
-    pr_auc = (float(average_precision_score(labels, inside["score"].to_numpy()))
-              if labels.sum() else None)
-    ep = episode_metrics(rows, failures, threshold=threshold, horizon_h=horizon_h,
-                         window=window)
+    pr_auc = (
+        float(average_precision_score(labels, inside["score"].to_numpy())) if labels.sum() else None
+    )
+    ep = episode_metrics(rows, failures, threshold=threshold, horizon_h=horizon_h, window=window)
     return {
-        "pr_auc": _round(pr_auc), "precision": _round(ep["precision"]),
-        "recall": _round(ep["recall"]), "precision_at_k": _round(precision_at_k(inside, k)),
+        "pr_auc": _round(pr_auc),
+        "precision": _round(ep["precision"]),
+        "recall": _round(ep["recall"]),
+        "precision_at_k": _round(precision_at_k(inside, k)),
         "median_lead_time_h": _round(ep["median_lead_time_h"]),
         "threshold": _round(threshold if np.isfinite(threshold) else None),
-        "alerts": ep["alerts"], "true_alerts": ep["true_alerts"],
-        "failure_episodes": ep["failure_episodes"], "caught": ep["caught"],
+        "alerts": ep["alerts"],
+        "true_alerts": ep["true_alerts"],
+        "failure_episodes": ep["failure_episodes"],
+        "caught": ep["caught"],
     }
 
 
@@ -266,29 +314,55 @@ def _round(x: float | None, nd: int = 4) -> float | None:
 
 
 def scorer_columns(frame: pl.DataFrame, model_scores: np.ndarray) -> dict[str, np.ndarray]:
-    return {"model": model_scores, "rule_baseline": rule_score(frame),
-            "lemon_baseline": lemon_score(frame)}
+    return {
+        "model": model_scores,
+        "rule_baseline": rule_score(frame),
+        "lemon_baseline": lemon_score(frame),
+    }
 
 
-def evaluate_all(test: pl.DataFrame, model_scores: np.ndarray, failures: pl.DataFrame, *,
-                 thresholds: dict[str, float], horizon_h: float, k: int,
-                 window: tuple[datetime, datetime]) -> dict[str, dict]:
+def evaluate_all(
+    test: pl.DataFrame,
+    model_scores: np.ndarray,
+    failures: pl.DataFrame,
+    *,
+    thresholds: dict[str, float],
+    horizon_h: float,
+    k: int,
+    window: tuple[datetime, datetime],
+) -> dict[str, dict]:
     """Model and both baselines on the same test rows, with their operating thresholds."""
     base = test.select("node", "ts", "label")
     return {
-        name: metrics(base.with_columns(pl.Series("score", s)), failures,
-                      threshold=thresholds[name], horizon_h=horizon_h, k=k, window=window)
+        name: metrics(
+            base.with_columns(pl.Series("score", s)),
+            failures,
+            threshold=thresholds[name],
+            horizon_h=horizon_h,
+            k=k,
+            window=window,
+        )
         for name, s in scorer_columns(test, model_scores).items()
     }
 
 
-def baseline_thresholds(calib: pl.DataFrame, failures: pl.DataFrame, *, horizon_h: float,
-                        window: tuple[datetime, datetime], target_precision: float
-                        ) -> dict[str, float]:
+def baseline_thresholds(
+    calib: pl.DataFrame,
+    failures: pl.DataFrame,
+    *,
+    horizon_h: float,
+    window: tuple[datetime, datetime],
+    target_precision: float,
+) -> dict[str, float]:
     """The rule fires at 1 (what SREs run); the lemon count's threshold is chosen on the
     calibration window like the model's (never below one failure)."""
     rows = calib.select("node", "ts").with_columns(pl.Series("score", lemon_score(calib)))
-    lemon = choose_threshold(rows, failures, horizon_h=horizon_h, window=window,
-                             target_precision=target_precision,
-                             candidates=np.unique(rows["score"].to_numpy()))
+    lemon = choose_threshold(
+        rows,
+        failures,
+        horizon_h=horizon_h,
+        window=window,
+        target_precision=target_precision,
+        candidates=np.unique(rows["score"].to_numpy()),
+    )
     return {"rule_baseline": 1.0, "lemon_baseline": max(1.0, lemon)}

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import polars as pl
+
 from faultlens.ingest.catalog import packaged_catalog
 
 HOUR = timedelta(hours=1)
@@ -40,8 +41,11 @@ def _catalog_sets() -> tuple[dict[str, list[int]], list[int], list[int]]:
     severe = ["reset_gpu", "reboot_node", "drain_node"]
     critical = cat.filter(pl.col("typical_action").is_in(severe))
     drain = cat.filter(pl.col("typical_action").is_in(["reboot_node", "drain_node"]))
-    return (by_cat, sorted(int(x) for x in critical["xid"].to_list()),
-            sorted(int(x) for x in drain["xid"].to_list()))
+    return (
+        by_cat,
+        sorted(int(x) for x in critical["xid"].to_list()),
+        sorted(int(x) for x in drain["xid"].to_list()),
+    )
 
 
 # Hardware warnings: what a part on its way out logs before it fails (correctable ECC, row
@@ -51,8 +55,18 @@ def _catalog_sets() -> tuple[dict[str, list[int]], list[int], list[int]]:
 # ``warn`` features count them of any kind, so that an escalation of a rarely seen kind still
 # looks like one; ``warn_streak`` is, per event, the warnings of the same GPU (or of the node, for
 # host warnings) in the ``WARN_STREAK_H`` hours up to it, maxed over the window.
-WARN_KINDS = ("ecc", "row_remap", "nvlink", "sxid", "pcie", "gsp_timeout", "thermal", "memory",
-              "mce", "storage")
+WARN_KINDS = (
+    "ecc",
+    "row_remap",
+    "nvlink",
+    "sxid",
+    "pcie",
+    "gsp_timeout",
+    "thermal",
+    "memory",
+    "mce",
+    "storage",
+)
 WARN_XIDS = (63, 74, 92, 94, 119, 144, 145, 146, 147, 148, 149, 150)
 WARN_STREAK_H = 72
 XID_CATEGORIES = ("memory", "hardware", "interconnect", "driver", "application", "other")
@@ -70,12 +84,20 @@ def _kinds(name: str, windows: tuple[int, ...], *kinds: str) -> Base:
 
 EVENT_BASES: tuple[Base, ...] = (
     _ev("xid_all", (W1, W24, W7D, W28D), "kind = 'xid'"),
-    _ev("xid_critical", (W1, W24, W7D), "kind = 'xid' AND list_contains(?::INTEGER[], code)",
-        CRITICAL_XIDS),
+    _ev(
+        "xid_critical",
+        (W1, W24, W7D),
+        "kind = 'xid' AND list_contains(?::INTEGER[], code)",
+        CRITICAL_XIDS,
+    ),
     _ev("xid_drain", (W1, W24), "kind = 'xid' AND list_contains(?::INTEGER[], code)", DRAIN_XIDS),
     *(
-        _ev(f"xid_{c}", (W1, W24, W7D), "kind = 'xid' AND list_contains(?::INTEGER[], code)",
-            _BY_CAT.get(c, []))
+        _ev(
+            f"xid_{c}",
+            (W1, W24, W7D),
+            "kind = 'xid' AND list_contains(?::INTEGER[], code)",
+            _BY_CAT.get(c, []),
+        )
         for c in XID_CATEGORIES
     ),
     *(_ev(f"xid{x}", (W24, W7D), "kind = 'xid' AND code = ?", x) for x in KEY_XIDS),
@@ -109,21 +131,30 @@ EVENT_BASES: tuple[Base, ...] = (
 COUNTER_METRICS: dict[str, tuple[str, ...]] = {
     "ecc_sbe_inc": ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL"),
     "ecc_dbe_inc": ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL"),
-    "retired_inc": ("DCGM_FI_DEV_RETIRED_SBE", "DCGM_FI_DEV_RETIRED_DBE",
-                    "DCGM_FI_DEV_RETIRED_PENDING"),
+    "retired_inc": (
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "DCGM_FI_DEV_RETIRED_PENDING",
+    ),
     "remap_corr_inc": ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",),
     "remap_uncorr_inc": ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",),
     "remap_fail_inc": ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_ROW_REMAP_PENDING"),
     "pcie_replay_inc": ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER",),
-    "nvlink_err_inc": ("DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-                       "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-                       "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-                       "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"),
-    "violation_inc": ("DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_POWER_VIOLATION",
-                      "DCGM_FI_DEV_RELIABILITY_VIOLATION"),
+    "nvlink_err_inc": (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+    ),
+    "violation_inc": (
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        "DCGM_FI_DEV_RELIABILITY_VIOLATION",
+    ),
 }
 COUNTER_WINDOWS: dict[str, tuple[int, ...]] = {
-    "ecc_sbe_inc": (W1, W24, W7D), "pcie_replay_inc": (W1, W24, W7D),
+    "ecc_sbe_inc": (W1, W24, W7D),
+    "pcie_replay_inc": (W1, W24, W7D),
     "nvlink_err_inc": (W1, W24, W7D),
 }
 # Per-hour increments below these floors are background, not evidence: NVLink CRC counters tick
@@ -159,13 +190,31 @@ OTHER_BASES: tuple[Base, ...] = (
 BASES: tuple[Base, ...] = EVENT_BASES + TELEMETRY_BASES + OTHER_BASES
 # Helper columns that only feed derived features (means) and are not features themselves.
 _HELPERS = {"temp_sum_24h", "temp_n_24h", "temp_max_1h", "temp_max_24h", "temp_max_7d"}
-TEMP_HOT = {"temp_hot_1h": "temp_max_1h", "temp_hot_24h": "temp_max_24h",
-             "temp_hot_7d": "temp_max_7d"}
+TEMP_HOT = {
+    "temp_hot_1h": "temp_max_1h",
+    "temp_hot_24h": "temp_max_24h",
+    "temp_hot_7d": "temp_max_7d",
+}
 # Per-kind weekly warning counts behind ``warn_kinds_7d`` (distinct warning kinds).
-WARN_KIND_COLUMNS = ("ecc_7d", "row_remap_7d", "nvlink_7d", "pcie_7d", "gsp_7d", "thermal_7d",
-                     "host_mem_7d", "xid63_7d", "xid74_7d", "xid92_7d", "xid94_7d", "xid119_7d",
-                     "ecc_sbe_inc_7d", "pcie_replay_inc_7d", "nvlink_err_inc_7d", "retired_inc_7d",
-                     "remap_corr_inc_7d")
+WARN_KIND_COLUMNS = (
+    "ecc_7d",
+    "row_remap_7d",
+    "nvlink_7d",
+    "pcie_7d",
+    "gsp_7d",
+    "thermal_7d",
+    "host_mem_7d",
+    "xid63_7d",
+    "xid74_7d",
+    "xid92_7d",
+    "xid94_7d",
+    "xid119_7d",
+    "ecc_sbe_inc_7d",
+    "pcie_replay_inc_7d",
+    "nvlink_err_inc_7d",
+    "retired_inc_7d",
+    "remap_corr_inc_7d",
+)
 DERIVED_WARN = ("warn_kinds_7d", "warn_escalation")
 
 
@@ -187,14 +236,36 @@ FEATURES: tuple[str, ...] = tuple(feature_names())
 # Hardware-warning evidence (never a target event itself): more of it never lowers the risk.
 # The model gets these as LightGBM monotone constraints, so that a rare warning kind with few
 # training examples still pushes the score up instead of landing in a leaf learned from noise.
-MONOTONE_BASES = frozenset({
-    "warn", "warn_streak", "pcie_w", "gsp_w", "xid74_w", "xid63_w", "pcie", "gsp", "thermal",
-    "host_mem", "xid63", "xid92", "xid94", "xid119", "ecc_sbe_inc", "retired_inc",
-    "remap_corr_inc", "pcie_replay_inc", "nvlink_err_inc", "violation_inc", "throttle_hw",
-})
+MONOTONE_BASES = frozenset(
+    {
+        "warn",
+        "warn_streak",
+        "pcie_w",
+        "gsp_w",
+        "xid74_w",
+        "xid63_w",
+        "pcie",
+        "gsp",
+        "thermal",
+        "host_mem",
+        "xid63",
+        "xid92",
+        "xid94",
+        "xid119",
+        "ecc_sbe_inc",
+        "retired_inc",
+        "remap_corr_inc",
+        "pcie_replay_inc",
+        "nvlink_err_inc",
+        "violation_inc",
+        "throttle_hw",
+    }
+)
 MONOTONE_FEATURES = frozenset(
     {window_name(b.name, w) for b in BASES if b.name in MONOTONE_BASES for w in b.windows}
-    | set(DERIVED_WARN) | set(TEMP_HOT) | {"temp_hot_mean_24h"}
+    | set(DERIVED_WARN)
+    | set(TEMP_HOT)
+    | {"temp_hot_mean_24h"}
 )
 
 

@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
+from scipy.ndimage import maximum_filter1d
+
 from faultlens.ingest.store import Store
 from faultlens.models.feature_catalog import (
     BASES,
@@ -57,11 +59,11 @@ from faultlens.models.target import (
     target_event_params,
     target_events,
 )
-from scipy.ndimage import maximum_filter1d
 
 log = logging.getLogger(__name__)
 
 # -- hourly buckets (DuckDB) -----------------------------------------------------------------------
+
 
 def _bucket_sql(col: str) -> str:
     return f"CAST(floor((epoch_us({col}) - ?) / {HOUR_US}.0) AS BIGINT)"
@@ -84,20 +86,25 @@ def _point_wrap(sql: str, bases: Sequence[Base]) -> str:
     for base in bases:
         fn = "max" if base.agg == "max" else "sum"
         for w in base.windows:
-            aggs.append(f"CAST(coalesce({fn}({base.name}) FILTER (WHERE b >= -{int(w)}), 0) "
-                        f"AS FLOAT) AS {window_name(base.name, w)}")
+            aggs.append(
+                f"CAST(coalesce({fn}({base.name}) FILTER (WHERE b >= -{int(w)}), 0) "
+                f"AS FLOAT) AS {window_name(base.name, w)}"
+            )
     return f"SELECT node, gkey, {', '.join(aggs)} FROM ({sql}) GROUP BY node, gkey"
 
 
 def _warn_sql() -> tuple[str, list[object]]:
     """SQL predicate (events alias e) for a hardware warning, and its parameters."""
-    sql = (f"((list_contains(?::VARCHAR[], e.kind) OR (e.kind = 'xid' AND "
-           f"list_contains(?::INTEGER[], e.code))) AND NOT {TARGET_EVENT_SQL})")
+    sql = (
+        f"((list_contains(?::VARCHAR[], e.kind) OR (e.kind = 'xid' AND "
+        f"list_contains(?::INTEGER[], e.code))) AND NOT {TARGET_EVENT_SQL})"
+    )
     return sql, [list(WARN_KINDS), list(WARN_XIDS), *target_event_params()]
 
 
-def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
-                  per_gpu: bool, point: bool = False) -> pl.DataFrame:
+def event_buckets(
+    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool, point: bool = False
+) -> pl.DataFrame:
     """Event counts per (node, GPU key, hour). Events are read from ``WARN_STREAK_H`` before
     ``lo`` so that a warning streak sees its history; buckets before ``lo`` are dropped by the
     caller."""
@@ -123,12 +130,14 @@ def event_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
     )
     if point:
         sql = _point_wrap(sql, EVENT_BASES)
-    return store.query(sql, [_anchor_us(anchor), *warn_params,
-                             lo - timedelta(hours=WARN_STREAK_H), hi, *params])
+    return store.query(
+        sql, [_anchor_us(anchor), *warn_params, lo - timedelta(hours=WARN_STREAK_H), hi, *params]
+    )
 
 
-def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime,
-                      per_gpu: bool, point: bool = False) -> pl.DataFrame:
+def telemetry_buckets(
+    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool, point: bool = False
+) -> pl.DataFrame:
     """Counter increments and gauge aggregates per (node, GPU, hour); ``lo`` should start a day
     before the first bucket wanted, so the first increment has a previous value. Counters need
     their previous value (a window over each series); gauges are aggregated straight from the
@@ -136,14 +145,16 @@ def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime
     names = [m for ms in COUNTER_METRICS.values() for m in ms]
     grps = [g for g, ms in COUNTER_METRICS.items() for _ in ms]
     inc = "CASE WHEN d IS NULL THEN 0 WHEN d >= 0 THEN d ELSE vmax END"
-    cols = [f"coalesce(sum(CASE WHEN {inc} >= {COUNTER_NOISE_FLOOR.get(name, 0.0)} THEN {inc} "
-            f"ELSE 0 END) FILTER (WHERE grp = '{name}'), 0) AS {name}"
-            for name in COUNTER_METRICS]
+    cols = [
+        f"coalesce(sum(CASE WHEN {inc} >= {COUNTER_NOISE_FLOOR.get(name, 0.0)} THEN {inc} "
+        f"ELSE 0 END) FILTER (WHERE grp = '{name}'), 0) AS {name}"
+        for name in COUNTER_METRICS
+    ]
     gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
     sql = f"""
         WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp),
         h AS (
-            SELECT t.node, t.gpu, t.metric, any_value(m.grp) AS grp, {_bucket_sql('t.ts')} AS b,
+            SELECT t.node, t.gpu, t.metric, any_value(m.grp) AS grp, {_bucket_sql("t.ts")} AS b,
                    max(t.value) AS vmax
             FROM telemetry t JOIN m ON t.metric = m.metric
             WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL
@@ -152,7 +163,7 @@ def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime
             SELECT *, vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) AS d
             FROM h
         )
-        SELECT node, {gkey} AS gkey, b, {', '.join(cols)} FROM c GROUP BY ALL
+        SELECT node, {gkey} AS gkey, b, {", ".join(cols)} FROM c GROUP BY ALL
     """
     params = [names, grps, _anchor_us(anchor), lo, hi]
     if point:
@@ -160,42 +171,57 @@ def telemetry_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime
         inc_frame = store.query(_point_wrap(sql, counters), params)
         gauges = _telemetry_gauges_point(store, lo, hi, anchor, per_gpu)
         return inc_frame.join(gauges, on=["node", "gkey"], how="full", coalesce=True)
-    return store.query(sql, params).join(
-        _telemetry_gauges(store, lo, hi, anchor, per_gpu), on=["node", "gkey", "b"], how="full",
-        coalesce=True,
-    ).fill_null(0)
+    return (
+        store.query(sql, params)
+        .join(
+            _telemetry_gauges(store, lo, hi, anchor, per_gpu),
+            on=["node", "gkey", "b"],
+            how="full",
+            coalesce=True,
+        )
+        .fill_null(0)
+    )
 
 
-def _telemetry_gauges(store: Store, lo: datetime, hi: datetime, anchor: datetime,
-                      per_gpu: bool) -> pl.DataFrame:
+def _telemetry_gauges(
+    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool
+) -> pl.DataFrame:
     """Hourly gauge aggregates (max / sum / samples of each gauge, HW-throttled samples)."""
     gauge = {m: g for g, ms in GAUGE_METRICS.items() for m in ms}
-    cols = ["count(*) FILTER (WHERE list_contains(?::VARCHAR[], metric) AND "
-            "(CAST(value AS BIGINT) & ?) != 0) AS throttle_hw"]
+    cols = [
+        "count(*) FILTER (WHERE list_contains(?::VARCHAR[], metric) AND "
+        "(CAST(value AS BIGINT) & ?) != 0) AS throttle_hw"
+    ]
     params: list[object] = [list(THROTTLE_METRICS), THROTTLE_HW_MASK]
     for g, ms in GAUGE_METRICS.items():
         cond = "list_contains(?::VARCHAR[], metric)"
-        cols += [f"coalesce(max(value) FILTER (WHERE {cond}), 0) AS {g}_max",
-                 f"coalesce(sum(value) FILTER (WHERE {cond}), 0) AS {g}_sum",
-                 f"count(*) FILTER (WHERE {cond}) AS {g}_n"]
+        cols += [
+            f"coalesce(max(value) FILTER (WHERE {cond}), 0) AS {g}_max",
+            f"coalesce(sum(value) FILTER (WHERE {cond}), 0) AS {g}_sum",
+            f"count(*) FILTER (WHERE {cond}) AS {g}_n",
+        ]
         params += [list(ms)] * 3
     gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
     sql = f"""
-        SELECT node, {gkey} AS gkey, {_bucket_sql('ts')} AS b, {', '.join(cols)}
+        SELECT node, {gkey} AS gkey, {_bucket_sql("ts")} AS b, {", ".join(cols)}
         FROM telemetry
         WHERE ts >= ? AND ts < ? AND node IS NOT NULL AND list_contains(?::VARCHAR[], metric)
         GROUP BY ALL
     """
-    return store.query(sql, [_anchor_us(anchor), *params, lo, hi,
-                             [*gauge, *THROTTLE_METRICS]])
+    return store.query(sql, [_anchor_us(anchor), *params, lo, hi, [*gauge, *THROTTLE_METRICS]])
 
 
-def _telemetry_gauges_point(store: Store, lo: datetime, hi: datetime, as_of: datetime,
-                            per_gpu: bool) -> pl.DataFrame:
+def _telemetry_gauges_point(
+    store: Store, lo: datetime, hi: datetime, as_of: datetime, per_gpu: bool
+) -> pl.DataFrame:
     """Gauge windows as of ``as_of`` straight from the samples: a window of ``w`` buckets
     anchored at ``as_of`` is exactly ``ts >= as_of - w h``."""
-    src = {"temp_max": ("temp", "max(t.value)"), "temp_sum": ("temp", "sum(t.value)"),
-           "temp_n": ("temp", "count(*)"), "throttle_hw": ("throttle", "count(*)")}
+    src = {
+        "temp_max": ("temp", "max(t.value)"),
+        "temp_sum": ("temp", "sum(t.value)"),
+        "temp_n": ("temp", "count(*)"),
+        "throttle_hw": ("throttle", "count(*)"),
+    }
     aggs: list[str] = []
     agg_params: list[object] = []
     for base in TELEMETRY_BASES:
@@ -208,22 +234,30 @@ def _telemetry_gauges_point(store: Store, lo: datetime, hi: datetime, as_of: dat
             cond_params = [THROTTLE_HW_MASK]
         for w in base.windows:
             fn, arg = expr.split("(", 1)
-            aggs.append(f"CAST(coalesce({fn}({arg} FILTER (WHERE {cond} AND t.ts >= "
-                        f"?::TIMESTAMP - to_hours({int(w)})), 0) AS FLOAT) "
-                        f"AS {window_name(base.name, w)}")
+            aggs.append(
+                f"CAST(coalesce({fn}({arg} FILTER (WHERE {cond} AND t.ts >= "
+                f"?::TIMESTAMP - to_hours({int(w)})), 0) AS FLOAT) "
+                f"AS {window_name(base.name, w)}"
+            )
             agg_params += [*cond_params, as_of]
     gkey = "coalesce(CAST(t.gpu AS VARCHAR), '')" if per_gpu else "''"
     groups = {**GAUGE_METRICS, "throttle": THROTTLE_METRICS}
     sql = f"""
         WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp)
-        SELECT t.node, {gkey} AS gkey, {', '.join(aggs)}
+        SELECT t.node, {gkey} AS gkey, {", ".join(aggs)}
         FROM telemetry t JOIN m ON t.metric = m.metric
         WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL GROUP BY ALL
     """
-    return store.query(sql, [
-        [x for ms in groups.values() for x in ms], [g for g, ms in groups.items() for _ in ms],
-        *agg_params, lo, hi,
-    ])
+    return store.query(
+        sql,
+        [
+            [x for ms in groups.values() for x in ms],
+            [g for g, ms in groups.items() for _ in ms],
+            *agg_params,
+            lo,
+            hi,
+        ],
+    )
 
 
 def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
@@ -233,7 +267,7 @@ def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> p
                    coalesce(n_nodes, len(nodes)) AS n_nodes
             FROM jobs WHERE "end" >= ? AND "end" < ? AND nodes IS NOT NULL
         )
-        SELECT node, '' AS gkey, {_bucket_sql('ts')} AS b,
+        SELECT node, '' AS gkey, {_bucket_sql("ts")} AS b,
                count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes <= 1) AS node_fail_single,
                count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes > 1) AS node_fail_multi,
                count(*) FILTER (WHERE state LIKE 'FAILED%') AS jobs_failed
@@ -242,8 +276,7 @@ def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> p
     return store.query(sql, [lo, hi, _anchor_us(anchor)])
 
 
-def attribution_buckets(store: Store, lo: datetime, hi: datetime,
-                        anchor: datetime) -> pl.DataFrame:
+def attribution_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
     sql = f"""
         SELECT node, '' AS gkey, {_bucket_sql('"end"')} AS b, count(*) AS attr_any,
                count(*) FILTER (WHERE list_contains(?::VARCHAR[], cause)) AS attr_hw
@@ -256,7 +289,8 @@ def failure_buckets(episodes: pl.DataFrame, anchor: datetime, per_gpu: bool) -> 
     gkey = pl.col("gpu").fill_null("") if per_gpu else pl.lit("")
     return (
         episodes.select(
-            "node", gkey.alias("gkey"),
+            "node",
+            gkey.alias("gkey"),
             ((pl.col("ts") - pl.lit(anchor)).dt.total_microseconds() // HOUR_US).alias("b"),
         )
         .group_by("node", "gkey", "b")
@@ -267,9 +301,16 @@ def failure_buckets(episodes: pl.DataFrame, anchor: datetime, per_gpu: bool) -> 
 TELEMETRY_WINDOW_H = max(w for b in TELEMETRY_BASES for w in b.windows)
 
 
-def load_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime, *,
-                 per_gpu: bool, telemetry_lo: datetime | None = None, point: bool = False,
-                 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
+def load_buckets(
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    *,
+    per_gpu: bool,
+    telemetry_lo: datetime | None = None,
+    point: bool = False,
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
     """All sparse hourly frames for buckets in ``[lo, hi)`` and the failure episodes behind them.
 
     ``telemetry_lo`` lets a point evaluation read telemetry only as far back as its longest
@@ -279,15 +320,17 @@ def load_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime, *,
     episodes = episodes.filter(pl.col("ts") >= lo)
     frames = {
         "events": event_buckets(store, lo, hi, anchor, per_gpu, point),
-        "telemetry": telemetry_buckets(store, tel_lo - timedelta(days=1), hi, anchor, per_gpu,
-                                       point),
+        "telemetry": telemetry_buckets(
+            store, tel_lo - timedelta(days=1), hi, anchor, per_gpu, point
+        ),
         "jobs": job_buckets(store, lo, hi, anchor),
         "attributions": attribution_buckets(store, lo, hi, anchor),
         "failures": failure_buckets(episodes, anchor, per_gpu),
     }
     lo_b = int((lo - anchor) / HOUR)
-    frames = {k: f.filter(pl.col("b") >= lo_b) if "b" in f.columns else f
-              for k, f in frames.items()}
+    frames = {
+        k: f.filter(pl.col("b") >= lo_b) if "b" in f.columns else f for k, f in frames.items()
+    }
     return frames, episodes
 
 
@@ -305,8 +348,13 @@ def node_universe(store: Store, lo: datetime, hi: datetime) -> list[str]:
 
 
 def _hot(expr: pl.Expr) -> pl.Expr:
-    return (expr.cast(pl.Float64) - TEMP_NORMAL_C).clip(lower_bound=0.0).fill_nan(0.0).fill_null(
-        0.0).cast(pl.Float32)
+    return (
+        (expr.cast(pl.Float64) - TEMP_NORMAL_C)
+        .clip(lower_bound=0.0)
+        .fill_nan(0.0)
+        .fill_null(0.0)
+        .cast(pl.Float32)
+    )
 
 
 def _derive(frame: pl.DataFrame) -> pl.DataFrame:
@@ -320,11 +368,13 @@ def _derive(frame: pl.DataFrame) -> pl.DataFrame:
         _hot(pl.col("temp_sum_24h") / pl.col("temp_n_24h")).alias("temp_hot_mean_24h"),
         kinds.alias("warn_kinds_7d"),
         (pl.col("warn_6h") / 6.0 - (pl.col("warn_24h") - pl.col("warn_6h")) / 18.0)
-        .cast(pl.Float32).alias("warn_escalation"),
+        .cast(pl.Float32)
+        .alias("warn_escalation"),
     )
 
 
 # -- training: the dense node x hour grid ---------------------------------------------------------
+
 
 def floor_hour(ts: datetime) -> datetime:
     return ts.replace(minute=0, second=0, microsecond=0)
@@ -338,17 +388,18 @@ class FeatureGrid:
     (``labelable`` is False): their future is not in the data yet.
     """
 
-    def __init__(self, store: Store, start: datetime, end: datetime, *,
-                 horizon_h: float) -> None:
+    def __init__(self, store: Store, start: datetime, end: datetime, *, horizon_h: float) -> None:
         self.start = floor_hour(start)
         self.T = max(1, int(np.ceil((end - self.start) / HOUR)))
         self.end = self.start + self.T * HOUR
         self.horizon = max(1, int(np.ceil(horizon_h)))
         self.nodes = node_universe(store, self.start, self.end)
-        self.frames, self.episodes = load_buckets(store, self.start, self.end, self.start,
-                                                  per_gpu=False)
-        self._index = pl.DataFrame({"node": self.nodes,
-                                    "ni": np.arange(len(self.nodes), dtype=np.int64)})
+        self.frames, self.episodes = load_buckets(
+            store, self.start, self.end, self.start, per_gpu=False
+        )
+        self._index = pl.DataFrame(
+            {"node": self.nodes, "ni": np.arange(len(self.nodes), dtype=np.int64)}
+        )
         self._coords: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         fail = self._dense(Base("fail", "failures", ()))
         csum = np.zeros((len(self.nodes), self.T + 1))
@@ -379,21 +430,28 @@ class FeatureGrid:
             dense = np.zeros((len(self.nodes), self.T), dtype=np.float64)
             np.maximum.at(dense, (ni[ok], b[ok]), values[ok])
             return dense
-        flat = np.bincount(ni[ok] * self.T + b[ok], weights=values[ok],
-                           minlength=len(self.nodes) * self.T)
+        flat = np.bincount(
+            ni[ok] * self.T + b[ok], weights=values[ok], minlength=len(self.nodes) * self.T
+        )
         return flat.reshape(len(self.nodes), self.T)
 
-    def _windows(self, dense: np.ndarray, w: int, agg: str,
-                 sel: dict[str, tuple[np.ndarray, np.ndarray]],
-                 csum: np.ndarray | None) -> dict[str, np.ndarray]:
+    def _windows(
+        self,
+        dense: np.ndarray,
+        w: int,
+        agg: str,
+        sel: dict[str, tuple[np.ndarray, np.ndarray]],
+        csum: np.ndarray | None,
+    ) -> dict[str, np.ndarray]:
         """The ``w``-hour window feature at each selection's flat row indices of the
         ``(nodes, T + 1)`` grid: row ``t`` aggregates buckets ``[t - w, t)``. Sums come from the
         base's prefix sums ``csum`` (one per base, shared by its windows), gathered only where
         rows are selected; maxima from one running maximum."""
         if agg == "max":
             out = np.zeros((dense.shape[0], self.T + 1), dtype=np.float32)
-            out[:, 1:] = maximum_filter1d(dense, size=w, axis=1, origin=(w - 1) // 2,
-                                          mode="constant", cval=0.0)
+            out[:, 1:] = maximum_filter1d(
+                dense, size=w, axis=1, origin=(w - 1) // 2, mode="constant", cval=0.0
+            )
             return {k: out.ravel()[idx] for k, (idx, _) in sel.items()}
         assert csum is not None
         flat = csum.ravel()
@@ -435,16 +493,21 @@ class FeatureGrid:
         out = {}
         for k, idx in sel.items():
             ni, ti = np.divmod(idx, self.T + 1)
-            frame = pl.DataFrame([
-                node_arr.gather(ni), pl.Series("ts", times[ti]),
-                pl.Series("label", labels[idx].astype(np.int8)), *cols.pop(k),
-                pl.Series("hours_since_fail", hs[idx]),
-            ])
+            frame = pl.DataFrame(
+                [
+                    node_arr.gather(ni),
+                    pl.Series("ts", times[ti]),
+                    pl.Series("label", labels[idx].astype(np.int8)),
+                    *cols.pop(k),
+                    pl.Series("hours_since_fail", hs[idx]),
+                ]
+            )
             out[k] = _derive(frame).select("node", "ts", "label", *FEATURES)
         return out
 
 
 # -- prediction: one row per node and per GPU as of a time ----------------------------------------
+
 
 def _window_aggs(frame: pl.DataFrame, bases: Sequence[Base]) -> list[pl.Expr]:
     exprs = []
@@ -459,8 +522,15 @@ def _window_aggs(frame: pl.DataFrame, bases: Sequence[Base]) -> list[pl.Expr]:
 def point_features(store: Store, as_of: datetime) -> pl.DataFrame:
     """Feature rows as of ``as_of``: one per node (``gpu`` null) and one per GPU."""
     lo = as_of - MAX_WINDOW_H * HOUR
-    frames, _ = load_buckets(store, lo, as_of, as_of, per_gpu=True,
-                             telemetry_lo=as_of - TELEMETRY_WINDOW_H * HOUR, point=True)
+    frames, _ = load_buckets(
+        store,
+        lo,
+        as_of,
+        as_of,
+        per_gpu=True,
+        telemetry_lo=as_of - TELEMETRY_WINDOW_H * HOUR,
+        point=True,
+    )
     keyed = []
     for source, frame in frames.items():
         if "b" not in frame.columns:  # already aggregated in DuckDB
@@ -477,33 +547,46 @@ def point_features(store: Store, as_of: datetime) -> pl.DataFrame:
     sums = [window_name(b.name, w) for b in BASES for w in b.windows if b.agg == "sum"]
     maxes = [window_name(b.name, w) for b in BASES for w in b.windows if b.agg == "max"]
     per_key = per_key.with_columns(pl.col(sums + maxes).fill_null(0))
-    nodes = pl.DataFrame({"node": node_universe(store, lo, as_of)}).vstack(
-        per_key.select("node")).unique()
+    nodes = (
+        pl.DataFrame({"node": node_universe(store, lo, as_of)})
+        .vstack(per_key.select("node"))
+        .unique()
+    )
     node_rows = nodes.join(
-        per_key.group_by("node").agg(pl.col(sums).sum(), pl.col(maxes).max(),
-                                     pl.col("hours_since_fail").min()),
-        on="node", how="left",
+        per_key.group_by("node").agg(
+            pl.col(sums).sum(), pl.col(maxes).max(), pl.col("hours_since_fail").min()
+        ),
+        on="node",
+        how="left",
     ).with_columns(pl.lit(None, pl.String).alias("gpu"))
     inventory = store.query(
         "SELECT DISTINCT node, CAST(gpu_index AS VARCHAR) AS gpu FROM gpus "
         "WHERE gpu_index IS NOT NULL AND node IS NOT NULL"
     )
-    gpus = pl.concat([
-        inventory, per_key.filter(pl.col("gkey") != "").select("node", pl.col("gkey").alias("gpu")),
-    ]).unique()
+    gpus = pl.concat(
+        [
+            inventory,
+            per_key.filter(pl.col("gkey") != "").select("node", pl.col("gkey").alias("gpu")),
+        ]
+    ).unique()
     own = per_key.filter(pl.col("gkey") != "").rename({"gkey": "gpu"})
     wide = per_key.filter(pl.col("gkey") == "").drop("gkey")
     gpu_rows = gpus.join(own, on=["node", "gpu"], how="left").join(
-        wide, on="node", how="left", suffix="__n")
+        wide, on="node", how="left", suffix="__n"
+    )
     gpu_rows = gpu_rows.with_columns(
         *[(pl.col(c).fill_null(0) + pl.col(f"{c}__n").fill_null(0)).alias(c) for c in sums],
-        *[pl.max_horizontal(pl.col(c).fill_null(0), pl.col(f"{c}__n").fill_null(0)).alias(c)
-          for c in maxes],
+        *[
+            pl.max_horizontal(pl.col(c).fill_null(0), pl.col(f"{c}__n").fill_null(0)).alias(c)
+            for c in maxes
+        ],
         pl.min_horizontal("hours_since_fail", "hours_since_fail__n").alias("hours_since_fail"),
     ).select(node_rows.columns)
     rows = pl.concat([node_rows, gpu_rows], how="vertical_relaxed").with_columns(
         pl.col(sums + maxes).fill_null(0).cast(pl.Float32),
-        pl.col("hours_since_fail").fill_null(HOURS_SINCE_CAP).clip(upper_bound=HOURS_SINCE_CAP)
+        pl.col("hours_since_fail")
+        .fill_null(HOURS_SINCE_CAP)
+        .clip(upper_bound=HOURS_SINCE_CAP)
         .cast(pl.Float32),
     )
     return _derive(rows).select("node", "gpu", *FEATURES).sort("node", "gpu", nulls_last=False)

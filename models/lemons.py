@@ -14,6 +14,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
+
 from faultlens.ingest.base import fmt
 from faultlens.ingest.store import Store
 from faultlens.models.target import failure_episodes
@@ -69,8 +70,9 @@ def _signals(store: Store, lo: datetime, hi: datetime) -> pl.DataFrame:
     return store.query(sql, [lo, hi, lo, hi, lo, hi, lo, hi])
 
 
-def lemon_table(store: Store, as_of: datetime, *, window_days: int = 28,
-                quantile: float = 0.95) -> pl.DataFrame:
+def lemon_table(
+    store: Store, as_of: datetime, *, window_days: int = 28, quantile: float = 0.95
+) -> pl.DataFrame:
     """Every node with any signal, ranked; ``flagged`` marks the lemons, ``evidence`` says why."""
     lo = as_of - timedelta(days=window_days)
     episodes = failure_episodes(store, lo, as_of)
@@ -83,24 +85,35 @@ def lemon_table(store: Store, as_of: datetime, *, window_days: int = 28,
     cols = list(SIGNALS)
     sig = sig.with_columns(pl.col(cols).fill_null(0).cast(pl.Float64))
     if sig.height == 0:
-        return sig.with_columns(pl.lit(None).alias(c) for c in ("rank", "score", "flagged",
-                                                                 "evidence"))
-    thresholds = {c: max(floor, float(sig[c].quantile(quantile) or 0))
-                  for c, floor in SIGNALS.items()}
+        return sig.with_columns(
+            pl.lit(None).alias(c) for c in ("rank", "score", "flagged", "evidence")
+        )
+    thresholds = {
+        c: max(floor, float(sig[c].quantile(quantile) or 0)) for c, floor in SIGNALS.items()
+    }
     over = [(pl.col(c) >= t).cast(pl.Int32) for c, t in thresholds.items()]
     sig = sig.with_columns(
         sum(pl.col(c).rank("average") / pl.len() * (pl.col(c) > 0) for c in cols).alias("score"),
         pl.sum_horizontal(over).alias("signals_over"),
     ).with_columns(
-        ((pl.col("failures") >= thresholds["failures"]) | (pl.col("signals_over") >= 2))
-        .alias("flagged"),
+        ((pl.col("failures") >= thresholds["failures"]) | (pl.col("signals_over") >= 2)).alias(
+            "flagged"
+        ),
         _evidence(thresholds).alias("evidence"),
     )
     return (
         sig.sort(["flagged", "score", "node"], descending=[True, True, False])
         .with_row_index("rank", offset=1)
-        .select("rank", "node", "flagged", pl.col("score").round(3), *cols,
-                "failure_causes", "last_failure", "evidence")
+        .select(
+            "rank",
+            "node",
+            "flagged",
+            pl.col("score").round(3),
+            *cols,
+            "failure_causes",
+            "last_failure",
+            "evidence",
+        )
     )
 
 
@@ -108,11 +121,16 @@ def _evidence(thresholds: dict[str, float]) -> pl.Expr:
     parts = []
     for c, t in thresholds.items():
         label = c.replace("_", " ")
-        parts.append(pl.when(pl.col(c) >= t).then(
-            fmt("{} {} (threshold {})", pl.col(c).round(2), pl.lit(label),
-                      pl.lit(round(t, 2)))
-        ))
+        parts.append(
+            pl.when(pl.col(c) >= t).then(
+                fmt("{} {} (threshold {})", pl.col(c).round(2), pl.lit(label), pl.lit(round(t, 2)))
+            )
+        )
     causes = pl.when(pl.col("failure_causes").is_not_null()).then(
-        fmt("failures {}, last {}", pl.col("failure_causes"),
-                  pl.col("last_failure").dt.strftime("%Y-%m-%d %H:%M")))
+        fmt(
+            "failures {}, last {}",
+            pl.col("failure_causes"),
+            pl.col("last_failure").dt.strftime("%Y-%m-%d %H:%M"),
+        )
+    )
     return pl.concat_str([*parts, causes], separator="; ", ignore_nulls=True)

@@ -19,6 +19,11 @@ from typing import Any
 import lightgbm as lgb
 import numpy as np
 import polars as pl
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
 from faultlens.ingest.errors import ModelError
 from faultlens.ingest.store import Store
 from faultlens.models.actions import RiskAction, Thresholds, command, decide
@@ -33,10 +38,6 @@ from faultlens.models.evaluate import (
 from faultlens.models.feature_catalog import FEATURES, monotone_constraints
 from faultlens.models.features import FeatureGrid, floor_hour, point_features
 from faultlens.models.target import DEFAULT_HORIZON_H
-from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.linear_model import LogisticRegression
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,20 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
 
     # Small, many, feature-subsampled trees: on two development clusters (seeds 90210 x 2 sizes)
     # they raised test PR-AUC from 0.30 / 0.39 (200 trees, 31 leaves) to 0.35 / 0.44.
-    def __init__(self, n_estimators: int = 400, learning_rate: float = 0.03, num_leaves: int = 15,
-                 min_child_samples: int = 50, colsample_bytree: float = 0.5,
-                 reg_lambda: float = 1.0, calibration_fraction: float = 0.2,
-                 max_bin: int = 63, random_state: int = 0, n_jobs: int = 1,
-                 monotone_constraints: tuple[int, ...] | None = None) -> None:
+    def __init__(
+        self,
+        n_estimators: int = 400,
+        learning_rate: float = 0.03,
+        num_leaves: int = 15,
+        min_child_samples: int = 50,
+        colsample_bytree: float = 0.5,
+        reg_lambda: float = 1.0,
+        calibration_fraction: float = 0.2,
+        max_bin: int = 63,
+        random_state: int = 0,
+        n_jobs: int = 1,
+        monotone_constraints: tuple[int, ...] | None = None,
+    ) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -70,19 +80,38 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
 
     def _lgbm(self) -> lgb.LGBMClassifier:
         return lgb.LGBMClassifier(
-            n_estimators=self.n_estimators, learning_rate=self.learning_rate,
-            num_leaves=self.num_leaves, min_child_samples=self.min_child_samples,
-            colsample_bytree=self.colsample_bytree, reg_lambda=self.reg_lambda,
-            max_bin=self.max_bin, force_col_wise=True, random_state=self.random_state,
-            n_jobs=self.n_jobs, verbose=-1,
-            **({} if self.monotone_constraints is None else {
-                "monotone_constraints": list(self.monotone_constraints),
-                "monotone_constraints_method": "advanced"}),
+            n_estimators=self.n_estimators,
+            learning_rate=self.learning_rate,
+            num_leaves=self.num_leaves,
+            min_child_samples=self.min_child_samples,
+            colsample_bytree=self.colsample_bytree,
+            reg_lambda=self.reg_lambda,
+            max_bin=self.max_bin,
+            force_col_wise=True,
+            random_state=self.random_state,
+            n_jobs=self.n_jobs,
+            verbose=-1,
+            **(
+                {}
+                if self.monotone_constraints is None
+                else {
+                    "monotone_constraints": list(self.monotone_constraints),
+                    "monotone_constraints_method": "advanced",
+                }
+            ),
         )
 
-    def fit(self, X: Any, y: Any, sample_weight: Any = None, *, X_calib: Any = None,
-            y_calib: Any = None, calib_weight: Any = None,
-            dask_client: Any = None) -> FailurePredictor:
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        sample_weight: Any = None,
+        *,
+        X_calib: Any = None,
+        y_calib: Any = None,
+        calib_weight: Any = None,
+        dask_client: Any = None,
+    ) -> FailurePredictor:
         """Fit the trees (on ``dask_client``'s workers when given: ``models.dask_train``) and
         the calibration."""
         X, y = validate_data(self, X, y, dtype=np.float32, ensure_all_finite="allow-nan")
@@ -93,36 +122,41 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.shape != (X.shape[0],):
-                raise ValueError(f"sample_weight.shape == {sample_weight.shape}, expected "
-                                 f"{(X.shape[0],)}")
+                raise ValueError(
+                    f"sample_weight.shape == {sample_weight.shape}, expected {(X.shape[0],)}"
+                )
             if np.any(sample_weight < 0) or not np.any(sample_weight > 0):
                 raise ValueError("sample weights must be non-negative and not all zero")
         fit_idx = np.arange(len(y))
         cal_X = cal_y = None
         if X_calib is not None and y_calib is not None:
-            cal_X = validate_data(self, X_calib, reset=False, dtype=np.float32,
-                                  ensure_all_finite="allow-nan")
+            cal_X = validate_data(
+                self, X_calib, reset=False, dtype=np.float32, ensure_all_finite="allow-nan"
+            )
             cal_y = np.asarray(y_calib)
         elif self.classes_.size == 2 and self.calibration_fraction > 0:
             n_cal = int(len(y) * self.calibration_fraction)
-            head, tail = y[: len(y) - n_cal], y[len(y) - n_cal:]
+            head, tail = y[: len(y) - n_cal], y[len(y) - n_cal :]
             if n_cal >= 10 and np.unique(head).size == 2 and np.unique(tail).size == 2:
                 fit_idx = np.arange(len(y) - n_cal)
-                cal_X, cal_y = X[len(y) - n_cal:], tail
+                cal_X, cal_y = X[len(y) - n_cal :], tail
         weights = None if sample_weight is None else sample_weight[fit_idx]
         if dask_client is not None:
             from faultlens.models.dask_train import fit_on_dask
 
-            self.model_ = fit_on_dask(dask_client, X[fit_idx], y[fit_idx], weights,
-                                      self._lgbm().get_params())
+            self.model_ = fit_on_dask(
+                dask_client, X[fit_idx], y[fit_idx], weights, self._lgbm().get_params()
+            )
         else:
             self.model_ = self._lgbm().fit(X[fit_idx], y[fit_idx], sample_weight=weights)
         self.calibrator_ = None
         if self.classes_.size == 2 and cal_X is not None and np.unique(cal_y).size == 2:
             margin = self._raw(cal_X).reshape(-1, 1)
             self.calibrator_ = LogisticRegression(C=1e4).fit(
-                margin, cal_y == self.classes_[1],
-                sample_weight=None if calib_weight is None else np.asarray(calib_weight))
+                margin,
+                cal_y == self.classes_[1],
+                sample_weight=None if calib_weight is None else np.asarray(calib_weight),
+            )
         return self
 
     def _raw(self, X: np.ndarray) -> np.ndarray:
@@ -173,6 +207,7 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
 
 # -- training --
 
+
 @dataclass
 class TrainConfig:
     horizon_h: float = DEFAULT_HORIZON_H
@@ -221,8 +256,9 @@ def data_range(store: Store, as_of: datetime) -> tuple[datetime, datetime]:
     return row[0], row[1]
 
 
-def _masks(grid: FeatureGrid, split: Split, cfg: TrainConfig
-           ) -> tuple[dict[str, np.ndarray], float]:
+def _masks(
+    grid: FeatureGrid, split: Split, cfg: TrainConfig
+) -> tuple[dict[str, np.ndarray], float]:
     """Rows per window. ``calib`` and ``test`` hold every row of their window plus a horizon of
     lead-in before it (scored only, so that an alert open when the window starts is seen);
     ``train`` negatives beyond ``max_train_rows`` are subsampled; returns the masks and the
@@ -250,8 +286,9 @@ def _keep_rate(mask: np.ndarray, labels: np.ndarray, limit: int) -> float:
     return min(1.0, max(limit - n_pos, 1) / max(n_neg, 1))
 
 
-def _calibration_rows(calib: pl.DataFrame, window: tuple[datetime, datetime], limit: int,
-                      seed: int) -> tuple[pl.DataFrame, np.ndarray]:
+def _calibration_rows(
+    calib: pl.DataFrame, window: tuple[datetime, datetime], limit: int, seed: int
+) -> tuple[pl.DataFrame, np.ndarray]:
     """Rows of the calibration window for the Platt fit, negatives beyond ``limit`` sampled;
     returns them with their weights (1 / keep rate for the sampled negatives)."""
     inside = calib.select(pl.col("ts").is_between(*window)).to_series().to_numpy()
@@ -266,44 +303,75 @@ def _calibration_rows(calib: pl.DataFrame, window: tuple[datetime, datetime], li
 def _score(est: FailurePredictor, frame: pl.DataFrame, chunk: int = 500_000) -> np.ndarray:
     if frame.height == 0:
         return np.zeros(0)
-    return np.concatenate([est.predict_proba(frame[i:i + chunk].select(FEATURES).to_numpy())[:, 1]
-                           for i in range(0, frame.height, chunk)])
+    return np.concatenate(
+        [
+            est.predict_proba(frame[i : i + chunk].select(FEATURES).to_numpy())[:, 1]
+            for i in range(0, frame.height, chunk)
+        ]
+    )
 
 
-def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | None = None,
-                        now: datetime | None = None, client: Any = None) -> TrainResult:
+def train_failure_model(
+    store: Store,
+    *,
+    as_of: datetime,
+    cfg: TrainConfig | None = None,
+    now: datetime | None = None,
+    client: Any = None,
+) -> TrainResult:
     """Train and evaluate on the data before ``as_of`` (see the module doc); the trees on the
     Dask cluster of ``client`` when given."""
     cfg = cfg or TrainConfig()
     lo, hi = data_range(store, as_of)
     grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
-    split = time_split(grid.start, grid.end, cfg.horizon_h, test_fraction=cfg.test_fraction,
-                       calib_fraction=cfg.calib_fraction, warmup_h=cfg.warmup_h)
+    split = time_split(
+        grid.start,
+        grid.end,
+        cfg.horizon_h,
+        test_fraction=cfg.test_fraction,
+        calib_fraction=cfg.calib_fraction,
+        warmup_h=cfg.warmup_h,
+    )
     masks, keep = _masks(grid, split, cfg)
     # The test table is built after the calibration table is scored and dropped: the two
     # full-window tables are the largest objects of the run.
     tables = grid.table({k: masks[k] for k in ("train", "calib")})
     train, calib = tables.pop("train"), tables.pop("calib")
-    counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train),
-                                                                ("calib", calib))}
+    counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train), ("calib", calib))}
     est = _fit(train, calib, split, cfg, keep, grid.episodes.height, client)
     del train
     cal_rows = calib.select("node", "ts").with_columns(pl.Series("score", _score(est, calib)))
-    pick = {"failures": grid.episodes, "horizon_h": cfg.horizon_h, "window": split.calib,
-            "min_alerts": cfg.min_alerts}
-    op = max(cfg.min_threshold,
-             choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick))
-    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision,
-                                       **pick))
+    pick = {
+        "failures": grid.episodes,
+        "horizon_h": cfg.horizon_h,
+        "window": split.calib,
+        "min_alerts": cfg.min_alerts,
+    }
+    op = max(
+        cfg.min_threshold, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
+    )
+    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
     thresholds = Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr)
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
-    baselines = baseline_thresholds(calib, grid.episodes, horizon_h=cfg.horizon_h,
-                                    window=split.calib, target_precision=cfg.target_precision)
+    baselines = baseline_thresholds(
+        calib,
+        grid.episodes,
+        horizon_h=cfg.horizon_h,
+        window=split.calib,
+        target_precision=cfg.target_precision,
+    )
     del calib
     test = grid.table({"test": masks["test"]})["test"]
     counts["test"] = (test.height, int(test["label"].sum()))
-    metrics = evaluate_all(test, _score(est, test), grid.episodes, horizon_h=cfg.horizon_h, k=k,
-                           thresholds={"model": op, **baselines}, window=split.test)
+    metrics = evaluate_all(
+        test,
+        _score(est, test),
+        grid.episodes,
+        horizon_h=cfg.horizon_h,
+        k=k,
+        thresholds={"model": op, **baselines},
+        window=split.test,
+    )
     card = _card(grid, split, cfg, est, thresholds, metrics, counts, k, now or as_of)
     if client is not None:
         from faultlens.models.dask_train import worker_count
@@ -312,29 +380,51 @@ def train_failure_model(store: Store, *, as_of: datetime, cfg: TrainConfig | Non
     return TrainResult(est, thresholds, split, metrics, card)
 
 
-def _fit(train: pl.DataFrame, calib: pl.DataFrame, split: Split, cfg: TrainConfig, keep: float,
-         n_episodes: int, client: Any = None) -> FailurePredictor:
+def _fit(
+    train: pl.DataFrame,
+    calib: pl.DataFrame,
+    split: Split,
+    cfg: TrainConfig,
+    keep: float,
+    n_episodes: int,
+    client: Any = None,
+) -> FailurePredictor:
     """Fit on the training rows (sampled negatives weighted back by ``1 / keep``), calibrate on
     the calibration window."""
     fit_cal, cal_w = _calibration_rows(calib, split.calib, cfg.max_calib_rows, cfg.seed)
     for name, t in (("training", train), ("calibration", fit_cal)):
         if t["label"].sum() == 0:
-            raise ModelError(f"no failure in the {name} window ({n_episodes} failure "
-                             "episodes in all): more history is needed to train")
+            raise ModelError(
+                f"no failure in the {name} window ({n_episodes} failure "
+                "episodes in all): more history is needed to train"
+            )
     params = {"n_jobs": cfg.n_jobs, **cfg.params}
     if cfg.monotone:
         params.setdefault("monotone_constraints", monotone_constraints())
     est = FailurePredictor(random_state=cfg.seed, **params)
     y = train["label"].to_numpy()
-    return est.fit(train.select(FEATURES).to_numpy(), y,
-                   sample_weight=np.where(y > 0, 1.0, 1.0 / keep),
-                   X_calib=fit_cal.select(FEATURES).to_numpy(),
-                   y_calib=fit_cal["label"].to_numpy(), calib_weight=cal_w, dask_client=client)
+    return est.fit(
+        train.select(FEATURES).to_numpy(),
+        y,
+        sample_weight=np.where(y > 0, 1.0, 1.0 / keep),
+        X_calib=fit_cal.select(FEATURES).to_numpy(),
+        y_calib=fit_cal["label"].to_numpy(),
+        calib_weight=cal_w,
+        dask_client=client,
+    )
 
 
-def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredictor,
-          thresholds: Thresholds, metrics: dict, counts: dict[str, tuple[int, int]], k: int,
-          created: datetime) -> dict[str, Any]:
+def _card(
+    grid: FeatureGrid,
+    split: Split,
+    cfg: TrainConfig,
+    est: FailurePredictor,
+    thresholds: Thresholds,
+    metrics: dict,
+    counts: dict[str, tuple[int, int]],
+    k: int,
+    created: datetime,
+) -> dict[str, Any]:
     gain = est.model_.booster_.feature_importance(importance_type="gain")
     top = sorted(zip(FEATURES, gain.tolist(), strict=True), key=lambda x: -x[1])[:15]
     body = {
@@ -363,6 +453,7 @@ def _card(grid: FeatureGrid, split: Split, cfg: TrainConfig, est: FailurePredict
 
 # -- prediction --
 
+
 @dataclass
 class Prediction:
     run_id: str
@@ -372,8 +463,12 @@ class Prediction:
     alerts: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "as_of": self.as_of.isoformat(),
-                "model_version": self.model_version, "alerts": self.alerts}
+        return {
+            "run_id": self.run_id,
+            "as_of": self.as_of.isoformat(),
+            "model_version": self.model_version,
+            "alerts": self.alerts,
+        }
 
 
 def run_id_for(as_of: datetime, model_version: str) -> str:
@@ -386,17 +481,29 @@ def top_features(contrib: np.ndarray, values: np.ndarray, n: int = 5) -> list[li
     out = []
     for c_row, v_row in zip(contrib, values, strict=True):
         order = np.argsort(-c_row[:-1])[:n]
-        out.append([
-            {"feature": FEATURES[j], "value": round(float(v_row[j]), 3),
-             "contribution": round(float(c_row[j]), 4)}
-            for j in order if c_row[j] > 0
-        ])
+        out.append(
+            [
+                {
+                    "feature": FEATURES[j],
+                    "value": round(float(v_row[j]), 3),
+                    "contribution": round(float(c_row[j]), 4),
+                }
+                for j in order
+                if c_row[j] > 0
+            ]
+        )
     return out
 
 
-def predict_failures(store: Store, estimator: FailurePredictor, card: dict[str, Any], *,
-                     as_of: datetime, scheduler: str = "slurm",
-                     min_action: str = RiskAction.WATCH) -> Prediction:
+def predict_failures(
+    store: Store,
+    estimator: FailurePredictor,
+    card: dict[str, Any],
+    *,
+    as_of: datetime,
+    scheduler: str = "slurm",
+    min_action: str = RiskAction.WATCH,
+) -> Prediction:
     """Score every node and GPU as of ``as_of``; alerts for nodes at ``min_action`` or above."""
     rows = point_features(store, as_of)
     if rows.height == 0:
@@ -406,7 +513,8 @@ def predict_failures(store: Store, estimator: FailurePredictor, card: dict[str, 
     thresholds = Thresholds.from_json(card["thresholds"])
     actions = decide(scores, rows, thresholds)
     scored = rows.select("node", "gpu").with_columns(
-        pl.Series("score", scores), pl.Series("action", actions, dtype=pl.String),
+        pl.Series("score", scores),
+        pl.Series("action", actions, dtype=pl.String),
         pl.Series("_i", np.arange(rows.height)),
     )
     alerts = _alerts(scored, X, estimator, scheduler, min_action)
@@ -414,21 +522,27 @@ def predict_failures(store: Store, estimator: FailurePredictor, card: dict[str, 
     return Prediction(run_id_for(as_of, version), as_of, version, scored.drop("_i"), alerts)
 
 
-def _alerts(scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, scheduler: str,
-            min_action: str) -> list[dict[str, Any]]:
+def _alerts(
+    scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, scheduler: str, min_action: str
+) -> list[dict[str, Any]]:
     from faultlens.models.actions import ACTION_RANK
 
     floor = ACTION_RANK[RiskAction(min_action)]
     ranks = pl.Series([ACTION_RANK[RiskAction(a)] for a in scored["action"]])
-    nodes = scored.filter(pl.col("gpu").is_null() & (ranks >= floor)).sort("score",
-                                                                          descending=True)
+    nodes = scored.filter(pl.col("gpu").is_null() & (ranks >= floor)).sort("score", descending=True)
     if nodes.height == 0:
         return []
     best_gpu = (
         scored.filter(pl.col("gpu").is_not_null())
-        .sort("score", descending=True).group_by("node", maintain_order=True).first()
-        .select("node", pl.col("gpu").alias("top_gpu"), pl.col("score").alias("gpu_score"),
-                pl.col("action").alias("gpu_action"))
+        .sort("score", descending=True)
+        .group_by("node", maintain_order=True)
+        .first()
+        .select(
+            "node",
+            pl.col("gpu").alias("top_gpu"),
+            pl.col("score").alias("gpu_score"),
+            pl.col("action").alias("gpu_action"),
+        )
     )
     nodes = nodes.join(best_gpu, on="node", how="left", maintain_order="left")
     idx = nodes["_i"].to_numpy()
@@ -438,11 +552,16 @@ def _alerts(scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, schedule
         gpu = row["top_gpu"] if row["gpu_action"] not in (None, RiskAction.NONE) else None
         why = ",".join(f["feature"] for f in feats[:2]) or "model"
         reason = f"faultlens p={row['score']:.2f} {why}"
-        out.append({
-            "node": row["node"], "gpu": gpu, "score": round(float(row["score"]), 4),
-            "action": row["action"], "top_features": feats,
-            "command": command(row["node"], row["action"], reason, scheduler),
-        })
+        out.append(
+            {
+                "node": row["node"],
+                "gpu": gpu,
+                "score": round(float(row["score"]), 4),
+                "action": row["action"],
+                "top_features": feats,
+                "command": command(row["node"], row["action"], reason, scheduler),
+            }
+        )
     return out
 
 
@@ -450,8 +569,10 @@ def save_predictions(store: Store, pred: Prediction, horizon_h: float) -> int:
     """Write every score of the run to ``predictions`` (replacing an earlier copy of the run)."""
     tops = {(a["node"]): json.dumps(a["top_features"]) for a in pred.alerts}
     frame = pred.rows.with_columns(
-        pl.lit(pred.run_id).alias("run_id"), pl.lit(pred.as_of).alias("made_at"),
-        pl.lit("failure").alias("target"), pl.lit(float(horizon_h)).alias("horizon"),
+        pl.lit(pred.run_id).alias("run_id"),
+        pl.lit(pred.as_of).alias("made_at"),
+        pl.lit("failure").alias("target"),
+        pl.lit(float(horizon_h)).alias("horizon"),
         pl.lit(pred.model_version).alias("model_version"),
         pl.when(pl.col("gpu").is_null())
         .then(pl.col("node").replace_strict(tops, default=None, return_dtype=pl.String))
@@ -470,13 +591,16 @@ def training_as_of(store: Store, as_of: datetime) -> datetime:
 
 # -- demo --
 
-def demo_stage(store: Store, truth: dict[str, Any], console: Any,
-               models_dir: Any = None) -> dict[str, Any]:
+
+def demo_stage(
+    store: Store, truth: dict[str, Any], console: Any, models_dir: Any = None
+) -> dict[str, Any]:
     """`faultlens demo`: train, show model vs both baselines, the top at-risk nodes with their
     reasons, and the lemon list. ``truth`` is the synthetic cluster's ground truth (its lemon
     nodes are marked in the lemon table). Returns the numbers shown."""
-    from faultlens.models.lemons import lemon_table
     from rich.table import Table
+
+    from faultlens.models.lemons import lemon_table
 
     lo, hi = data_range(store, datetime.max)
     result = train_failure_model(store, as_of=hi, now=hi)
@@ -484,35 +608,62 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any,
         from faultlens.models.registry import save_model
 
         save_model(models_dir, result.estimator, result.card)
-    t = Table("scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)",
-              title=f"failure within {result.card['horizon_h']:g} h, test window "
-                    f"{result.split.test[0]:%Y-%m-%d} .. {result.split.test[1]:%Y-%m-%d}")
+    t = Table(
+        "scorer",
+        "PR-AUC",
+        "precision",
+        "recall",
+        "precision@k",
+        "median lead (h)",
+        title=f"failure within {result.card['horizon_h']:g} h, test window "
+        f"{result.split.test[0]:%Y-%m-%d} .. {result.split.test[1]:%Y-%m-%d}",
+    )
     for name, m in result.metrics.items():
-        t.add_row(name, *("-" if m[k] is None else f"{m[k]:.3f}" for k in
-                          ("pr_auc", "precision", "recall", "precision_at_k",
-                           "median_lead_time_h")))
+        t.add_row(
+            name,
+            *(
+                "-" if m[k] is None else f"{m[k]:.3f}"
+                for k in ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+            ),
+        )
     console.print(t)
     # Every node with its reasons (min_action NONE): the top ten are shown even when none of
     # them crosses the watch threshold, and the dashboard gets the reasons of every node.
-    pred = predict_failures(store, result.estimator, result.card, as_of=floor_hour(hi),
-                            min_action=RiskAction.NONE)
+    pred = predict_failures(
+        store, result.estimator, result.card, as_of=floor_hour(hi), min_action=RiskAction.NONE
+    )
     save_predictions(store, pred, result.card["horizon_h"])  # the dashboard shows them
-    risk = Table("node", "gpu", "score", "action", "why", title=f"top at-risk nodes as of "
-                 f"{pred.as_of:%Y-%m-%d %H:%M} (action none: below the watch threshold "
-                 f"{result.thresholds.watch:.2f})")
+    risk = Table(
+        "node",
+        "gpu",
+        "score",
+        "action",
+        "why",
+        title=f"top at-risk nodes as of "
+        f"{pred.as_of:%Y-%m-%d %H:%M} (action none: below the watch threshold "
+        f"{result.thresholds.watch:.2f})",
+    )
     for a in pred.alerts[:10]:
         why = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
         risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
     console.print(risk)
     lemons = lemon_table(store, hi).filter(pl.col("flagged"))
-    known = {str(n) for n in truth.get("lemon_nodes", truth.get("lemons", []))
-             if not isinstance(n, dict)} | {
-        str(n.get("node")) for n in truth.get("lemon_nodes", []) if isinstance(n, dict)}
+    known = {
+        str(n) for n in truth.get("lemon_nodes", truth.get("lemons", [])) if not isinstance(n, dict)
+    } | {str(n.get("node")) for n in truth.get("lemon_nodes", []) if isinstance(n, dict)}
     lt = Table("rank", "node", "failures", "evidence", "lemon in truth", title="lemon nodes")
     for r in lemons.head(15).iter_rows(named=True):
-        lt.add_row(str(r["rank"]), r["node"], f"{r['failures']:g}", r["evidence"],
-                   "yes" if r["node"] in known else "-")
+        lt.add_row(
+            str(r["rank"]),
+            r["node"],
+            f"{r['failures']:g}",
+            r["evidence"],
+            "yes" if r["node"] in known else "-",
+        )
     console.print(lt)
-    return {"model_version": result.card["model_version"], "metrics": result.metrics,
-            "alerts": sum(a["action"] != RiskAction.NONE for a in pred.alerts),
-            "lemons": lemons["node"].to_list()}
+    return {
+        "model_version": result.card["model_version"],
+        "metrics": result.metrics,
+        "alerts": sum(a["action"] != RiskAction.NONE for a in pred.alerts),
+        "lemons": lemons["node"].to_list(),
+    }

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import joblib
+
 from faultlens.ingest.errors import ModelError
 
 CARD = "model_card.json"
@@ -91,19 +92,29 @@ def model_card_markdown(card: dict[str, Any]) -> str:
     for w in ("train", "calib", "test"):
         lo, hi = card["windows"][w]
         lines.append(f"| {w} | {lo} | {hi} | {card['rows'][w]:,} | {card['positives'][w]:,} |")
-    lines += ["", f"Operating thresholds: {card['thresholds']}; k = {card['k']} nodes per day.",
-              "", "| scorer | PR-AUC | precision | recall | precision@k | median lead (h) |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"Operating thresholds: {card['thresholds']}; k = {card['k']} nodes per day.",
+        "",
+        "| scorer | PR-AUC | precision | recall | precision@k | median lead (h) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for name in ("model", "rule_baseline", "lemon_baseline"):
         r = m[name]
-        lines.append(f"| {name} | {_f(r['pr_auc'])} | {_f(r['precision'])} | {_f(r['recall'])} | "
-                     f"{_f(r['precision_at_k'])} | {_f(r['median_lead_time_h'])} |")
+        lines.append(
+            f"| {name} | {_f(r['pr_auc'])} | {_f(r['precision'])} | {_f(r['recall'])} | "
+            f"{_f(r['precision_at_k'])} | {_f(r['median_lead_time_h'])} |"
+        )
     defs = card.get("metric_definitions") or {}
     if defs:
         lines += ["", "Definitions:", *(f"- {k}: {v}" for k, v in defs.items())]
-    lines += ["", "Top features by gain: "
-              + ", ".join(f["feature"] for f in card["top_features_by_gain"]), "",
-              f"{len(card['features'])} features; parameters: `{json.dumps(card['params'])}`", ""]
+    lines += [
+        "",
+        "Top features by gain: " + ", ".join(f["feature"] for f in card["top_features_by_gain"]),
+        "",
+        f"{len(card['features'])} features; parameters: `{json.dumps(card['params'])}`",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -20,9 +20,22 @@ from sklearn.utils.multiclass import unique_labels
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 FEATURES = (
-    "z_clock", "z_temp", "z_power", "z_util", "z_pcie", "thermal_frac", "power_frac",
-    "temp_slope", "temp_slope_3", "power_slope", "power_slope_3", "replay_delta",
-    "replay_growth", "replay_3", "slow_now", "flagged_now",
+    "z_clock",
+    "z_temp",
+    "z_power",
+    "z_util",
+    "z_pcie",
+    "thermal_frac",
+    "power_frac",
+    "temp_slope",
+    "temp_slope_3",
+    "power_slope",
+    "power_slope_3",
+    "replay_delta",
+    "replay_growth",
+    "replay_3",
+    "slow_now",
+    "flagged_now",
 )
 KEY = ["job_id", "node", "gpu"]
 
@@ -42,7 +55,8 @@ def window_features(windows: pl.DataFrame) -> pl.DataFrame:
         power_slope=pl.col("power") - lag("power"),
         power_slope_3=pl.col("power") - lag("power", 3),
         replay_growth=pl.col("replay_delta") - lag("replay_delta"),
-        replay_3=pl.col("replay_delta") + lag("replay_delta").fill_null(0)
+        replay_3=pl.col("replay_delta")
+        + lag("replay_delta").fill_null(0)
         + lag("replay_delta", 2).fill_null(0),
         slow_now=pl.col("raw_cause").is_not_null().cast(pl.Float64),
         flagged_now=pl.col("flagged").cast(pl.Float64),
@@ -57,8 +71,13 @@ def to_matrix(features: pl.DataFrame) -> np.ndarray:
 class StragglerPredictor(ClassifierMixin, BaseEstimator):
     """Gradient-boosted trees over window features (scikit-learn conventions; NaN allowed)."""
 
-    def __init__(self, max_iter: int = 200, learning_rate: float = 0.05, max_depth: int | None = 4,
-                 random_state: int | None = 0) -> None:
+    def __init__(
+        self,
+        max_iter: int = 200,
+        learning_rate: float = 0.05,
+        max_depth: int | None = 4,
+        random_state: int | None = 0,
+    ) -> None:
         self.max_iter = max_iter
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -73,7 +92,9 @@ class StragglerPredictor(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, ensure_all_finite="allow-nan")
         self.classes_ = unique_labels(y)
         self.model_ = HistGradientBoostingClassifier(
-            max_iter=self.max_iter, learning_rate=self.learning_rate, max_depth=self.max_depth,
+            max_iter=self.max_iter,
+            learning_rate=self.learning_rate,
+            max_depth=self.max_depth,
             random_state=self.random_state,
         )
         if len(self.classes_) < 2:
@@ -105,8 +126,9 @@ def _metrics(y: np.ndarray, score: np.ndarray) -> dict[str, float]:
     }
 
 
-def evaluate(windows: pl.DataFrame, *, train_frac: float = 0.6,
-             random_state: int = 0) -> dict[str, Any]:
+def evaluate(
+    windows: pl.DataFrame, *, train_frac: float = 0.6, random_state: int = 0
+) -> dict[str, Any]:
     """Fit on the earliest windows, score the later ones; the model beside the baseline."""
     feats = window_features(windows).sort("win_start")
     if feats.height < 10:
@@ -120,7 +142,8 @@ def evaluate(windows: pl.DataFrame, *, train_frac: float = 0.6,
     baseline = test["flagged_now"].to_numpy()
     return {
         "test_window": [str(cut), str(test["win_start"].max())],
-        "n_train": train.height, "n_test": test.height,
+        "n_train": train.height,
+        "n_test": test.height,
         "positives_test": int(y_test.sum()),
         "metrics": {"model": _metrics(y_test, score), "baseline": _metrics(y_test, baseline)},
     }
@@ -131,11 +154,17 @@ def predict_next(model: StragglerPredictor, windows: pl.DataFrame) -> pl.DataFra
     df = windows.sort([*KEY, "w"])
     latest = df.group_by(KEY).agg(pl.all().sort_by("w").last())
     # A placeholder window after the latest one gives the latest a (dummy) target.
-    full = window_features(pl.concat([df, latest.with_columns(
-        w=pl.col("w") + 1, flagged=pl.lit(False))], how="diagonal_relaxed"))
+    full = window_features(
+        pl.concat(
+            [df, latest.with_columns(w=pl.col("w") + 1, flagged=pl.lit(False))],
+            how="diagonal_relaxed",
+        )
+    )
     last = full.join(latest.select(*KEY, "w"), on=[*KEY, "w"])
     proba = model.predict_proba(to_matrix(last))
     score = proba[:, 1] if proba.shape[1] == 2 else np.zeros(last.height)
-    return last.select("job_id", "node", "gpu", "win_start").with_columns(
-        score=pl.Series(score)
-    ).sort("score", descending=True)
+    return (
+        last.select("job_id", "node", "gpu", "win_start")
+        .with_columns(score=pl.Series(score))
+        .sort("score", descending=True)
+    )

@@ -32,6 +32,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,17 @@ PCIE_RX = "DCGM_FI_PROF_PCIE_RX_BYTES"
 NVLINK_TX = "DCGM_FI_PROF_NVLINK_TX_BYTES"
 REPLAY = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
 METRICS = (CLOCK, POWER, TEMP, UTIL, THROTTLE, PCIE_TX, PCIE_RX, NVLINK_TX, REPLAY)
-SHORT = {CLOCK: "clock", POWER: "power", TEMP: "temp", UTIL: "util", PCIE_TX: "pcie",
-         NVLINK_TX: "nvlink", REPLAY: "replay"}
+SHORT = {
+    CLOCK: "clock",
+    POWER: "power",
+    TEMP: "temp",
+    UTIL: "util",
+    PCIE_TX: "pcie",
+    NVLINK_TX: "nvlink",
+    REPLAY: "replay",
+}
 # Floors of the robust scale, so that near-identical peers do not turn jitter into z = 50.
-SCALE_FLOOR = {"clock": 15.0, "power": 10.0, "temp": 2.0, "util": 2.0, "pcie": None,
-               "nvlink": None}
+SCALE_FLOOR = {"clock": 15.0, "power": 10.0, "temp": 2.0, "util": 2.0, "pcie": None, "nvlink": None}
 THERMAL_BITS = 0x20 | 0x40 | 0x8  # SW thermal, HW thermal, HW slowdown
 POWER_BITS = 0x4 | 0x80  # SW power cap, HW power brake
 NODE_CAUSES = ("link", "host")
@@ -106,21 +113,35 @@ GROUP BY s.job_id, s.node, s.gpu, w, s.metric
 
 
 def gpu_windows(
-    store: Store, *, job_id: str | None = None, since: datetime | None = None,
+    store: Store,
+    *,
+    job_id: str | None = None,
+    since: datetime | None = None,
     config: DetectConfig | None = None,
 ) -> pl.DataFrame:
     """One row per (job, node, gpu, window): window medians of each metric, wide."""
     cfg = config or DetectConfig()
     long = store.query(
         _WINDOWS_SQL,
-        [job_id, job_id, since, since, list(METRICS), CLOCK, cfg.window_s, THERMAL_BITS,
-         POWER_BITS],
+        [
+            job_id,
+            job_id,
+            since,
+            since,
+            list(METRICS),
+            CLOCK,
+            cfg.window_s,
+            THERMAL_BITS,
+            POWER_BITS,
+        ],
     )
     keys = ["job_id", "node", "gpu", "w"]
     if long.height == 0:
         return pl.DataFrame()
     meta = long.group_by(keys).agg(
-        pl.col("start").first(), pl.col("end").first(), pl.col("n_gpus").first(),
+        pl.col("start").first(),
+        pl.col("end").first(),
+        pl.col("n_gpus").first(),
         pl.col("window_s").first(),
     )
     values = long.filter(pl.col("metric").is_in(list(SHORT))).with_columns(
@@ -135,9 +156,8 @@ def gpu_windows(
         if name not in out.columns:
             out = out.with_columns(pl.lit(None, pl.Float64).alias(name))
     return out.with_columns(
-        win_start=pl.col("start") + pl.duration(
-            milliseconds=(pl.col("w") * pl.col("window_s") * 1000).cast(pl.Int64)
-        )
+        win_start=pl.col("start")
+        + pl.duration(milliseconds=(pl.col("w") * pl.col("window_s") * 1000).cast(pl.Int64))
     ).sort(keys)
 
 
@@ -173,11 +193,16 @@ def label_windows(scored: pl.DataFrame, config: DetectConfig | None = None) -> p
     link = (pl.col("z_pcie") < -z) & (pl.col("drop_pcie") > cfg.min_pcie_drop)
     host = (pl.col("z_util") < -z) & (pl.col("drop_util") > cfg.min_util_drop) & ~low_clock
     cause = (
-        pl.when(thermal).then(pl.lit("thermal"))
-        .when(power).then(pl.lit("power"))
-        .when(low_clock).then(pl.lit("clocks"))
-        .when(link).then(pl.lit("link"))
-        .when(host).then(pl.lit("host"))
+        pl.when(thermal)
+        .then(pl.lit("thermal"))
+        .when(power)
+        .then(pl.lit("power"))
+        .when(low_clock)
+        .then(pl.lit("clocks"))
+        .when(link)
+        .then(pl.lit("link"))
+        .when(host)
+        .then(pl.lit("host"))
     )
     return scored.with_columns(raw_cause=cause)
 
@@ -190,9 +215,9 @@ def _persist(frame: pl.DataFrame, key: list[str], flag: str, k: int, out: str) -
     new_run = (gap != 1) | (pl.col(flag) != prev_flag)
     frame = frame.with_columns(_run=new_run.cast(pl.Int64).cum_sum().over(key))
     frame = frame.with_columns(_len=pl.len().over([*key, "_run"]))
-    return frame.with_columns(
-        (pl.col(flag) & (pl.col("_len") >= k)).alias(out)
-    ).drop("_run", "_len")
+    return frame.with_columns((pl.col(flag) & (pl.col("_len") >= k)).alias(out)).drop(
+        "_run", "_len"
+    )
 
 
 def flag_windows(labeled: pl.DataFrame, config: DetectConfig | None = None) -> pl.DataFrame:
@@ -222,7 +247,10 @@ def flag_windows(labeled: pl.DataFrame, config: DetectConfig | None = None) -> p
 
 
 def detect_windows(
-    store: Store, *, job_id: str | None = None, since: datetime | None = None,
+    store: Store,
+    *,
+    job_id: str | None = None,
+    since: datetime | None = None,
     config: DetectConfig | None = None,
 ) -> pl.DataFrame:
     """The per-(job, GPU, window) frame with scores, raw labels and persistence flags."""
@@ -308,7 +336,11 @@ EVIDENCE_SCHEMA = {"job_id": pl.String, "node": pl.String, "nccl_evidence": pl.I
 
 
 def nccl_evidence(
-    store: Store, jobs: pl.DataFrame, *, burst_gap_s: float = 60.0, min_excess: float = 0.02,
+    store: Store,
+    jobs: pl.DataFrame,
+    *,
+    burst_gap_s: float = 60.0,
+    min_excess: float = 0.02,
     k: int = 2,
 ) -> pl.DataFrame:
     """Per (job, node): watchdog-timeout bursts in which the node's ranks did not time out while
@@ -324,8 +356,11 @@ def nccl_evidence(
     steps = store.query(_SLOW_RANK_SQL, [ids, min_excess])
     slow = (
         steps.join(jobs.select("job_id", "start", "window_s"), on="job_id")
-        .with_columns(w=((pl.col("ts") - pl.col("start")).dt.total_milliseconds() / 1000
-                         / pl.col("window_s")).floor().cast(pl.Int64))
+        .with_columns(
+            w=((pl.col("ts") - pl.col("start")).dt.total_milliseconds() / 1000 / pl.col("window_s"))
+            .floor()
+            .cast(pl.Int64)
+        )
         .with_columns(n_w=pl.len().over("job_id", "w"))
         .group_by("job_id", "w", "rank")
         .agg(pl.len(), pl.col("n_w").first(), pl.col("step_node").first())
@@ -338,10 +373,16 @@ def nccl_evidence(
         .agg(slow_windows=pl.len().cast(pl.Int64))
     )
     out = (
-        pl.concat([timeouts.group_by("job_id", "node").agg(n=pl.col("timeouts").sum()),
-                   slow.select("job_id", "node", n="slow_windows")], how="vertical_relaxed")
+        pl.concat(
+            [
+                timeouts.group_by("job_id", "node").agg(n=pl.col("timeouts").sum()),
+                slow.select("job_id", "node", n="slow_windows"),
+            ],
+            how="vertical_relaxed",
+        )
         .filter(pl.col("node").is_not_null())
-        .group_by("job_id", "node").agg(nccl_evidence=pl.col("n").sum().cast(pl.Int64))
+        .group_by("job_id", "node")
+        .agg(nccl_evidence=pl.col("n").sum().cast(pl.Int64))
     )
     return out.select(list(EVIDENCE_SCHEMA)).sort("job_id", "node")
 
@@ -357,9 +398,12 @@ def _telemetry_slowdown() -> pl.Expr:
     util = pl.col("med_util") / pl.col("util")
     pcie = (pl.col("med_pcie") / pl.col("pcie")).sqrt()
     return (
-        pl.when(pl.col("raw_cause").is_in(["thermal", "power", "clocks"])).then(clock)
-        .when(pl.col("raw_cause") == "host").then(util)
-        .when(pl.col("raw_cause") == "link").then(pcie)
+        pl.when(pl.col("raw_cause").is_in(["thermal", "power", "clocks"]))
+        .then(clock)
+        .when(pl.col("raw_cause") == "host")
+        .then(util)
+        .when(pl.col("raw_cause") == "link")
+        .then(pcie)
         .otherwise(1.0)
     )
 
@@ -376,8 +420,9 @@ def _step_windows(store: Store, jobs: pl.DataFrame) -> pl.DataFrame:
     return (
         steps.join(jobs.select("job_id", "start", "window_s"), on="job_id")
         .with_columns(
-            w=((pl.col("ts") - pl.col("start")).dt.total_milliseconds() / 1000
-               / pl.col("window_s")).floor().cast(pl.Int64)
+            w=((pl.col("ts") - pl.col("start")).dt.total_milliseconds() / 1000 / pl.col("window_s"))
+            .floor()
+            .cast(pl.Int64)
         )
         .group_by("job_id", "w")
         .agg(step_s=pl.col("step_time_s").median())
@@ -391,9 +436,10 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
         return _empty_stragglers(), _empty_jobs()
     fl = flags.filter(pl.col("flagged"))
     jobs = flags.group_by("job_id").agg(
-        pl.col("start").first(), pl.col("end").first(), pl.col("window_s").first(),
-        n_gpus=pl.max_horizontal(pl.col("n_gpus").first(),
-                                 pl.struct("node", "gpu").n_unique()),
+        pl.col("start").first(),
+        pl.col("end").first(),
+        pl.col("window_s").first(),
+        n_gpus=pl.max_horizontal(pl.col("n_gpus").first(), pl.struct("node", "gpu").n_unique()),
     )
     unit_windows = fl.group_by(*UNIT, "w").agg(
         cause=pl.col("raw_cause").drop_nulls().mode().sort().first(),
@@ -413,7 +459,8 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
         .with_columns(
             s=pl.when(pl.col("step_s").is_not_null() & (pl.col("n_clean") >= 3))
             .then(pl.col("step_s") / pl.col("base_s"))
-            .otherwise(pl.col("tele_s")).clip(lower_bound=1.0),
+            .otherwise(pl.col("tele_s"))
+            .clip(lower_bound=1.0),
             hours=_window_hours(),
         )
         .with_columns(wasted=pl.col("n_gpus") * pl.col("hours") * (1 - 1 / pl.col("s")))
@@ -433,19 +480,33 @@ def cost(store: Store, flags: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]
         )
         .pipe(_with_nccl, nccl_evidence(store, jobs))
         .join(jobs.select("job_id", "start", "window_s"), on="job_id")
-        .with_columns(onset=pl.col("start") + pl.duration(
-            milliseconds=(pl.col("first_window") * pl.col("window_s") * 1000).cast(pl.Int64)))
-        .select("job_id", "node", pl.col("unit_gpu").alias("gpu"), "cause",
-                pl.col("slowdown").round(4), pl.col("wasted_gpu_h").round(4), "onset", "windows",
-                "nccl_evidence")
+        .with_columns(
+            onset=pl.col("start")
+            + pl.duration(
+                milliseconds=(pl.col("first_window") * pl.col("window_s") * 1000).cast(pl.Int64)
+            )
+        )
+        .select(
+            "job_id",
+            "node",
+            pl.col("unit_gpu").alias("gpu"),
+            "cause",
+            pl.col("slowdown").round(4),
+            pl.col("wasted_gpu_h").round(4),
+            "onset",
+            "windows",
+            "nccl_evidence",
+        )
         .sort("wasted_gpu_h", descending=True)
     )
     job_costs = (
         win.group_by("job_id")
         .agg(
-            straggling_h=pl.col("hours").sum(), wasted_gpu_h=pl.col("wasted").sum(),
+            straggling_h=pl.col("hours").sum(),
+            wasted_gpu_h=pl.col("wasted").sum(),
             slowdown=(pl.col("s") * pl.col("hours")).sum() / pl.col("hours").sum(),
-            n_gpus=pl.col("n_gpus").first(), base_step_s=pl.col("base_s").first(),
+            n_gpus=pl.col("n_gpus").first(),
+            base_step_s=pl.col("base_s").first(),
         )
         .sort("wasted_gpu_h", descending=True)
     )
@@ -472,18 +533,32 @@ def _window_hours() -> pl.Expr:
 
 
 def _empty_stragglers() -> pl.DataFrame:
-    return pl.DataFrame(schema={
-        "job_id": pl.String, "node": pl.String, "gpu": pl.Int32, "cause": pl.String,
-        "slowdown": pl.Float64, "wasted_gpu_h": pl.Float64, "onset": pl.Datetime("us"),
-        "windows": pl.UInt32, "nccl_evidence": pl.Int64,
-    })
+    return pl.DataFrame(
+        schema={
+            "job_id": pl.String,
+            "node": pl.String,
+            "gpu": pl.Int32,
+            "cause": pl.String,
+            "slowdown": pl.Float64,
+            "wasted_gpu_h": pl.Float64,
+            "onset": pl.Datetime("us"),
+            "windows": pl.UInt32,
+            "nccl_evidence": pl.Int64,
+        }
+    )
 
 
 def _empty_jobs() -> pl.DataFrame:
-    return pl.DataFrame(schema={
-        "job_id": pl.String, "straggling_h": pl.Float64, "wasted_gpu_h": pl.Float64,
-        "slowdown": pl.Float64, "n_gpus": pl.Int64, "base_step_s": pl.Float64,
-    })
+    return pl.DataFrame(
+        schema={
+            "job_id": pl.String,
+            "straggling_h": pl.Float64,
+            "wasted_gpu_h": pl.Float64,
+            "slowdown": pl.Float64,
+            "n_gpus": pl.Int64,
+            "base_step_s": pl.Float64,
+        }
+    )
 
 
 @dataclass
@@ -501,7 +576,10 @@ class StragglerReport:
 
 
 def detect(
-    store: Store, *, job_id: str | None = None, since: datetime | None = None,
+    store: Store,
+    *,
+    job_id: str | None = None,
+    since: datetime | None = None,
     config: DetectConfig | None = None,
 ) -> StragglerReport:
     """Detect stragglers in every job (or one) that ended after ``since``, and what they cost."""
@@ -523,8 +601,10 @@ def evaluate(stragglers: pl.DataFrame, truth: list[dict[str, Any]]) -> dict[str,
     cause_ok = 0
     for d in det:
         hits = [
-            i for i, t in enumerate(truth)
-            if str(t["job_id"]) == str(d["job_id"]) and t["node"] == d["node"]
+            i
+            for i, t in enumerate(truth)
+            if str(t["job_id"]) == str(d["job_id"])
+            and t["node"] == d["node"]
             and (t.get("gpu") is None or d["gpu"] is None or int(t["gpu"]) == int(d["gpu"]))
         ]
         if not hits:
@@ -541,12 +621,16 @@ def evaluate(stragglers: pl.DataFrame, truth: list[dict[str, Any]]) -> dict[str,
             t.get("wasted_gpu_h") or 0.0
         )
     per_job = {
-        j: {"true": round(w, 3), "estimated": round(est.get(j, 0.0), 3),
-            "rel_error": round(abs(est.get(j, 0.0) - w) / w, 4) if w > 0 else None}
+        j: {
+            "true": round(w, 3),
+            "estimated": round(est.get(j, 0.0), 3),
+            "rel_error": round(abs(est.get(j, 0.0) - w) / w, 4) if w > 0 else None,
+        }
         for j, w in true_w.items()
     }
     return {
-        "true": len(truth), "detected": len(det),
+        "true": len(truth),
+        "detected": len(det),
         "recall": len(matched_truth) / len(truth) if truth else 1.0,
         "false_fraction": false / len(det) if det else 0.0,
         "cause_accuracy": cause_ok / (len(det) - false) if len(det) > false else 1.0,
@@ -564,8 +648,14 @@ def demo_stage(store: Store, truth: dict[str, Any], console: Any) -> None:
     for col in ("job", "node", "gpu", "cause", "slowdown", "wasted GPU-h"):
         table.add_column(col)
     for r in report.stragglers.head(10).iter_rows(named=True):
-        table.add_row(r["job_id"], r["node"], "node" if r["gpu"] is None else str(r["gpu"]),
-                      r["cause"], f"{r['slowdown']:.2f}x", f"{r['wasted_gpu_h']:.1f}")
+        table.add_row(
+            r["job_id"],
+            r["node"],
+            "node" if r["gpu"] is None else str(r["gpu"]),
+            r["cause"],
+            f"{r['slowdown']:.2f}x",
+            f"{r['wasted_gpu_h']:.1f}",
+        )
     console.print(table)
     if not true_rows:
         console.print(f"{report.stragglers.height} stragglers detected (no ground truth)")

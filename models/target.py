@@ -39,6 +39,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
+
 from faultlens.ingest.schema import CauseCategory, Kind
 from faultlens.ingest.store import Store
 
@@ -48,7 +49,9 @@ EPISODE_GAP = timedelta(hours=1)
 TARGET_XIDS: tuple[int, ...] = (48, 64, 79, 95, 140)
 NVLINK_XIDS: tuple[int, ...] = (74, 144, 145, 146, 147, 148, 149, 150)
 TARGET_KINDS: tuple[str, ...] = (
-    Kind.FALLEN_OFF_BUS.value, Kind.GPU_INIT_FAIL.value, Kind.RESET_REQUIRED.value,
+    Kind.FALLEN_OFF_BUS.value,
+    Kind.GPU_INIT_FAIL.value,
+    Kind.RESET_REQUIRED.value,
     Kind.KERNEL_PANIC.value,
 )
 HOST_CRITICAL_KINDS: tuple[str, ...] = (Kind.PCIE.value, Kind.MEMORY.value, Kind.MCE.value)
@@ -92,9 +95,17 @@ TARGET_EVENT_SQL = (
 
 
 def target_event_params() -> list[object]:
-    return [list(SNAPSHOT_SOURCES), list(TARGET_XIDS), list(TARGET_KINDS), list(NVLINK_XIDS),
-            _UNCORRECTABLE_RE, list(HOST_CRITICAL_KINDS), HARDWARE_REASON_RE,
-            NOT_HARDWARE_REASON_RE, NOT_HARDWARE_REASON_RE]
+    return [
+        list(SNAPSHOT_SOURCES),
+        list(TARGET_XIDS),
+        list(TARGET_KINDS),
+        list(NVLINK_XIDS),
+        _UNCORRECTABLE_RE,
+        list(HOST_CRITICAL_KINDS),
+        HARDWARE_REASON_RE,
+        NOT_HARDWARE_REASON_RE,
+        NOT_HARDWARE_REASON_RE,
+    ]
 
 
 def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
@@ -132,15 +143,22 @@ def failure_episodes(store: Store, start: datetime, end: datetime) -> pl.DataFra
 
 def episodes_from_events(events: pl.DataFrame) -> pl.DataFrame:
     """Group target events into episodes (see module doc); vectorized over the whole frame."""
-    schema = {"node": pl.String, "ts": pl.Datetime("us"), "gpu": pl.String, "cause": pl.String,
-              "n_events": pl.UInt32}
+    schema = {
+        "node": pl.String,
+        "ts": pl.Datetime("us"),
+        "gpu": pl.String,
+        "cause": pl.String,
+        "n_events": pl.UInt32,
+    }
     if events.height == 0:
         return pl.DataFrame(schema=schema)
     ev = events.sort("node", "ts").with_columns(
         (
             (pl.col("ts") - pl.col("ts").shift(1).over("node") > EPISODE_GAP)
             | pl.col("ts").shift(1).over("node").is_null()
-        ).cum_sum().alias("episode")
+        )
+        .cum_sum()
+        .alias("episode")
     )
     out = ev.group_by("episode", maintain_order=True).agg(
         pl.col("node").first(),

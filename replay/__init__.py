@@ -9,7 +9,22 @@ from faultlens.replay.strategies import STRATEGIES, Strategy, resolve
 from faultlens.replay.traces import from_db, from_ground_truth
 
 __all__ = [
-    "ALL_STRATEGIES", "DEMO_STRATEGIES", "STRATEGIES", "Badput", "JobSpec", "Score", "Strategy",
-    "Trace", "daly_interval", "demo_stage", "from_db", "from_ground_truth",
-    "predictor_value_gpu_h", "rank", "replay", "replay_table", "resolve", "young_interval",
+    "ALL_STRATEGIES",
+    "DEMO_STRATEGIES",
+    "STRATEGIES",
+    "Badput",
+    "JobSpec",
+    "Score",
+    "Strategy",
+    "Trace",
+    "daly_interval",
+    "demo_stage",
+    "from_db",
+    "from_ground_truth",
+    "predictor_value_gpu_h",
+    "rank",
+    "replay",
+    "replay_table",
+    "resolve",
+    "young_interval",
 ]

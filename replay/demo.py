@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.table import Table
+
 from faultlens.ingest.store import Store
 from faultlens.replay.model import BUCKETS, JobSpec, Trace
 from faultlens.replay.score import Score, predictor_value_gpu_h, rank, replay
 from faultlens.replay.strategies import STRATEGIES
-from rich.table import Table
 
 log = logging.getLogger(__name__)
 
@@ -20,25 +21,48 @@ DEMO_STRATEGIES: tuple[str, ...] = (*ALL_STRATEGIES, "hot-spares+in-memory")
 
 
 def replay_table(scores: Sequence[Score], trace: Trace) -> Table:
-    table = Table(title=f"replay of {trace.n_events} interruptions over {trace.span_h:.0f} h "
-                  f"({trace.source}, {trace.fleet_nodes} nodes)")
-    for col in ("strategy", "params", "ETTR", "95% CI", "goodput GPU-h", *(b.value for b in
-                BUCKETS), "restarts", "$ lost"):
+    table = Table(
+        title=f"replay of {trace.n_events} interruptions over {trace.span_h:.0f} h "
+        f"({trace.source}, {trace.fleet_nodes} nodes)"
+    )
+    for col in (
+        "strategy",
+        "params",
+        "ETTR",
+        "95% CI",
+        "goodput GPU-h",
+        *(b.value for b in BUCKETS),
+        "restarts",
+        "$ lost",
+    ):
         table.add_column(col, justify="left" if col in ("strategy", "params") else "right")
     for s in scores:
         sweep = s.params.get("sweep")
-        shown = ", ".join(f"{k}={v:g}" for k, v in sweep.items()) if sweep else \
-            f"every {s.params['interval_min']:g} min"
+        shown = (
+            ", ".join(f"{k}={v:g}" for k, v in sweep.items())
+            if sweep
+            else f"every {s.params['interval_min']:g} min"
+        )
         table.add_row(
-            s.name, shown, f"{s.ettr:.4f}", f"{s.ettr_ci[0]:.3f}-{s.ettr_ci[1]:.3f}",
-            f"{s.goodput_gpu_h:,.0f}", *(f"{s.badput_gpu_h[b.value]:,.0f}" for b in BUCKETS),
-            f"{s.restarts:.0f}", f"{s.cost_usd:,.0f}",
+            s.name,
+            shown,
+            f"{s.ettr:.4f}",
+            f"{s.ettr_ci[0]:.3f}-{s.ettr_ci[1]:.3f}",
+            f"{s.goodput_gpu_h:,.0f}",
+            *(f"{s.badput_gpu_h[b.value]:,.0f}" for b in BUCKETS),
+            f"{s.restarts:.0f}",
+            f"{s.cost_usd:,.0f}",
         )
     return table
 
 
-def demo_stage(store: Store, truth: str | Path | dict | None, console: Any,
-               job: JobSpec | None = None, resamples: int = 20) -> dict[str, Any]:
+def demo_stage(
+    store: Store,
+    truth: str | Path | dict | None,
+    console: Any,
+    job: JobSpec | None = None,
+    resamples: int = 20,
+) -> dict[str, Any]:
     """Rank the strategies on the demo cluster's history and price the failure predictor.
 
     Reads the interruptions from ``store`` (falling back to the ground-truth file ``truth`` when
@@ -61,5 +85,9 @@ def demo_stage(store: Store, truth: str | Path | dict | None, console: Any,
         f"predicted, {len(trace.false_alarm_h)} false alarms -> worth {value:,.1f} GPU-hours "
         f"(${value * job.usd_per_gpu_h:,.0f}) against plain checkpointing"
     )
-    return {"ranking": [s.to_json() for s in ranked], "predictor_value_gpu_h": value,
-            "interruptions": trace.n_events, "best": ranked[0].name}
+    return {
+        "ranking": [s.to_json() for s in ranked],
+        "predictor_value_gpu_h": value,
+        "interruptions": trace.n_events,
+        "best": ranked[0].name,
+    }

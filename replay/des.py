@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 
 import numpy as np
+
 from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Plan
 from faultlens.replay.model import Badput, JobSpec, Trace
 from faultlens.replay.strategies import H, Strategy

@@ -23,11 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from faultlens.replay.model import Badput
 
 KEEP, FINE, DURABLE, STEP = 0, 1, 2, 3
 PARTS: tuple[Badput, ...] = (
-    Badput.CHECKPOINT_SAVE, Badput.WAIT_NODE, Badput.RESTART, Badput.RESTORE,
+    Badput.CHECKPOINT_SAVE,
+    Badput.WAIT_NODE,
+    Badput.RESTART,
+    Badput.RESTORE,
 )
 NEVER_H = 1e15  # an interval that never elapses (no checkpoints)
 
@@ -74,8 +78,16 @@ def timeline(plan: Plan, span_h: float, full: bool = True) -> Timeline:
     n = len(t)
     down = {b: 0.0 for b in PARTS}
     if n == 0:
-        return _finish(plan, span_h, down, np.array([span_h]), np.zeros(1),
-                       np.array([KEEP], dtype=np.int8), 0, full)
+        return _finish(
+            plan,
+            span_h,
+            down,
+            np.array([span_h]),
+            np.zeros(1),
+            np.array([KEEP], dtype=np.int8),
+            0,
+            full,
+        )
     v = t + parts.sum(axis=1)
     end = np.maximum.accumulate(v)
     t_next = np.empty(n)
@@ -103,8 +115,15 @@ def timeline(plan: Plan, span_h: float, full: bool = True) -> Timeline:
     return _finish(plan, span_h, down, runs, run_start, end_mode, restarts, full)
 
 
-def _down_totals(t: np.ndarray, parts: np.ndarray, v: np.ndarray, own: np.ndarray,
-                 t_next: np.ndarray, gap_down: np.ndarray, down: dict[Badput, float]) -> None:
+def _down_totals(
+    t: np.ndarray,
+    parts: np.ndarray,
+    v: np.ndarray,
+    own: np.ndarray,
+    t_next: np.ndarray,
+    gap_down: np.ndarray,
+    down: dict[Badput, float],
+) -> None:
     """Hours spent in each part of the down plans (cut short by a later plan or the window)."""
     # most plans start and finish inside their own gap; only the rest need the overlap arithmetic
     simple = own & (v <= t_next)
@@ -123,9 +142,16 @@ def _down_totals(t: np.ndarray, parts: np.ndarray, v: np.ndarray, own: np.ndarra
         down[b] = float(totals[k])
 
 
-def _finish(plan: Plan, span_h: float, down: dict[Badput, float], runs: np.ndarray,
-            run_start: np.ndarray, end_mode: np.ndarray, restarts: int,
-            full: bool = True) -> Timeline:
+def _finish(
+    plan: Plan,
+    span_h: float,
+    down: dict[Badput, float],
+    runs: np.ndarray,
+    run_start: np.ndarray,
+    end_mode: np.ndarray,
+    restarts: int,
+    full: bool = True,
+) -> Timeline:
     frac = _out_frac(plan, run_start, runs)
     keep = None if frac is None else 1.0 - frac
     groups = _groups(end_mode, runs, keep)
@@ -134,8 +160,9 @@ def _finish(plan: Plan, span_h: float, down: dict[Badput, float], runs: np.ndarr
     return Timeline(down, runs, run_start, end_mode, restarts, groups, reduced, idle)
 
 
-def _groups(end_mode: np.ndarray, runs: np.ndarray,
-            keep: np.ndarray | None) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+def _groups(
+    end_mode: np.ndarray, runs: np.ndarray, keep: np.ndarray | None
+) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
     """Runs (and capacity kept) by the rollback mode of the event that ends them."""
     present = np.bincount(end_mode, minlength=4)
     modes = np.flatnonzero(present)
@@ -205,8 +232,9 @@ def spare_idle_node_h(plan: Plan, span_h: float) -> float:
     return float(k * span_h - np.sum(used * widths))
 
 
-def cycle_totals(plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray,
-                 step: np.ndarray) -> dict[str, np.ndarray]:
+def cycle_totals(
+    plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray, step: np.ndarray
+) -> dict[str, np.ndarray]:
     """Save, lost and productive job-hours for several checkpoint cycles at once.
 
     ``tau``, ``every_n`` and ``step`` have one entry per cycle; the result arrays too. A run of
@@ -239,9 +267,15 @@ def _sorted_pays(r: np.ndarray, tau: np.ndarray, w: float) -> bool:
     return n * log_n + 4.0 * m * cycles * log_n < 8.0 * m * n
 
 
-def _group_direct(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
-                  tau_: np.ndarray, every_: np.ndarray,
-                  step_: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _group_direct(
+    plan: Plan,
+    mode: int,
+    r: np.ndarray,
+    keep: np.ndarray | None,
+    tau_: np.ndarray,
+    every_: np.ndarray,
+    step_: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Save, lost and kept of one rollback mode's runs: every run against every cycle."""
     w = plan.write_h
     tau, every, step = tau_[:, None], every_[:, None], step_[:, None]
@@ -272,9 +306,15 @@ def _group_direct(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
     return save, lost, kept
 
 
-def _group_sorted(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
-                  tau: np.ndarray, every: np.ndarray,
-                  step: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _group_sorted(
+    plan: Plan,
+    mode: int,
+    r: np.ndarray,
+    keep: np.ndarray | None,
+    tau: np.ndarray,
+    every: np.ndarray,
+    step: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_group_direct`` from weighted counts and sums of the sorted runs over the intervals
     ``[j c, j c + tau)`` (compute) and ``[j c + tau, (j + 1) c)`` (snapshot) of each cycle."""
     w = plan.write_h
@@ -321,19 +361,22 @@ def _group_sorted(plan: Plan, mode: int, r: np.ndarray, keep: np.ndarray | None,
         a = np.minimum(tau, step)[:, None]
         lo = s0[:, :-1]
         mid = np.searchsorted(rs, base[:, :-1] + a)
-        lost = ((cr[mid] - cr[lo]) - base[:, :-1] * (cq[mid] - cq[lo])
-                + a * (cq[hi] - cq[mid])).sum(axis=1)
+        lost = (
+            (cr[mid] - cr[lo]) - base[:, :-1] * (cq[mid] - cq[lo]) + a * (cq[hi] - cq[mid])
+        ).sum(axis=1)
     return save, lost, kept
 
 
-def productive_many(plan: Plan, span_h: float, tau: np.ndarray, every_n: np.ndarray,
-                    step: np.ndarray) -> np.ndarray:
+def productive_many(
+    plan: Plan, span_h: float, tau: np.ndarray, every_n: np.ndarray, step: np.ndarray
+) -> np.ndarray:
     """Productive job-hours of ``plan`` for several checkpoint cycles (no badput breakdown)."""
     return cycle_totals(plan, timeline(plan, span_h, full=False), tau, every_n, step)["productive"]
 
 
-def account_many(plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray,
-                 step: np.ndarray) -> list[dict[str, float]]:
+def account_many(
+    plan: Plan, tl: Timeline, tau: np.ndarray, every_n: np.ndarray, step: np.ndarray
+) -> list[dict[str, float]]:
     """``account`` for several checkpoint cycles over one timeline."""
     cyc = cycle_totals(plan, tl, tau, every_n, step)
     out = []

@@ -10,6 +10,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+
 from faultlens.replay.model import JobSpec, Trace
 
 LLAMA3_GPUS = 16_384
@@ -39,8 +40,9 @@ LLAMA3_CAUSES: dict[str, tuple[int, bool]] = {
 LLAMA3_UNEXPECTED = sum(c for c, _ in LLAMA3_CAUSES.values())  # 419
 
 
-def poisson_times(rate_per_h: float, span_h: float, rng: np.random.Generator,
-                  stratified: bool = False) -> tuple[np.ndarray, float]:
+def poisson_times(
+    rate_per_h: float, span_h: float, rng: np.random.Generator, stratified: bool = False
+) -> tuple[np.ndarray, float]:
     """Event times of a Poisson process, and the window length.
 
     ``stratified`` draws the gaps at the exponential quantiles (i + 1/2) / n in random order: the
@@ -61,9 +63,17 @@ def poisson_times(rate_per_h: float, span_h: float, rng: np.random.Generator,
 
 
 def poisson_trace(
-    rate_per_h: float, span_h: float, fleet_nodes: int, *, seed: int = 0,
-    stratified: bool = False, hardware_frac: float = 1.0, warned_frac: float = 0.0,
-    predicted_frac: float = 0.0, false_alarms_per_h: float = 0.0, gpus_per_node: int = 8,
+    rate_per_h: float,
+    span_h: float,
+    fleet_nodes: int,
+    *,
+    seed: int = 0,
+    stratified: bool = False,
+    hardware_frac: float = 1.0,
+    warned_frac: float = 0.0,
+    predicted_frac: float = 0.0,
+    false_alarms_per_h: float = 0.0,
+    gpus_per_node: int = 8,
 ) -> Trace:
     """Interruptions at a constant rate on random nodes of a fleet."""
     rng = np.random.default_rng(seed)
@@ -71,15 +81,27 @@ def poisson_trace(
     n = len(t)
     fa = np.sort(rng.uniform(0.0, span, rng.poisson(false_alarms_per_h * span)))
     return Trace(
-        t_h=t, node=rng.integers(0, fleet_nodes, n), hardware=rng.random(n) < hardware_frac,
-        warned=rng.random(n) < warned_frac, predicted=rng.random(n) < predicted_frac,
-        span_h=span, fleet_nodes=fleet_nodes, gpus_per_node=gpus_per_node, false_alarm_h=fa,
+        t_h=t,
+        node=rng.integers(0, fleet_nodes, n),
+        hardware=rng.random(n) < hardware_frac,
+        warned=rng.random(n) < warned_frac,
+        predicted=rng.random(n) < predicted_frac,
+        span_h=span,
+        fleet_nodes=fleet_nodes,
+        gpus_per_node=gpus_per_node,
+        false_alarm_h=fa,
         source="poisson",
     )
 
 
-def llama3_trace(gpus: int = LLAMA3_GPUS, days: float = LLAMA3_DAYS, *, seed: int = 0,
-                 predicted_frac: float = 0.0, false_alarms_per_day: float = 0.0) -> Trace:
+def llama3_trace(
+    gpus: int = LLAMA3_GPUS,
+    days: float = LLAMA3_DAYS,
+    *,
+    seed: int = 0,
+    predicted_frac: float = 0.0,
+    false_alarms_per_day: float = 0.0,
+) -> Trace:
     """A Llama-3-like trace: Table 5's causes at the published rate, scaled to ``gpus`` and
     ``days``; planned maintenance gives warning (it is announced)."""
     rng = np.random.default_rng(seed)
@@ -100,9 +122,15 @@ def llama3_trace(gpus: int = LLAMA3_GPUS, days: float = LLAMA3_DAYS, *, seed: in
     nodes = max(1, gpus // 8)
     fa = np.sort(rng.uniform(0, span_h, rng.poisson(false_alarms_per_day * days)))
     return Trace(
-        t_h=t[order], node=rng.integers(0, nodes, len(t)), hardware=hardware[order],
-        warned=warned[order], predicted=predicted[order] & hardware[order], span_h=span_h,
-        fleet_nodes=nodes, false_alarm_h=fa, cause=tuple(causes[order].tolist()),
+        t_h=t[order],
+        node=rng.integers(0, nodes, len(t)),
+        hardware=hardware[order],
+        warned=warned[order],
+        predicted=predicted[order] & hardware[order],
+        span_h=span_h,
+        fleet_nodes=nodes,
+        false_alarm_h=fa,
+        cause=tuple(causes[order].tolist()),
         source="llama3",
     )
 
@@ -136,18 +164,24 @@ def _superpose(trace: Trace, copies: int, rng: np.random.Generator) -> Trace:
     shifts[0] = 0.0
     span = trace.span_h
     t = np.concatenate([(trace.t_h + s) % span for s in shifts])
-    node = np.concatenate([np.where(trace.node >= 0, trace.node + k * trace.fleet_nodes, -1)
-                           for k in range(copies)])
+    node = np.concatenate(
+        [np.where(trace.node >= 0, trace.node + k * trace.fleet_nodes, -1) for k in range(copies)]
+    )
     fa = np.sort(np.concatenate([(trace.false_alarm_h + s) % span for s in shifts]))
     order = np.argsort(t, kind="stable")
-    cause = tuple(np.tile(np.array(trace.cause, dtype=object), copies)[order]) \
-        if trace.cause else ()
+    cause = (
+        tuple(np.tile(np.array(trace.cause, dtype=object), copies)[order]) if trace.cause else ()
+    )
     return replace(
-        trace, t_h=t[order], node=node[order],
+        trace,
+        t_h=t[order],
+        node=node[order],
         hardware=np.tile(trace.hardware, copies)[order],
         warned=np.tile(trace.warned, copies)[order],
         predicted=np.tile(trace.predicted, copies)[order],
-        fleet_nodes=trace.fleet_nodes * copies, false_alarm_h=fa, cause=cause,
+        fleet_nodes=trace.fleet_nodes * copies,
+        false_alarm_h=fa,
+        cause=cause,
     )
 
 
@@ -161,13 +195,20 @@ def block_bootstrap(trace: Trace, rng: np.random.Generator, block_h: float = 24.
     idx, new_t = _gather(trace.t_h, size, n_blocks, choice)
     _, fa = _gather(trace.false_alarm_h, size, n_blocks, choice)
     return replace(  # causes are not resampled: the engine does not read them
-        trace, t_h=new_t, node=trace.node[idx], hardware=trace.hardware[idx],
-        warned=trace.warned[idx], predicted=trace.predicted[idx], false_alarm_h=fa, cause=(),
+        trace,
+        t_h=new_t,
+        node=trace.node[idx],
+        hardware=trace.hardware[idx],
+        warned=trace.warned[idx],
+        predicted=trace.predicted[idx],
+        false_alarm_h=fa,
+        cause=(),
     )
 
 
-def _gather(t: np.ndarray, size: float, n_blocks: int,
-            choice: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _gather(
+    t: np.ndarray, size: float, n_blocks: int, choice: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     block = np.minimum((t // size).astype(np.int64), n_blocks - 1)
     starts = np.searchsorted(block, np.arange(n_blocks), side="left")
     ends = np.searchsorted(block, np.arange(n_blocks), side="right")

@@ -72,8 +72,13 @@ class Trace:
     def subset(self, mask: np.ndarray) -> Trace:
         cause = tuple(c for c, m in zip(self.cause, mask, strict=True) if m) if self.cause else ()
         return replace(
-            self, t_h=self.t_h[mask], node=self.node[mask], hardware=self.hardware[mask],
-            warned=self.warned[mask], predicted=self.predicted[mask], cause=cause,
+            self,
+            t_h=self.t_h[mask],
+            node=self.node[mask],
+            hardware=self.hardware[mask],
+            warned=self.warned[mask],
+            predicted=self.predicted[mask],
+            cause=cause,
         )
 
 
@@ -154,8 +159,9 @@ def daly_ettr(interval: float, write: float, restart: float, mtbf: float) -> flo
     return interval / wall
 
 
-def meta_ettr(n_nodes: int, rf_per_node_day: float, u0_h: float, interval_h: float,
-              write_h: float) -> float:
+def meta_ettr(
+    n_nodes: int, rf_per_node_day: float, u0_h: float, interval_h: float, write_h: float
+) -> float:
     """Meta's first-order estimate (Kokolis et al., A2): (1 - N r_f (u0 + dt/2)) / (1 + w/dt)."""
     rate_h = n_nodes * rf_per_node_day / 24.0
     return (1.0 - rate_h * (u0_h + interval_h / 2.0)) / (1.0 + write_h / interval_h)

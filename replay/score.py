@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from faultlens.ingest.errors import ConfigError
 from faultlens.replay.engine import Plan, account, account_many, productive_many, timeline
 from faultlens.replay.generate import block_bootstrap, fit_to_job
@@ -41,13 +42,17 @@ class Score:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "name": self.name, "params": self.params, "ettr": round(self.ettr, 6),
+            "name": self.name,
+            "params": self.params,
+            "ettr": round(self.ettr, 6),
             "goodput_gpu_h": round(self.goodput_gpu_h, 3),
             "badput_gpu_h": {k: round(v, 3) for k, v in self.badput_gpu_h.items()},
-            "restarts": self.restarts, "cost_usd": round(self.cost_usd, 2),
+            "restarts": self.restarts,
+            "cost_usd": round(self.cost_usd, 2),
             "ettr_ci": [round(x, 6) for x in self.ettr_ci],
             "spare_idle_gpu_h": round(self.spare_idle_gpu_h, 3),
-            "interruptions": self.interruptions, "window_h": round(self.window_h, 3),
+            "interruptions": self.interruptions,
+            "window_h": round(self.window_h, 3),
             "gpus": self.gpus,
         }
 
@@ -68,21 +73,37 @@ def evaluate(strategy: Strategy, trace: Trace, job: JobSpec) -> dict[str, float]
     return account(strategy.plan(trace, job), trace.span_h)
 
 
-def _score(strategy: Strategy, trace: Trace, job: JobSpec, acc: dict[str, float],
-           ettrs: np.ndarray, extra: dict[str, Any]) -> Score:
+def _score(
+    strategy: Strategy,
+    trace: Trace,
+    job: JobSpec,
+    acc: dict[str, float],
+    ettrs: np.ndarray,
+    extra: dict[str, Any],
+) -> Score:
     gpus = job.n_gpus(trace)
     span = trace.span_h
     badput = {b.value: acc[b.value] * gpus for b in BUCKETS}
     spare_gpu_h = acc["spare_idle"] * job.gpus_per_node
     lost = sum(badput.values()) + spare_gpu_h
-    ci = [float(np.percentile(ettrs, 2.5)), float(np.percentile(ettrs, 97.5))] if len(ettrs) \
+    ci = (
+        [float(np.percentile(ettrs, 2.5)), float(np.percentile(ettrs, 97.5))]
+        if len(ettrs)
         else [float("nan"), float("nan")]
+    )
     return Score(
-        name=strategy.name, params=_params(strategy, trace, job) | extra,
+        name=strategy.name,
+        params=_params(strategy, trace, job) | extra,
         ettr=acc["productive"] / span if span > 0 else 0.0,
-        goodput_gpu_h=acc["productive"] * gpus, badput_gpu_h=badput, restarts=acc["restarts"],
-        cost_usd=lost * job.usd_per_gpu_h, ettr_ci=ci, spare_idle_gpu_h=spare_gpu_h,
-        interruptions=trace.n_events, window_h=span, gpus=gpus,
+        goodput_gpu_h=acc["productive"] * gpus,
+        badput_gpu_h=badput,
+        restarts=acc["restarts"],
+        cost_usd=lost * job.usd_per_gpu_h,
+        ettr_ci=ci,
+        spare_idle_gpu_h=spare_gpu_h,
+        interruptions=trace.n_events,
+        window_h=span,
+        gpus=gpus,
     )
 
 
@@ -91,8 +112,10 @@ def _params(s: Strategy, trace: Trace, job: JobSpec) -> dict[str, Any]:
     p: dict[str, Any] = {
         "job_gpus": job.n_gpus(trace),
         "interval_min": round(s.storage_interval_h(trace, job, block_h) * 60.0, 3),
-        "checkpoint_write_s": job.checkpoint_write_s, "checkpoint_async": job.checkpoint_async,
-        "restart_s": job.restart_s, "restore_s": job.restore_s,
+        "checkpoint_write_s": job.checkpoint_write_s,
+        "checkpoint_async": job.checkpoint_async,
+        "restart_s": job.restart_s,
+        "restore_s": job.restore_s,
     }
     if s.ckpt == "in-memory":
         p |= {"mem_interval_s": job.mem_interval_s, "mem_restore_s": job.mem_restore_s}
@@ -111,15 +134,21 @@ def _params(s: Strategy, trace: Trace, job: JobSpec) -> dict[str, Any]:
 
 
 def replay(
-    trace: Trace, strategies: Sequence[str | Strategy], job: JobSpec | None = None, *,
-    sweep: tuple[str, Sequence[float]] | None = None, resamples: int = 100, seed: int = 0,
+    trace: Trace,
+    strategies: Sequence[str | Strategy],
+    job: JobSpec | None = None,
+    *,
+    sweep: tuple[str, Sequence[float]] | None = None,
+    resamples: int = 100,
+    seed: int = 0,
     block_h: float = 24.0,
 ) -> list[Score]:
     """Score each strategy (for each swept value) on the trace, with bootstrap ETTR intervals."""
     job = job or JobSpec()
     strats = [s if isinstance(s, Strategy) else resolve(s) for s in strategies]
-    param, values = (parse_param(sweep[0]), [float(v) for v in sweep[1]]) if sweep \
-        else (None, [None])
+    param, values = (
+        (parse_param(sweep[0]), [float(v) for v in sweep[1]]) if sweep else (None, [None])
+    )
     jobs = [job if v is None else job_with(job, param, v) for v in values]
     rng = np.random.default_rng(seed)
     sizes = _distinct_sizes(jobs)
@@ -150,8 +179,9 @@ def _distinct_sizes(jobs: list[JobSpec]) -> dict[int | None, JobSpec]:
     return sizes
 
 
-def _run_grid(s: Strategy, traces: list[Trace], jobs: list[JobSpec],
-              param: str | None) -> list[dict[str, float]]:
+def _run_grid(
+    s: Strategy, traces: list[Trace], jobs: list[JobSpec], param: str | None
+) -> list[dict[str, float]]:
     """Replays of one strategy for each job of a sweep; a cycle-only sweep shares the timeline."""
     if param == "interval_min" and s.interval == "young-daly" and len(jobs) > 1:
         return [evaluate(s, traces[0], jobs[0])] * len(jobs)  # the interval is not used
@@ -163,14 +193,16 @@ def _run_grid(s: Strategy, traces: list[Trace], jobs: list[JobSpec],
     return [evaluate(s, t, j) for t, j in zip(traces, jobs, strict=True)]
 
 
-def _productive_grid(s: Strategy, traces: list[Trace], jobs: list[JobSpec],
-                     param: str | None) -> np.ndarray:
+def _productive_grid(
+    s: Strategy, traces: list[Trace], jobs: list[JobSpec], param: str | None
+) -> np.ndarray:
     """Productive job-hours of ``_run_grid``'s replays, without the badput breakdown."""
     if param == "interval_min" and s.interval == "young-daly" and len(jobs) > 1:
         plan = s.plan(traces[0], jobs[0])
         one = np.ones(1)
-        value = productive_many(plan, traces[0].span_h, one * plan.tau_h, one * plan.every_n,
-                                one * plan.step_h)
+        value = productive_many(
+            plan, traces[0].span_h, one * plan.tau_h, one * plan.every_n, one * plan.step_h
+        )
         return np.repeat(value, len(jobs))
     if param in CYCLE_ONLY and len(jobs) > 1:
         plan = s.plan(traces[0], jobs[0])
@@ -195,8 +227,9 @@ def rank(scores: Sequence[Score]) -> list[Score]:
     return sorted(scores, key=lambda s: (s.cost_usd, -s.ettr))
 
 
-def predictor_value_gpu_h(trace: Trace, job: JobSpec | None = None,
-                          baseline: str = "checkpoint") -> float:
+def predictor_value_gpu_h(
+    trace: Trace, job: JobSpec | None = None, baseline: str = "checkpoint"
+) -> float:
     """GPU-hours the failure predictor saves: predictive drain minus the strategy without it."""
     job = job or JobSpec()
     fitted = fit_to_job(trace, job)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from faultlens.ingest.errors import ConfigError
 from faultlens.replay.engine import DURABLE, FINE, KEEP, NEVER_H, STEP, Plan
 from faultlens.replay.model import JobSpec, Trace, daly_interval
@@ -129,9 +130,18 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
     needs_node = hw & ~migrated
     n_nodes = job.n_nodes(trace)
     plan = Plan(
-        t=t, parts=parts, mode=mode, counts=np.ones(n, dtype=bool), tau_h=tau, write_h=write,
-        every_n=every_n, persist_h=persist_h, step_h=job.step_time_s * H, n_nodes=n_nodes,
-        repair_h=job.repair_h, needs_node=needs_node.copy(),
+        t=t,
+        parts=parts,
+        mode=mode,
+        counts=np.ones(n, dtype=bool),
+        tau_h=tau,
+        write_h=write,
+        every_n=every_n,
+        persist_h=persist_h,
+        step_h=job.step_time_s * H,
+        n_nodes=n_nodes,
+        repair_h=job.repair_h,
+        needs_node=needs_node.copy(),
     )
     if s.node == "spares":
         k = job.n_spares(trace)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.schema import CauseCategory
 from faultlens.ingest.store import Store
@@ -31,8 +32,10 @@ log = logging.getLogger(__name__)
 PRECURSOR_XIDS = (63, 64, 92)
 PRECURSOR_KINDS = ("ecc", "row_remap", "thermal")
 HARDWARE_CAUSES = {
-    CauseCategory.GPU_HARDWARE.value, CauseCategory.GPU_MEMORY.value,
-    CauseCategory.NETWORK.value, CauseCategory.HOST.value,
+    CauseCategory.GPU_HARDWARE.value,
+    CauseCategory.GPU_MEMORY.value,
+    CauseCategory.NETWORK.value,
+    CauseCategory.HOST.value,
 }
 
 
@@ -46,11 +49,21 @@ def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.Dat
     anything but the user, and planned maintenance."""
     from faultlens.models.target import failure_episodes
 
-    schema = {"ts": pl.Datetime("us"), "node": pl.String, "job_id": pl.String,
-              "kind": pl.String, "planned": pl.Boolean, "hardware": pl.Boolean}
+    schema = {
+        "ts": pl.Datetime("us"),
+        "node": pl.String,
+        "job_id": pl.String,
+        "kind": pl.String,
+        "planned": pl.Boolean,
+        "hardware": pl.Boolean,
+    }
     episodes = failure_episodes(store, since, until).select(
-        "ts", "node", pl.lit(None, pl.String).alias("job_id"), pl.col("cause").alias("kind"),
-        pl.lit(False).alias("planned"), pl.lit(True).alias("hardware"),
+        "ts",
+        "node",
+        pl.lit(None, pl.String).alias("job_id"),
+        pl.col("cause").alias("kind"),
+        pl.lit(False).alias("planned"),
+        pl.lit(True).alias("hardware"),
     )
     rest = store.query(
         "SELECT ts, node, job_id, kind, false AS planned, kind <> 'nccl_timeout' AS hardware "
@@ -61,10 +74,18 @@ def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.Dat
         "AND kind = 'node_drain' AND lower(coalesce(message, '')) LIKE '%maint%' "
         "UNION ALL SELECT \"end\", node, job_id, 'attributed:' || cause, false, "
         f"cause IN ({_in(tuple(sorted(HARDWARE_CAUSES)))}) FROM attributions "
-        "WHERE \"end\" IS NOT NULL AND node IS NOT NULL AND \"end\" >= ? AND \"end\" < ? "
+        'WHERE "end" IS NOT NULL AND node IS NOT NULL AND "end" >= ? AND "end" < ? '
         "AND cause <> ?",
-        [since, until, since, until, *sorted(HARDWARE_CAUSES), since, until,
-         CauseCategory.USER_UNKNOWN.value],
+        [
+            since,
+            until,
+            since,
+            until,
+            *sorted(HARDWARE_CAUSES),
+            since,
+            until,
+            CauseCategory.USER_UNKNOWN.value,
+        ],
     )
     return pl.concat([episodes.cast(schema), rest.cast(schema)]).sort("ts")
 
@@ -73,39 +94,60 @@ def dedup(frame: pl.DataFrame, window_min: float) -> pl.DataFrame:
     """One interruption per key (node; job for NCCL timeouts) per burst of ``window_min``."""
     if frame.height == 0:
         return frame
-    key = pl.when(pl.col("kind") == "nccl_timeout").then(
-        pl.concat_str([pl.lit("job:"), pl.col("job_id").fill_null(pl.col("node"))])
-    ).otherwise(pl.col("node"))
+    key = (
+        pl.when(pl.col("kind") == "nccl_timeout")
+        .then(pl.concat_str([pl.lit("job:"), pl.col("job_id").fill_null(pl.col("node"))]))
+        .otherwise(pl.col("node"))
+    )
     window = pl.duration(seconds=int(window_min * 60))
     out = (
-        frame.with_columns(key.alias("_key")).sort("_key", "ts")
+        frame.with_columns(key.alias("_key"))
+        .sort("_key", "ts")
         .with_columns((pl.col("ts") - pl.col("ts").shift(1).over("_key")).alias("_gap"))
         .with_columns(((pl.col("_gap").is_null()) | (pl.col("_gap") > window)).alias("_new"))
         .with_columns(pl.col("_new").cum_sum().over("_key").alias("_burst"))
         .group_by("_key", "_burst")
-        .agg(pl.col("ts").min(), pl.col("node").first(), pl.col("hardware").any(),
-             pl.col("planned").any(), pl.col("kind").first())
+        .agg(
+            pl.col("ts").min(),
+            pl.col("node").first(),
+            pl.col("hardware").any(),
+            pl.col("planned").any(),
+            pl.col("kind").first(),
+        )
     )
     return out.drop("_key", "_burst").sort("ts")
 
 
-def _flag_before(events: pl.DataFrame, marks: pl.DataFrame, lead: timedelta,
-                 window: timedelta) -> pl.Series:
+def _flag_before(
+    events: pl.DataFrame, marks: pl.DataFrame, lead: timedelta, window: timedelta
+) -> pl.Series:
     """For each event, whether a mark on its node fell in ``[ts - window, ts - lead]``."""
     if events.height == 0 or marks.height == 0:
         return pl.Series([False] * events.height)
-    left = events.select("node", (pl.col("ts") - lead).alias("_at"), pl.arange(
-        0, events.height).alias("_i")).sort("_at")
+    left = events.select(
+        "node", (pl.col("ts") - lead).alias("_at"), pl.arange(0, events.height).alias("_i")
+    ).sort("_at")
     right = marks.select("node", pl.col("ts").alias("_mark")).sort("_mark")
-    joined = left.join_asof(right, left_on="_at", right_on="_mark", by="node",
-                            strategy="backward", tolerance=window - lead,
-                            check_sortedness=False)
+    joined = left.join_asof(
+        right,
+        left_on="_at",
+        right_on="_mark",
+        by="node",
+        strategy="backward",
+        tolerance=window - lead,
+        check_sortedness=False,
+    )
     return joined.sort("_i")["_mark"].is_not_null()
 
 
 def from_db(
-    store: Store, since: datetime | None = None, until: datetime | None = None, *,
-    warn_h: float = 24.0, min_lead_min: float = 5.0, dedup_min: float = 15.0,
+    store: Store,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    *,
+    warn_h: float = 24.0,
+    min_lead_min: float = 5.0,
+    dedup_min: float = 15.0,
     alert_threshold: float = 0.5,
 ) -> Trace:
     """The cluster's interruptions between ``since`` and ``until`` (default: all the data)."""
@@ -122,7 +164,8 @@ def from_db(
     alerts = store.query(
         "SELECT made_at AS ts, node, horizon FROM predictions WHERE target = 'failure' "
         "AND score >= ? AND made_at IS NOT NULL AND node IS NOT NULL AND made_at < ? "
-        "ORDER BY made_at", [alert_threshold, hi],
+        "ORDER BY made_at",
+        [alert_threshold, hi],
     )
     horizon_h = float(alerts["horizon"].max() or 24.0) if alerts.height else 24.0
     predicted = _flag_before(rows, alerts, lead, timedelta(hours=horizon_h))
@@ -133,21 +176,27 @@ def from_db(
     )
     t_h = _hours(rows["ts"], lo) if rows.height else np.zeros(0)
     return Trace(
-        t_h=t_h, node=np.array([index.get(n, -1) for n in rows["node"].to_list()], dtype=np.int64),
+        t_h=t_h,
+        node=np.array([index.get(n, -1) for n in rows["node"].to_list()], dtype=np.int64),
         hardware=rows["hardware"].to_numpy().astype(bool) if rows.height else np.zeros(0, bool),
         warned=warned.to_numpy().astype(bool) if warned is not None else np.zeros(0, bool),
-        predicted=predicted.to_numpy().astype(bool), span_h=(hi - lo).total_seconds() / 3600.0,
-        fleet_nodes=max(len(nodes), 1), gpus_per_node=int(gpn or 8),
+        predicted=predicted.to_numpy().astype(bool),
+        span_h=(hi - lo).total_seconds() / 3600.0,
+        fleet_nodes=max(len(nodes), 1),
+        gpus_per_node=int(gpn or 8),
         false_alarm_h=_false_alarms(alerts, rows, lo, hi, horizon_h),
-        cause=tuple(rows["kind"].to_list()) if rows.height else (), start=lo, source="db",
+        cause=tuple(rows["kind"].to_list()) if rows.height else (),
+        start=lo,
+        source="db",
     )
 
 
-def _window(store: Store, since: datetime | None,
-            until: datetime | None) -> tuple[datetime, datetime]:
+def _window(
+    store: Store, since: datetime | None, until: datetime | None
+) -> tuple[datetime, datetime]:
     first = store.scalar("SELECT min(ts) FROM events WHERE ts IS NOT NULL")
     last = store.scalar("SELECT max(ts) FROM events WHERE ts IS NOT NULL")
-    jfirst = store.scalar('SELECT min(start) FROM jobs')
+    jfirst = store.scalar("SELECT min(start) FROM jobs")
     jlast = store.scalar('SELECT max("end") FROM jobs')
     lows = [x for x in (first, jfirst) if x is not None]
     highs = [x for x in (last, jlast) if x is not None]
@@ -170,8 +219,9 @@ def _hours(ts: pl.Series, start: datetime) -> np.ndarray:
     return ((ts - start).dt.total_microseconds().to_numpy() / 3.6e9).astype(float)
 
 
-def _false_alarms(alerts: pl.DataFrame, rows: pl.DataFrame, lo: datetime, hi: datetime,
-                  horizon_h: float) -> np.ndarray:
+def _false_alarms(
+    alerts: pl.DataFrame, rows: pl.DataFrame, lo: datetime, hi: datetime, horizon_h: float
+) -> np.ndarray:
     """Alerts (one per node per horizon) that no interruption on that node followed in time."""
     if alerts.height == 0:
         return np.zeros(0)
@@ -179,13 +229,21 @@ def _false_alarms(alerts: pl.DataFrame, rows: pl.DataFrame, lo: datetime, hi: da
     first = (
         alerts.sort("node", "ts")
         .with_columns((pl.col("ts") - pl.col("ts").shift(1).over("node")).alias("_gap"))
-        .filter(pl.col("_gap").is_null() | (pl.col("_gap") > horizon)).drop("_gap")
-        .filter((pl.col("ts") >= lo) & (pl.col("ts") < hi)).sort("ts")
+        .filter(pl.col("_gap").is_null() | (pl.col("_gap") > horizon))
+        .drop("_gap")
+        .filter((pl.col("ts") >= lo) & (pl.col("ts") < hi))
+        .sort("ts")
     )
     if rows.height:
-        nxt = first.join_asof(rows.select("node", pl.col("ts").alias("_fail")).sort("_fail"),
-                              left_on="ts", right_on="_fail", by="node", strategy="forward",
-                              tolerance=horizon, check_sortedness=False)
+        nxt = first.join_asof(
+            rows.select("node", pl.col("ts").alias("_fail")).sort("_fail"),
+            left_on="ts",
+            right_on="_fail",
+            by="node",
+            strategy="forward",
+            tolerance=horizon,
+            check_sortedness=False,
+        )
         first = nxt.filter(pl.col("_fail").is_null())
     return np.sort(_hours(first["ts"], lo)) if first.height else np.zeros(0)
 
@@ -201,20 +259,33 @@ def from_ground_truth(path: str | Path, dedup_min: float = 15.0) -> Trace:
         doc = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise InputError(f"cannot read ground truth {path}: {e}") from e
-    failures = [_gt_row(f, hardware=f.get("category") not in SOFTWARE_CATEGORIES)
-                for f in doc.get("failures", [])]
+    failures = [
+        _gt_row(f, hardware=f.get("category") not in SOFTWARE_CATEGORIES)
+        for f in doc.get("failures", [])
+    ]
     inter = [_gt_row(i, hardware=False) for i in doc.get("interruptions", [])]
-    frame = pl.DataFrame(failures + inter, schema={
-        "ts": pl.Datetime("us"), "node": pl.String, "job_id": pl.String, "kind": pl.String,
-        "planned": pl.Boolean, "hardware": pl.Boolean, "warned": pl.Boolean,
-    })
+    frame = pl.DataFrame(
+        failures + inter,
+        schema={
+            "ts": pl.Datetime("us"),
+            "node": pl.String,
+            "job_id": pl.String,
+            "kind": pl.String,
+            "planned": pl.Boolean,
+            "hardware": pl.Boolean,
+            "warned": pl.Boolean,
+        },
+    )
     if frame.height == 0:
         raise InputError(f"{path}: no failures or interruptions")
-    rows = (
-        dedup(frame.drop("warned"), dedup_min)
-        .join_asof(frame.filter("warned").select("node", pl.col("ts").alias("_w")).sort("_w"),
-                   left_on="ts", right_on="_w", by="node", strategy="nearest",
-                   tolerance=timedelta(minutes=dedup_min), check_sortedness=False)
+    rows = dedup(frame.drop("warned"), dedup_min).join_asof(
+        frame.filter("warned").select("node", pl.col("ts").alias("_w")).sort("_w"),
+        left_on="ts",
+        right_on="_w",
+        by="node",
+        strategy="nearest",
+        tolerance=timedelta(minutes=dedup_min),
+        check_sortedness=False,
     )
     cfg = _gt_config(doc)
     lo = cfg.get("start") or frame["ts"].min()
@@ -222,13 +293,17 @@ def from_ground_truth(path: str | Path, dedup_min: float = 15.0) -> Trace:
     nodes = sorted(set(frame["node"].drop_nulls().to_list()) | set(cfg.get("node_names", [])))
     index = {n: i for i, n in enumerate(nodes)}
     return Trace(
-        t_h=_hours(rows["ts"], lo), node=np.array([index.get(n, -1) for n in rows["node"]]),
+        t_h=_hours(rows["ts"], lo),
+        node=np.array([index.get(n, -1) for n in rows["node"]]),
         hardware=rows["hardware"].to_numpy().astype(bool),
         warned=(rows["_w"].is_not_null() | rows["planned"]).to_numpy().astype(bool),
-        predicted=np.zeros(rows.height, dtype=bool), span_h=float(span_h),
+        predicted=np.zeros(rows.height, dtype=bool),
+        span_h=float(span_h),
         fleet_nodes=max(int(cfg.get("nodes") or 0), len(nodes), 1),
-        gpus_per_node=int(cfg.get("gpus_per_node") or 8), cause=tuple(rows["kind"].to_list()),
-        start=lo, source="synth",
+        gpus_per_node=int(cfg.get("gpus_per_node") or 8),
+        cause=tuple(rows["kind"].to_list()),
+        start=lo,
+        source="synth",
     )
 
 
@@ -236,8 +311,12 @@ def _gt_row(item: dict[str, Any], hardware: bool) -> dict[str, Any]:
     warned = any(bool(item.get(k)) for k in ("warned", "precursor", "precursors", "precursor_ts"))
     cause = str(item.get("cause") or item.get("category") or "unknown")
     return {
-        "ts": _parse_ts(item["ts"]), "node": item.get("node"), "job_id": item.get("job_id"),
-        "kind": cause, "planned": "maint" in cause.lower(), "hardware": hardware,
+        "ts": _parse_ts(item["ts"]),
+        "node": item.get("node"),
+        "job_id": item.get("job_id"),
+        "kind": cause,
+        "planned": "maint" in cause.lower(),
+        "hardware": hardware,
         "warned": warned,
     }
 
@@ -267,17 +346,21 @@ def acme_rates(path: str | Path) -> pl.DataFrame:
     gpu_s = pl.col("complete_gpu_time") + pl.col("cancel_gpu_time") + pl.col("fail_gpu_time")
     gpu_h = gpu_s / 3600
     return df.select(
-        pl.col("id").alias("cluster"), pl.col("gpu_job_num"),
+        pl.col("id").alias("cluster"),
+        pl.col("gpu_job_num"),
         (pl.col("gpu_job_num") * pl.col("fail_rate_gpu")).alias("failed_gpu_jobs"),
         gpu_h.alias("gpu_hours"),
         (pl.col("gpu_job_num") * pl.col("fail_rate_gpu") / gpu_h).alias("failures_per_gpu_h"),
         pl.col("fail_rate_gpu_time").alias("failed_gpu_time_share"),
-        pl.col("avg_gpu_num"), pl.col("med_gpu_num"), pl.col("max_gpu"),
+        pl.col("avg_gpu_num"),
+        pl.col("med_gpu_num"),
+        pl.col("max_gpu"),
     )
 
 
-def acme_trace(path: str | Path, cluster: str, gpus: int, days: float, *, infra_share: float,
-               seed: int = 0) -> Trace:
+def acme_trace(
+    path: str | Path, cluster: str, gpus: int, days: float, *, infra_share: float, seed: int = 0
+) -> Trace:
     """A Poisson trace for a ``gpus``-GPU job at the cluster's failure rate per GPU-hour, times the
     share of failures due to infrastructure (the summary does not split causes: pass it)."""
     rates = acme_rates(path).filter(pl.col("cluster") == cluster)
@@ -299,7 +382,13 @@ def alibaba2023_trace(pods: str | Path, gpu_nodes: str | Path) -> Trace:
     span_h = float(pod["deletion_time"].max()) / 3600.0
     n = len(t_h)
     return Trace(
-        t_h=t_h, node=np.full(n, -1), hardware=np.zeros(n, bool), warned=np.zeros(n, bool),
-        predicted=np.zeros(n, bool), span_h=span_h, fleet_nodes=nodes.height,
-        gpus_per_node=max(1, round(float(nodes["gpu"].mean()))), source="alibaba2023",
+        t_h=t_h,
+        node=np.full(n, -1),
+        hardware=np.zeros(n, bool),
+        warned=np.zeros(n, bool),
+        predicted=np.zeros(n, bool),
+        span_h=span_h,
+        fleet_nodes=nodes.height,
+        gpus_per_node=max(1, round(float(nodes["gpu"].mean()))),
+        source="alibaba2023",
     )

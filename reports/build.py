@@ -37,8 +37,9 @@ def parse_since(text: str) -> timedelta | datetime:
         raise ConfigError(f"--since {text!r}: give a duration like 7d, 36h, 2w or a date") from e
 
 
-def first_snapshot(reader: SnapshotReader, db: Path, attempts: int = 40,
-                   pause_s: float = 0.25) -> Snapshot:
+def first_snapshot(
+    reader: SnapshotReader, db: Path, attempts: int = 40, pause_s: float = 0.25
+) -> Snapshot:
     """The reader's first snapshot; a database that changes while it is copied (an ingest is
     writing) is copied again, for up to ``attempts`` tries."""
     for _ in range(attempts):
@@ -48,13 +49,21 @@ def first_snapshot(reader: SnapshotReader, db: Path, attempts: int = 40,
         if not db.exists():
             raise StoreError(f"no database at {db}: run `faultlens ingest` or `faultlens demo`")
         time.sleep(pause_s)
-    raise StoreError(f"could not take a consistent copy of {db} ({reader.last_error}); "
-                     "try again later")
+    raise StoreError(
+        f"could not take a consistent copy of {db} ({reader.last_error}); try again later"
+    )
 
 
-def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datetime,
-                 fmt: str = "html", models_dir: Path | None = None,
-                 workdir: Path | None = None) -> Path:
+def build_report(
+    db: Path,
+    out: Path,
+    *,
+    since: timedelta | datetime,
+    now: datetime,
+    fmt: str = "html",
+    models_dir: Path | None = None,
+    workdir: Path | None = None,
+) -> Path:
     """Write the report of ``db`` over the window to ``out`` (html or pdf); returns the path."""
     if fmt not in ("html", "pdf"):
         raise ConfigError(f"--format {fmt!r}: html or pdf")
@@ -67,9 +76,13 @@ def build_report(db: Path, out: Path, *, since: timedelta | datetime, now: datet
         start = max(start, lo) if lo else start  # no node-days before the first data
         f = Filters(since=start, until=until)
         sections = build_sections(snap.store, f, models_dir)
-        meta = ReportMeta(title="faultlens reliability report",
-                          window=f"{start:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC",
-                          db=str(db), as_of=snap.as_of, generated=now)
+        meta = ReportMeta(
+            title="faultlens reliability report",
+            window=f"{start:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC",
+            db=str(db),
+            as_of=snap.as_of,
+            generated=now,
+        )
         writer = write_pdf if fmt == "pdf" else write_html
         return writer(sections, meta, out)
     finally:
@@ -93,7 +106,12 @@ def demo_stage(store: Any, truth: Any, console: Any) -> Path | None:
     span = (hi - lo) if lo and hi else timedelta(days=7)
     out_dir = db.resolve().parent / "reports"
     out = out_dir / f"faultlens-report-{now:%Y%m%dT%H%M}.html"
-    path = build_report(db, out, since=span + timedelta(seconds=1), now=now + timedelta(seconds=1),
-                        models_dir=db.resolve().parent / "models")
+    path = build_report(
+        db,
+        out,
+        since=span + timedelta(seconds=1),
+        now=now + timedelta(seconds=1),
+        models_dir=db.resolve().parent / "models",
+    )
     console.print(f"report: {path}")
     return path

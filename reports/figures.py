@@ -13,18 +13,33 @@ import plotly.io as pio
 import polars as pl
 
 HEIGHT = 340
-PALETTE = ("#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2",
-           "#ff9da6", "#9d755d", "#bab0ac")
-SEVERITY_COLOR = {"info": "#9ecae1", "warning": "#eeca3b", "error": "#f58518",
-                  "critical": "#e45756"}
+PALETTE = (
+    "#4c78a8",
+    "#f58518",
+    "#e45756",
+    "#72b7b2",
+    "#54a24b",
+    "#eeca3b",
+    "#b279a2",
+    "#ff9da6",
+    "#9d755d",
+    "#bab0ac",
+)
+SEVERITY_COLOR = {
+    "info": "#9ecae1",
+    "warning": "#eeca3b",
+    "error": "#f58518",
+    "critical": "#e45756",
+}
 
 
 def _lean_template() -> go.layout.Template:
     """``plotly_white`` restricted to the trace types drawn here (bar, scatter): the same look,
     and a fraction of the cost of copying and validating the full template into every figure."""
     white = pio.templates["plotly_white"]
-    return go.layout.Template(layout=white.layout,
-                              data={t: white.data[t] for t in ("bar", "scatter")})
+    return go.layout.Template(
+        layout=white.layout, data={t: white.data[t] for t in ("bar", "scatter")}
+    )
 
 
 TEMPLATE = _lean_template()
@@ -34,14 +49,19 @@ pio.templates["faultlens"] = TEMPLATE
 pio.templates.default = "faultlens"
 
 
-def _layout(fig: go.Figure, title: str, *, left: int = 60, right: int = 20,
-            **kw: object) -> go.Figure:
+def _layout(
+    fig: go.Figure, title: str, *, left: int = 60, right: int = 20, **kw: object
+) -> go.Figure:
     """Title, size and fixed margins (``left`` wide enough for the y labels). Margins do not grow
     to fit labels (``autoexpand`` off): plotly would otherwise draw every figure twice, the
     largest part of what a browser spends on a dashboard rerun."""
-    fig.update_layout(title=title, height=HEIGHT,
-                      margin={"l": left, "r": right, "t": 50, "b": 95, "autoexpand": False},
-                      legend={"orientation": "h", "y": -0.32, "yanchor": "top"}, **kw)
+    fig.update_layout(
+        title=title,
+        height=HEIGHT,
+        margin={"l": left, "r": right, "t": 50, "b": 95, "autoexpand": False},
+        legend={"orientation": "h", "y": -0.32, "yanchor": "top"},
+        **kw,
+    )
     return fig
 
 
@@ -60,24 +80,39 @@ def _values(column: pl.Series) -> Any:
 
 def _empty(title: str, what: str = "no data in this range") -> go.Figure:
     fig = go.Figure()
-    fig.add_annotation(text=what, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 14, "color": "#777"})
+    fig.add_annotation(
+        text=what,
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        font={"size": 14, "color": "#777"},
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return _layout(fig, title)
 
 
-def _stacked(frame: pl.DataFrame, x: str, group: str, y: str, title: str,
-             y_title: str) -> go.Figure:
+def _stacked(
+    frame: pl.DataFrame, x: str, group: str, y: str, title: str, y_title: str
+) -> go.Figure:
     if frame.height == 0:
         return _empty(title)
     fig = go.Figure()
     groups = frame.group_by(group).agg(pl.col(y).sum()).sort(y, descending=True)[group].to_list()
     for i, g in enumerate(groups):
-        part = frame.filter(pl.col(group) == g) if g is not None else frame.filter(
-            pl.col(group).is_null())
-        fig.add_bar(x=_values(part[x]), y=_values(part[y]), name=str(g),
-                    marker_color=PALETTE[i % len(PALETTE)])
+        part = (
+            frame.filter(pl.col(group) == g)
+            if g is not None
+            else frame.filter(pl.col(group).is_null())
+        )
+        fig.add_bar(
+            x=_values(part[x]),
+            y=_values(part[y]),
+            name=str(g),
+            marker_color=PALETTE[i % len(PALETTE)],
+        )
     return _layout(fig, title, barmode="stack", yaxis_title=y_title)
 
 
@@ -89,11 +124,17 @@ def fig_failure_trend(frame: pl.DataFrame) -> go.Figure:
         return _empty(title)
     # the failure count is in the hover, not a label on each bar: labels are measured one by one
     # in the browser on every redraw, the largest part of drawing a month of daily bars
-    fig = go.Figure(go.Bar(x=frame["period"].to_list(), y=frame["per_1000_node_days"].to_list(),
-                           customdata=frame["failures"].to_list(), marker_color=PALETTE[0],
-                           name="failures / 1000 node-days",
-                           hovertemplate="%{x}<br>%{y} per 1000 node-days<br>"
-                                         "%{customdata} failures<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=frame["period"].to_list(),
+            y=frame["per_1000_node_days"].to_list(),
+            customdata=frame["failures"].to_list(),
+            marker_color=PALETTE[0],
+            name="failures / 1000 node-days",
+            hovertemplate="%{x}<br>%{y} per 1000 node-days<br>"
+            "%{customdata} failures<extra></extra>",
+        )
+    )
     return _layout(fig, title, yaxis_title="per 1000 node-days", yaxis_rangemode="tozero")
 
 
@@ -101,9 +142,15 @@ def fig_mtbf(frame: pl.DataFrame) -> go.Figure:
     title = "MTBF per node by component (hours)"
     if frame.height == 0:
         return _empty(title, "no failures in this range")
-    fig = go.Figure(go.Bar(x=frame["component"].to_list(), y=frame["mtbf_node_h"].to_list(),
-                           customdata=frame["failures"].to_list(), marker_color=PALETTE[3],
-                           hovertemplate=_HOVER + "%{customdata} failures<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=frame["component"].to_list(),
+            y=frame["mtbf_node_h"].to_list(),
+            customdata=frame["failures"].to_list(),
+            marker_color=PALETTE[3],
+            hovertemplate=_HOVER + "%{customdata} failures<extra></extra>",
+        )
+    )
     return _layout(fig, title, yaxis_title="hours")
 
 
@@ -111,10 +158,18 @@ def fig_top_xids(frame: pl.DataFrame) -> go.Figure:
     title = "Top Xids"
     if frame.height == 0:
         return _empty(title, "no Xid events in this range")
-    labels = [f"Xid {x}" + (f" {_cut(n, 24)}" if n else "")
-              for x, n in zip(frame["xid"].to_list(), frame["name"].to_list(), strict=True)]
-    fig = go.Figure(go.Bar(y=labels[::-1], x=frame["events"].to_list()[::-1], orientation="h",
-                           marker_color=PALETTE[2]))
+    labels = [
+        f"Xid {x}" + (f" {_cut(n, 24)}" if n else "")
+        for x, n in zip(frame["xid"].to_list(), frame["name"].to_list(), strict=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            y=labels[::-1],
+            x=frame["events"].to_list()[::-1],
+            orientation="h",
+            marker_color=PALETTE[2],
+        )
+    )
     return _layout(fig, title, left=220, xaxis_title="events")
 
 
@@ -123,10 +178,15 @@ def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "no predictions: run `faultlens predict`")
     top = frame.head(15)
-    labels = [f"{n} gpu{g}" if g not in (None, "") else n
-              for n, g in zip(top["node"].to_list(), top["gpu"].to_list(), strict=True)]
-    fig = go.Figure(go.Bar(y=labels[::-1], x=top["score"].to_list()[::-1], orientation="h",
-                           marker_color=PALETTE[1]))
+    labels = [
+        f"{n} gpu{g}" if g not in (None, "") else n
+        for n, g in zip(top["node"].to_list(), top["gpu"].to_list(), strict=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            y=labels[::-1], x=top["score"].to_list()[::-1], orientation="h", marker_color=PALETTE[1]
+        )
+    )
     return _layout(fig, title, left=130, xaxis_title="failure probability", xaxis_range=[0, 1])
 
 
@@ -146,9 +206,15 @@ def fig_node_events(frame: pl.DataFrame) -> go.Figure:
     for sev, color in SEVERITY_COLOR.items():
         part = frame.filter(pl.col("severity") == sev)
         if part.height:
-            fig.add_scatter(x=_values(part["ts"]), y=part["kind"].to_list(), mode="markers",
-                            name=sev, marker={"color": color, "size": 9},
-                            text=part["message"].to_list(), hoverinfo="x+y+text")
+            fig.add_scatter(
+                x=_values(part["ts"]),
+                y=part["kind"].to_list(),
+                mode="markers",
+                name=sev,
+                marker={"color": color, "size": 9},
+                text=part["message"].to_list(),
+                hoverinfo="x+y+text",
+            )
     return _layout(fig, title, left=150)
 
 
@@ -159,8 +225,13 @@ def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
     fig = go.Figure()
     for i, gpu in enumerate(sorted(frame["gpu"].unique().drop_nulls().to_list())):
         part = _break_gaps(frame.filter(pl.col("gpu") == gpu).sort("ts"))
-        fig.add_scatter(x=_values(part["ts"]), y=_values(part["value"]), mode="lines",
-                        name=f"gpu {gpu}", line={"color": PALETTE[i % len(PALETTE)]})
+        fig.add_scatter(
+            x=_values(part["ts"]),
+            y=_values(part["value"]),
+            mode="lines",
+            name=f"gpu {gpu}",
+            line={"color": PALETTE[i % len(PALETTE)]},
+        )
     return _layout(fig, title)
 
 
@@ -177,7 +248,8 @@ def _break_gaps(part: pl.DataFrame, factor: float = 3.0) -> pl.DataFrame:
     if not gap_after.any():
         return part
     holes = part.filter(gap_after).select(
-        (pl.col("ts") + typical).alias("ts"), pl.lit(None, pl.Float64).alias("value"))
+        (pl.col("ts") + typical).alias("ts"), pl.lit(None, pl.Float64).alias("value")
+    )
     return pl.concat([part.select("ts", pl.col("value").cast(pl.Float64)), holes]).sort("ts")
 
 
@@ -186,16 +258,36 @@ def fig_taxonomy(frame: pl.DataFrame) -> go.Figure:
     title = "Job interruptions by root cause"
     if frame.height == 0:
         return _empty(title, "no attributed interruptions in this range")
-    fig = go.Figure(go.Bar(x=frame["cause"].to_list(), y=frame["interruptions"].to_list(),
-                           customdata=frame["share_pct"].to_list(), marker_color=PALETTE[0],
-                           name="interruptions",
-                           hovertemplate=_HOVER + "%{customdata}% of interruptions<extra></extra>"))
-    fig.add_scatter(x=frame["cause"].to_list(), y=frame["gpu_hours_lost"].to_list(),
-                    name="GPU-hours lost", yaxis="y2", mode="markers",
-                    marker={"color": PALETTE[2], "size": 12})
-    return _layout(fig, title, right=70, yaxis_title="interruptions",
-                   yaxis2={"title": "GPU-hours lost", "overlaying": "y", "side": "right",
-                           "rangemode": "tozero"})
+    fig = go.Figure(
+        go.Bar(
+            x=frame["cause"].to_list(),
+            y=frame["interruptions"].to_list(),
+            customdata=frame["share_pct"].to_list(),
+            marker_color=PALETTE[0],
+            name="interruptions",
+            hovertemplate=_HOVER + "%{customdata}% of interruptions<extra></extra>",
+        )
+    )
+    fig.add_scatter(
+        x=frame["cause"].to_list(),
+        y=frame["gpu_hours_lost"].to_list(),
+        name="GPU-hours lost",
+        yaxis="y2",
+        mode="markers",
+        marker={"color": PALETTE[2], "size": 12},
+    )
+    return _layout(
+        fig,
+        title,
+        right=70,
+        yaxis_title="interruptions",
+        yaxis2={
+            "title": "GPU-hours lost",
+            "overlaying": "y",
+            "side": "right",
+            "rangemode": "tozero",
+        },
+    )
 
 
 # -- predictions -----------------------------------------------------------------------------------
@@ -205,8 +297,12 @@ def fig_model_vs_baselines(frame: pl.DataFrame) -> go.Figure:
         return _empty(title, "no model card: run `faultlens train`")
     fig = go.Figure()
     for i, metric in enumerate(("pr_auc", "precision", "recall", "precision_at_k")):
-        fig.add_bar(x=frame["scorer"].to_list(), y=frame[metric].to_list(), name=metric,
-                    marker_color=PALETTE[i])
+        fig.add_bar(
+            x=frame["scorer"].to_list(),
+            y=frame[metric].to_list(),
+            name=metric,
+            marker_color=PALETTE[i],
+        )
     return _layout(fig, title, barmode="group", yaxis_range=[0, 1])
 
 
@@ -215,13 +311,25 @@ def fig_calibration(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "no predictions in this range")
     fig = go.Figure()
-    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", name="perfect",
-                    line={"dash": "dash", "color": "#999"})
-    fig.add_scatter(x=frame["predicted"].to_list(), y=frame["observed"].to_list(),
-                    mode="lines+markers", name="model", text=frame["rows"].to_list(),
-                    marker={"size": 9, "color": PALETTE[0]})
-    return _layout(fig, title, xaxis_title="predicted", yaxis_title="observed",
-                   xaxis_range=[0, 1], yaxis_range=[0, 1])
+    fig.add_scatter(
+        x=[0, 1], y=[0, 1], mode="lines", name="perfect", line={"dash": "dash", "color": "#999"}
+    )
+    fig.add_scatter(
+        x=frame["predicted"].to_list(),
+        y=frame["observed"].to_list(),
+        mode="lines+markers",
+        name="model",
+        text=frame["rows"].to_list(),
+        marker={"size": 9, "color": PALETTE[0]},
+    )
+    return _layout(
+        fig,
+        title,
+        xaxis_title="predicted",
+        yaxis_title="observed",
+        xaxis_range=[0, 1],
+        yaxis_range=[0, 1],
+    )
 
 
 # -- stragglers ------------------------------------------------------------------------------------
@@ -229,11 +337,20 @@ def fig_straggler_causes(frame: pl.DataFrame) -> go.Figure:
     title = "GPU-hours wasted by straggler cause"
     if frame.height == 0:
         return _empty(title, "no stragglers in this range")
-    by = frame.group_by("cause").agg(pl.col("wasted_gpu_h").sum(), pl.len().alias("n")).sort(
-        "wasted_gpu_h", descending=True)
-    fig = go.Figure(go.Bar(x=by["cause"].to_list(), y=by["wasted_gpu_h"].to_list(),
-                           customdata=by["n"].to_list(), marker_color=PALETTE[1],
-                           hovertemplate=_HOVER + "%{customdata} stragglers<extra></extra>"))
+    by = (
+        frame.group_by("cause")
+        .agg(pl.col("wasted_gpu_h").sum(), pl.len().alias("n"))
+        .sort("wasted_gpu_h", descending=True)
+    )
+    fig = go.Figure(
+        go.Bar(
+            x=by["cause"].to_list(),
+            y=by["wasted_gpu_h"].to_list(),
+            customdata=by["n"].to_list(),
+            marker_color=PALETTE[1],
+            hovertemplate=_HOVER + "%{customdata} stragglers<extra></extra>",
+        )
+    )
     return _layout(fig, title, yaxis_title="GPU-hours")
 
 
@@ -241,11 +358,21 @@ def fig_straggler_slowdown(frame: pl.DataFrame) -> go.Figure:
     title = "Slowdown vs GPU-hours wasted"
     if frame.height == 0:
         return _empty(title, "no stragglers in this range")
-    labels = [f"{j} {n} gpu{g}" for j, n, g in zip(frame["job_id"].to_list(),
-              frame["node"].to_list(), frame["gpu"].to_list(), strict=True)]
-    fig = go.Figure(go.Scatter(x=frame["slowdown"].to_list(), y=frame["wasted_gpu_h"].to_list(),
-                               mode="markers", text=labels, marker={"size": 10,
-                                                                    "color": PALETTE[4]}))
+    labels = [
+        f"{j} {n} gpu{g}"
+        for j, n, g in zip(
+            frame["job_id"].to_list(), frame["node"].to_list(), frame["gpu"].to_list(), strict=True
+        )
+    ]
+    fig = go.Figure(
+        go.Scatter(
+            x=frame["slowdown"].to_list(),
+            y=frame["wasted_gpu_h"].to_list(),
+            mode="markers",
+            text=labels,
+            marker={"size": 10, "color": PALETTE[4]},
+        )
+    )
     return _layout(fig, title, xaxis_title="slowdown (x)", yaxis_title="GPU-hours wasted")
 
 
@@ -255,16 +382,24 @@ def fig_strategy_ranking(frame: pl.DataFrame) -> go.Figure:
     title = "Recovery strategies: ETTR (95% CI)"
     if frame.height == 0:
         return _empty(title, "no interruptions to replay in this range")
-    err_hi = [max(h - e, 0.0) if h == h else 0.0 for e, h in zip(
-        frame["ettr"].to_list(), frame["ettr_hi"].to_list(), strict=True)]
-    err_lo = [max(e - lo, 0.0) if lo == lo else 0.0 for e, lo in zip(
-        frame["ettr"].to_list(), frame["ettr_lo"].to_list(), strict=True)]
-    fig = go.Figure(go.Bar(
-        x=frame["strategy"].to_list(), y=frame["ettr"].to_list(), marker_color=PALETTE[4],
-        error_y={"type": "data", "array": err_hi, "arrayminus": err_lo},
-        customdata=frame["cost_usd"].to_list(),
-        hovertemplate=_HOVER + "$%{customdata:,.0f} lost<extra></extra>",
-    ))
+    err_hi = [
+        max(h - e, 0.0) if h == h else 0.0
+        for e, h in zip(frame["ettr"].to_list(), frame["ettr_hi"].to_list(), strict=True)
+    ]
+    err_lo = [
+        max(e - lo, 0.0) if lo == lo else 0.0
+        for e, lo in zip(frame["ettr"].to_list(), frame["ettr_lo"].to_list(), strict=True)
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=frame["strategy"].to_list(),
+            y=frame["ettr"].to_list(),
+            marker_color=PALETTE[4],
+            error_y={"type": "data", "array": err_hi, "arrayminus": err_lo},
+            customdata=frame["cost_usd"].to_list(),
+            hovertemplate=_HOVER + "$%{customdata:,.0f} lost<extra></extra>",
+        )
+    )
     lo = max(0.0, min(frame["ettr"].min() or 0.0, 1.0) - 0.05)
     return _layout(fig, title, yaxis_title="ETTR", yaxis_range=[lo, 1.0])
 
@@ -277,8 +412,12 @@ def fig_badput(frame: pl.DataFrame) -> go.Figure:
         return _empty(title, "no interruptions to replay in this range")
     fig = go.Figure()
     for i, c in enumerate([*cols, "spare_idle"] if "spare_idle" in frame.columns else cols):
-        fig.add_bar(x=frame["strategy"].to_list(), y=frame[c].to_list(),
-                    name=c.removeprefix("badput_"), marker_color=PALETTE[i % len(PALETTE)])
+        fig.add_bar(
+            x=frame["strategy"].to_list(),
+            y=frame[c].to_list(),
+            name=c.removeprefix("badput_"),
+            marker_color=PALETTE[i % len(PALETTE)],
+        )
     return _layout(fig, title, barmode="stack", yaxis_title="GPU-hours")
 
 
@@ -289,8 +428,12 @@ def fig_ingest(frame: pl.DataFrame) -> go.Figure:
         return _empty(title, "nothing ingested yet: run `faultlens ingest`")
     fig = go.Figure()
     for i, c in enumerate(("parsed", "noise", "quarantined")):
-        fig.add_bar(x=frame["format"].to_list(), y=frame[c].to_list(), name=c,
-                    marker_color=(PALETTE[4], "#bab0ac", PALETTE[2])[i])
+        fig.add_bar(
+            x=frame["format"].to_list(),
+            y=frame[c].to_list(),
+            name=c,
+            marker_color=(PALETTE[4], "#bab0ac", PALETTE[2])[i],
+        )
     return _layout(fig, title, barmode="stack", yaxis_title="lines")
 
 
@@ -299,13 +442,18 @@ def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
     if frame.height == 0:
         return _empty(title, "nothing quarantined")
     top = frame.head(12)
-    fig = go.Figure(go.Bar(y=[_cut(r, 40) for r in top["reason"].to_list()][::-1],
-                           x=top["lines"].to_list()[::-1], orientation="h",
-                           marker_color=PALETTE[2]))
+    fig = go.Figure(
+        go.Bar(
+            y=[_cut(r, 40) for r in top["reason"].to_list()][::-1],
+            x=top["lines"].to_list()[::-1],
+            orientation="h",
+            marker_color=PALETTE[2],
+        )
+    )
     return _layout(fig, title, left=290, xaxis_title="lines")
 
 
 def _cut(text: str | None, n: int) -> str:
     """``text`` shortened to ``n`` characters (an ellipsis marks the cut): labels fit the margin."""
     text = text or ""
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"

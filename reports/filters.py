@@ -91,8 +91,10 @@ class Filters:
             parts.append(f"coalesce({a}start, {a}submit) < ?")
             params.append(self.until)
         if self.nodes:  # a semi-join on the unnested node lists (list_has_any is quadratic)
-            parts.append(f"{a}job_id IN (SELECT job_id FROM (SELECT job_id, unnest(nodes) AS n "
-                         "FROM jobs) WHERE n IN (SELECT unnest(?::VARCHAR[])))")
+            parts.append(
+                f"{a}job_id IN (SELECT job_id FROM (SELECT job_id, unnest(nodes) AS n "
+                "FROM jobs) WHERE n IN (SELECT unnest(?::VARCHAR[])))"
+            )
             params.append(list(self.nodes))
         if self.job_id:
             parts.append(f"{a}job_id = ?")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.store import Store
 from faultlens.reports import rollups
 from faultlens.reports.filters import Filters
@@ -33,12 +34,14 @@ def node_summary(store: Store, node: str, f: Filters) -> pl.DataFrame:
         return store.query(
             "SELECT kind, severity, sum(n)::BIGINT AS events, min(first_ts) AS first, "
             "max(last_ts) AS last FROM rollup_node_day "
-            f"WHERE {where} GROUP BY ALL ORDER BY events DESC, kind", params,
+            f"WHERE {where} GROUP BY ALL ORDER BY events DESC, kind",
+            params,
         )
     where, params = nf.events_where()
     return store.query(
         f"SELECT kind, severity, count(*) AS events, min(ts) AS first, max(ts) AS last "
-        f"FROM events WHERE {where} GROUP BY ALL ORDER BY events DESC, kind", params,
+        f"FROM events WHERE {where} GROUP BY ALL ORDER BY events DESC, kind",
+        params,
     )
 
 
@@ -56,7 +59,9 @@ def node_to_look_at(store: Store, f: Filters) -> str | None:
         f"SELECT node FROM {table} WHERE {where} AND node IS NOT NULL "
         "AND severity IN (SELECT unnest(?::VARCHAR[])) GROUP BY node "
         f"ORDER BY sum({n}) FILTER (WHERE severity <> 'warning') DESC, sum({n}) DESC, node "
-        "LIMIT 1", [*params, list(rollups.NOTABLE_SEVERITIES)])
+        "LIMIT 1",
+        [*params, list(rollups.NOTABLE_SEVERITIES)],
+    )
     return frame["node"][0] if frame.height else None
 
 
@@ -65,7 +70,8 @@ def node_events(store: Store, node: str, f: Filters, limit: int = 200) -> pl.Dat
     return store.query(
         "SELECT ts, gpu, source, kind, code, severity, job_id, message, file, line "
         f"FROM {_notable(store)} WHERE {where} AND severity IN ('warning', 'error', 'critical') "
-        "ORDER BY ts DESC NULLS LAST LIMIT ?", [*params, limit],
+        "ORDER BY ts DESC NULLS LAST LIMIT ?",
+        [*params, limit],
     )
 
 
@@ -77,24 +83,26 @@ def node_event_points(store: Store, node: str, f: Filters, limit: int = 5000) ->
         "SELECT ts, kind, coalesce(gpu, '') AS gpu, severity, code, left(message, 160) AS message "
         f"FROM {_notable(store)} WHERE {where} AND ts IS NOT NULL "
         "AND severity IN ('warning', 'error', 'critical') "
-        "ORDER BY ts LIMIT ?", [*params, limit],
+        "ORDER BY ts LIMIT ?",
+        [*params, limit],
     )
 
 
 def node_metrics(store: Store, node: str) -> list[str]:
     frame = store.query(
-        "SELECT DISTINCT metric FROM telemetry WHERE node = ? ORDER BY metric", [node])
+        "SELECT DISTINCT metric FROM telemetry WHERE node = ? ORDER BY metric", [node]
+    )
     return frame["metric"].to_list()
 
 
-def node_telemetry(store: Store, node: str, metric: str, f: Filters,
-                   points: int = 300) -> pl.DataFrame:
+def node_telemetry(
+    store: Store, node: str, metric: str, f: Filters, points: int = 300
+) -> pl.DataFrame:
     """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU."""
     lo = f.since or store.scalar("SELECT min(ts) FROM telemetry WHERE node = ?", [node])
     hi = f.until or store.scalar("SELECT max(ts) FROM telemetry WHERE node = ?", [node])
     if lo is None or hi is None:
-        return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32,
-                                    "value": pl.Float64})
+        return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64})
     step_s = max(int((hi - lo).total_seconds() / points), 1)
     gpu_sql, params = "", [lo, node, metric, lo, hi + timedelta(seconds=1)]
     if f.gpu and f.gpu.isdigit():
@@ -104,16 +112,18 @@ def node_telemetry(store: Store, node: str, metric: str, f: Filters,
         f"SELECT time_bucket(INTERVAL '{step_s} seconds', ts, ?::TIMESTAMP) AS ts, gpu, "
         "avg(value) AS value "
         f"FROM telemetry WHERE node = ? AND metric = ? AND ts >= ? AND ts < ?{gpu_sql} "
-        "GROUP BY ALL ORDER BY gpu, ts", params,
+        "GROUP BY ALL ORDER BY gpu, ts",
+        params,
     )
 
 
 def node_jobs(store: Store, node: str, f: Filters, limit: int = 200) -> pl.DataFrame:
     where, params = _node_filters(f, node).jobs_where("j")
     return store.query(
-        "SELECT j.job_id, j.name, j.user, j.state, j.start, j.\"end\", j.n_nodes, j.n_gpus, "
+        'SELECT j.job_id, j.name, j.user, j.state, j.start, j."end", j.n_nodes, j.n_gpus, '
         "a.cause FROM jobs j LEFT JOIN attributions a ON a.job_id = j.job_id "
-        f"WHERE {where} ORDER BY j.start DESC NULLS LAST LIMIT ?", [*params, limit],
+        f"WHERE {where} ORDER BY j.start DESC NULLS LAST LIMIT ?",
+        [*params, limit],
     )
 
 
@@ -123,7 +133,8 @@ def node_outages(store: Store, node: str, f: Filters) -> pl.DataFrame:
     return store.query(
         f"SELECT ts, kind, message FROM {_notable(store)} "
         "WHERE kind IN (SELECT unnest(?::VARCHAR[])) "
-        f"AND {where} ORDER BY ts", [list(OUT_KINDS), *params],
+        f"AND {where} ORDER BY ts",
+        [list(OUT_KINDS), *params],
     )
 
 
@@ -134,7 +145,8 @@ def node_risk(store: Store, node: str, f: Filters) -> pl.DataFrame:
         "SELECT made_at, gpu, target, score, action, top_features, model_version FROM predictions "
         "WHERE node = ? AND made_at < ? AND run_id = (SELECT run_id FROM predictions "
         "WHERE node = ? AND made_at < ? ORDER BY made_at DESC LIMIT 1) "
-        "ORDER BY score DESC", [node, hi, node, hi],
+        "ORDER BY score DESC",
+        [node, hi, node, hi],
     )
     return frame
 
@@ -175,7 +187,7 @@ def _node_filters(f: Filters, node: str) -> Filters:
 def failed_jobs(store: Store, f: Filters, *, offset: int = 0, limit: int = 100) -> pl.DataFrame:
     where, params = f.jobs_where("j")
     return store.query(
-        "SELECT j.job_id, j.name, j.user, j.state, j.\"end\", j.n_nodes, j.n_gpus, "
+        'SELECT j.job_id, j.name, j.user, j.state, j."end", j.n_nodes, j.n_gpus, '
         "coalesce(a.cause, 'not attributed') AS cause, a.node AS blamed_node, "
         "a.evidence_kind, a.evidence_code, round(a.gpu_hours_lost, 1) AS gpu_hours_lost "
         "FROM jobs j LEFT JOIN attributions a ON a.job_id = j.job_id "
@@ -193,7 +205,8 @@ def taxonomy(store: Store, f: Filters) -> pl.DataFrame:
         "round(100.0 * count(*) / sum(count(*)) OVER (), 1) AS share_pct, "
         "round(sum(a.gpu_hours_lost), 1) AS gpu_hours_lost "
         "FROM attributions a JOIN jobs j ON j.job_id = a.job_id "
-        f"WHERE {where} GROUP BY a.cause ORDER BY interruptions DESC, a.cause", params,
+        f"WHERE {where} GROUP BY a.cause ORDER BY interruptions DESC, a.cause",
+        params,
     )
 
 
@@ -216,12 +229,33 @@ def baseline_metrics(card: dict[str, Any]) -> pl.DataFrame:
     rows = []
     for scorer, m in (card.get("metrics") or {}).items():
         if isinstance(m, dict):
-            rows.append({"scorer": scorer, **{k: m.get(k) for k in (
-                "pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")}})
-    return pl.DataFrame(rows, schema={"scorer": pl.String, "pr_auc": pl.Float64,
-                                      "precision": pl.Float64, "recall": pl.Float64,
-                                      "precision_at_k": pl.Float64,
-                                      "median_lead_time_h": pl.Float64}, strict=False)
+            rows.append(
+                {
+                    "scorer": scorer,
+                    **{
+                        k: m.get(k)
+                        for k in (
+                            "pr_auc",
+                            "precision",
+                            "recall",
+                            "precision_at_k",
+                            "median_lead_time_h",
+                        )
+                    },
+                }
+            )
+    return pl.DataFrame(
+        rows,
+        schema={
+            "scorer": pl.String,
+            "pr_auc": pl.Float64,
+            "precision": pl.Float64,
+            "recall": pl.Float64,
+            "precision_at_k": pl.Float64,
+            "median_lead_time_h": pl.Float64,
+        },
+        strict=False,
+    )
 
 
 def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
@@ -232,7 +266,10 @@ def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
     where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
     if rollups.available(store):  # the target events, already selected (attributions aside)
         targets, target_sql, target_params = (
-            "rollup_target_events", "e.cause NOT LIKE 'attributed:%'", [])
+            "rollup_target_events",
+            "e.cause NOT LIKE 'attributed:%'",
+            [],
+        )
     else:
         targets, target_sql, target_params = "events", TARGET_EVENT_SQL, target_event_params()
     return store.query(
@@ -260,8 +297,9 @@ def stragglers(store: Store, f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
     return select_stragglers(found, jobs, f)
 
 
-def detected_stragglers(store: Store, job_id: str | None,
-                        since: datetime | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+def detected_stragglers(
+    store: Store, job_id: str | None, since: datetime | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(stragglers, per-job cost) of every job (or one) that ended after ``since``: the detection
     run the dashboard keeps per snapshot; node and end-of-range filters apply afterwards."""
     from faultlens.models.stragglers import detect
@@ -270,8 +308,9 @@ def detected_stragglers(store: Store, job_id: str | None,
     return report.stragglers, report.jobs
 
 
-def select_stragglers(found: pl.DataFrame, jobs: pl.DataFrame,
-                      f: Filters) -> tuple[pl.DataFrame, pl.DataFrame]:
+def select_stragglers(
+    found: pl.DataFrame, jobs: pl.DataFrame, f: Filters
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The detections whose onset is before the range's end, on the selected nodes."""
     s, j = found, jobs
     if f.until is not None and s.height and "onset" in s.columns:
@@ -283,13 +322,26 @@ def select_stragglers(found: pl.DataFrame, jobs: pl.DataFrame,
 
 
 # -- recovery what-if ------------------------------------------------------------------------------
-def whatif(store: Store, since: datetime | None, until: datetime | None, strategies: list[str],
-           *, interval_min: float, spares: int | None, job_gpus: int | None,
-           resamples: int = 20) -> list[Any]:
+def whatif(
+    store: Store,
+    since: datetime | None,
+    until: datetime | None,
+    strategies: list[str],
+    *,
+    interval_min: float,
+    spares: int | None,
+    job_gpus: int | None,
+    resamples: int = 20,
+) -> list[Any]:
     """Rank ``strategies`` on the fleet's interruption trace of the range (replay's public API)."""
-    return whatif_on(interruption_trace(store, since, until), strategies,
-                     interval_min=interval_min, spares=spares, job_gpus=job_gpus,
-                     resamples=resamples)
+    return whatif_on(
+        interruption_trace(store, since, until),
+        strategies,
+        interval_min=interval_min,
+        spares=spares,
+        job_gpus=job_gpus,
+        resamples=resamples,
+    )
 
 
 def interruption_trace(store: Store, since: datetime | None, until: datetime | None) -> Any:
@@ -300,8 +352,15 @@ def interruption_trace(store: Store, since: datetime | None, until: datetime | N
     return from_db(store, since, until)
 
 
-def whatif_on(trace: Any, strategies: list[str] | tuple[str, ...], *, interval_min: float,
-              spares: int | None, job_gpus: int | None, resamples: int = 20) -> list[Any]:
+def whatif_on(
+    trace: Any,
+    strategies: list[str] | tuple[str, ...],
+    *,
+    interval_min: float,
+    spares: int | None,
+    job_gpus: int | None,
+    resamples: int = 20,
+) -> list[Any]:
     """Rank ``strategies`` replayed on ``trace`` (no database access)."""
     from faultlens.replay import JobSpec, rank, replay
 
@@ -316,12 +375,18 @@ def scores_frame(scores: list[Any]) -> pl.DataFrame:
     rows = []
     for s in scores:
         d = s.to_json()
-        rows.append({
-            "strategy": d["name"], "ettr": d["ettr"], "ettr_lo": d["ettr_ci"][0],
-            "ettr_hi": d["ettr_ci"][1], "goodput_gpu_h": d["goodput_gpu_h"],
-            "cost_usd": d["cost_usd"], "restarts": d["restarts"],
-            "interval_min": d["params"].get("interval_min"),
-            **{f"badput_{k}": v for k, v in d["badput_gpu_h"].items()},
-            "spare_idle": d["spare_idle_gpu_h"],
-        })
+        rows.append(
+            {
+                "strategy": d["name"],
+                "ettr": d["ettr"],
+                "ettr_lo": d["ettr_ci"][0],
+                "ettr_hi": d["ettr_ci"][1],
+                "goodput_gpu_h": d["goodput_gpu_h"],
+                "cost_usd": d["cost_usd"],
+                "restarts": d["restarts"],
+                "interval_min": d["params"].get("interval_min"),
+                **{f"badput_{k}": v for k, v in d["badput_gpu_h"].items()},
+                "spare_idle": d["spare_idle_gpu_h"],
+            }
+        )
     return pl.DataFrame(rows)

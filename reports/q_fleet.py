@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
+
 from faultlens.ingest.store import Store
 from faultlens.models.target import EPISODE_GAP, episodes_from_events, failure_episodes
 from faultlens.reports import rollups
@@ -18,15 +19,34 @@ from faultlens.reports.filters import Filters, bucket_for, facet_where
 
 # Failure causes of models.target, grouped into the components an SRE counts MTBF for.
 COMPONENT_OF_CAUSE: dict[str, str] = {
-    "xid48": "GPU memory", "xid64": "GPU memory", "xid94": "GPU memory", "xid95": "GPU memory",
-    "xid140": "GPU memory", "ecc": "GPU memory", "row_remap": "GPU memory",
+    "xid48": "GPU memory",
+    "xid64": "GPU memory",
+    "xid94": "GPU memory",
+    "xid95": "GPU memory",
+    "xid140": "GPU memory",
+    "ecc": "GPU memory",
+    "row_remap": "GPU memory",
     "attributed:gpu_memory": "GPU memory",
-    "xid79": "GPU", "fallen_off_bus": "GPU", "gpu_init_fail": "GPU",
+    "xid79": "GPU",
+    "fallen_off_bus": "GPU",
+    "gpu_init_fail": "GPU",
     "attributed:gpu_hardware": "GPU",
-    "node_down": "host", "attributed:host": "host",
+    "node_down": "host",
+    "attributed:host": "host",
 }
-EVENT_COLUMNS = ("ts", "node", "gpu", "source", "kind", "code", "severity", "job_id", "message",
-                 "file", "line")
+EVENT_COLUMNS = (
+    "ts",
+    "node",
+    "gpu",
+    "source",
+    "kind",
+    "code",
+    "severity",
+    "job_id",
+    "message",
+    "file",
+    "line",
+)
 
 
 def data_range(store: Store) -> tuple[datetime | None, datetime | None]:
@@ -54,8 +74,15 @@ def node_list(store: Store) -> list[str]:
 
 
 def table_counts(store: Store) -> dict[str, int]:
-    names = ("events", "jobs", "telemetry", "quarantine", "ingested_files", "predictions",
-             "attributions")
+    names = (
+        "events",
+        "jobs",
+        "telemetry",
+        "quarantine",
+        "ingested_files",
+        "predictions",
+        "attributions",
+    )
     sql = " UNION ALL ".join(f"SELECT '{n}' AS t, count(*) AS n FROM {n}" for n in names)
     return {r["t"]: int(r["n"]) for r in store.query(sql).iter_rows(named=True)}
 
@@ -65,8 +92,9 @@ def episodes_in(store: Store, since: datetime | None, until: datetime | None) ->
     """Hardware failure episodes (models.target) of the whole fleet in the time range."""
     lo, hi = since or datetime(1970, 1, 1), until or datetime(9999, 1, 1)
     if rollups.available(store):  # the target events of the whole history, computed once
-        targets = store.query("SELECT * FROM rollup_target_events WHERE ts >= ? AND ts < ?",
-                              [lo - EPISODE_GAP, hi])
+        targets = store.query(
+            "SELECT * FROM rollup_target_events WHERE ts >= ? AND ts < ?", [lo - EPISODE_GAP, hi]
+        )
         ep = episodes_from_events(targets).filter(pl.col("ts") >= lo)
     else:
         ep = failure_episodes(store, lo, hi)
@@ -94,28 +122,38 @@ def failure_trend(episodes: pl.DataFrame, f: Filters, n_nodes: int) -> pl.DataFr
     every = "1w" if (f.span_days or 0) > 60 else "1d"
     days = 7.0 if every == "1w" else 1.0
     counts = (
-        episodes.sort("ts").group_by_dynamic("ts", every=every).agg(pl.len().alias("failures"))
-        .rename({"ts": "period"}) if episodes.height else
-        pl.DataFrame(schema={"period": pl.Datetime("us"), "failures": pl.UInt32})
+        episodes.sort("ts")
+        .group_by_dynamic("ts", every=every)
+        .agg(pl.len().alias("failures"))
+        .rename({"ts": "period"})
+        if episodes.height
+        else pl.DataFrame(schema={"period": pl.Datetime("us"), "failures": pl.UInt32})
     )
     lo = f.since or (episodes["ts"].min() if episodes.height else None)
     hi = f.until or (episodes["ts"].max() if episodes.height else None)
     if lo is not None and hi is not None and hi > lo:
         periods = pl.datetime_range(lo, hi, every, closed="left", eager=True, time_unit="us")
-        grid = pl.DataFrame({"period": periods}).with_columns(
-            pl.col("period").dt.truncate(every)).unique("period", keep="first")
+        grid = (
+            pl.DataFrame({"period": periods})
+            .with_columns(pl.col("period").dt.truncate(every))
+            .unique("period", keep="first")
+        )
         counts = grid.join(counts, on="period", how="left").sort("period")
     return counts.with_columns(
         pl.col("failures").fill_null(0),
         (pl.col("failures").fill_null(0) * 1000.0 / (max(n_nodes, 1) * days))
-        .round(2).alias("per_1000_node_days"),
+        .round(2)
+        .alias("per_1000_node_days"),
     )
 
 
 def mtbf_by_component(episodes: pl.DataFrame, node_days: float) -> pl.DataFrame:
     """Per component: failures and MTBF per node in hours over the range."""
-    frame = episodes.group_by("component").agg(pl.len().alias("failures")).sort(
-        "failures", descending=True)
+    frame = (
+        episodes.group_by("component")
+        .agg(pl.len().alias("failures"))
+        .sort("failures", descending=True)
+    )
     return frame.with_columns(
         (pl.lit(node_days * 24.0) / pl.col("failures")).round(0).alias("mtbf_node_h"),
         (pl.col("failures") * 1000.0 / max(node_days, 1e-9)).round(2).alias("per_1000_node_days"),
@@ -129,11 +167,16 @@ def jobs_lost(store: Store, f: Filters) -> dict[str, Any]:
         "SELECT count(*) AS jobs, coalesce(sum(coalesce(j.n_gpus, 0) * coalesce(j.elapsed_s, "
         'epoch(j."end") - epoch(j.start), 0)) / 3600.0, 0) AS gpu_h, '
         "count(*) FILTER (WHERE j.state = 'NODE_FAIL') AS node_fail "
-        f"FROM jobs j WHERE j.state IN ('FAILED', 'NODE_FAIL', 'TIMEOUT') AND {where}", params,
+        f"FROM jobs j WHERE j.state IN ('FAILED', 'NODE_FAIL', 'TIMEOUT') AND {where}",
+        params,
     ).row(0, named=True)
     total = store.scalar(f"SELECT count(*) FROM jobs j WHERE {where}", params)
-    return {"failed_jobs": int(row["jobs"]), "gpu_hours_lost": float(row["gpu_h"] or 0.0),
-            "node_fail_jobs": int(row["node_fail"]), "jobs": int(total or 0)}
+    return {
+        "failed_jobs": int(row["jobs"]),
+        "gpu_hours_lost": float(row["gpu_h"] or 0.0),
+        "node_fail_jobs": int(row["node_fail"]),
+        "jobs": int(total or 0),
+    }
 
 
 XID_KINDS = ("xid", "nvlink", "fallen_off_bus", "gsp_timeout")
@@ -147,7 +190,9 @@ def top_xids(store: Store, f: Filters, n: int = 10) -> pl.DataFrame:
             "count(DISTINCT r.node) AS nodes FROM rollup_node_day r "
             "LEFT JOIN xid_catalog c ON c.xid = r.code "
             f"WHERE r.kind IN (SELECT unnest(?::VARCHAR[])) AND r.code IS NOT NULL AND {where} "
-            "GROUP BY r.code ORDER BY events DESC, xid LIMIT ?", [list(XID_KINDS), *params, n])
+            "GROUP BY r.code ORDER BY events DESC, xid LIMIT ?",
+            [list(XID_KINDS), *params, n],
+        )
     where, params = f.events_where("e")
     return store.query(
         "SELECT e.code AS xid, any_value(c.name) AS name, count(*) AS events, "
@@ -159,19 +204,29 @@ def top_xids(store: Store, f: Filters, n: int = 10) -> pl.DataFrame:
     )
 
 
-def latest_predictions(store: Store, f: Filters, target: str = "failure",
-                       n: int = 50) -> pl.DataFrame:
+def latest_predictions(
+    store: Store, f: Filters, target: str = "failure", n: int = 50
+) -> pl.DataFrame:
     """The newest prediction run made at or before the range's end, highest scores first."""
     hi = f.until or datetime(9999, 1, 1)
     run = store.query(
         "SELECT run_id, made_at FROM predictions WHERE target = ? AND made_at < ? "
-        "ORDER BY made_at DESC LIMIT 1", [target, hi],
+        "ORDER BY made_at DESC LIMIT 1",
+        [target, hi],
     )
     if run.height == 0:
-        return pl.DataFrame(schema={"node": pl.String, "gpu": pl.String, "score": pl.Float64,
-                                    "action": pl.String, "top_features": pl.String,
-                                    "made_at": pl.Datetime("us"), "model_version": pl.String,
-                                    "horizon": pl.Float64})
+        return pl.DataFrame(
+            schema={
+                "node": pl.String,
+                "gpu": pl.String,
+                "score": pl.Float64,
+                "action": pl.String,
+                "top_features": pl.String,
+                "made_at": pl.Datetime("us"),
+                "model_version": pl.String,
+                "horizon": pl.Float64,
+            }
+        )
     node_sql, params = "", [run["run_id"][0], target]
     if f.nodes:
         node_sql = " AND node IN (SELECT unnest(?::VARCHAR[]))"
@@ -179,13 +234,15 @@ def latest_predictions(store: Store, f: Filters, target: str = "failure",
     return store.query(
         "SELECT node, gpu, score, action, top_features, made_at, model_version, horizon "
         f"FROM predictions WHERE run_id = ? AND target = ?{node_sql} "
-        "ORDER BY score DESC, node, gpu NULLS FIRST LIMIT ?", [*params, n],
+        "ORDER BY score DESC, node, gpu NULLS FIRST LIMIT ?",
+        [*params, n],
     )
 
 
 # -- events ----------------------------------------------------------------------------------------
-def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | None,
-                alias: str = "") -> tuple[str, list[Any]]:
+def event_where(
+    f: Filters, facets: dict[str, list[Any]] | None, search: str | None, alias: str = ""
+) -> tuple[str, list[Any]]:
     """``Filters`` plus the explorer's facets (source/kind/code/severity) and free-text search."""
     where, params = f.events_where(alias)
     a = f"{alias}." if alias else ""
@@ -198,30 +255,42 @@ def event_where(f: Filters, facets: dict[str, list[Any]] | None, search: str | N
     return " AND ".join(parts), params
 
 
-def event_facets(store: Store, since: datetime | None,
-                 until: datetime | None) -> dict[str, pl.DataFrame]:
+def event_facets(
+    store: Store, since: datetime | None, until: datetime | None
+) -> dict[str, pl.DataFrame]:
     """Counts by source, kind, severity and code in the time range: the explorer's choices."""
     f = Filters(since=since, until=until)
     grain = rollups.grain_for(store, f)
     if grain is not None:
         table, _ = rollups.table(grain)
         where, params = rollups.where(f, grain)
-        return {col: store.query(
-            f"SELECT {col} AS value, sum(n)::BIGINT AS n FROM {table} WHERE {where} "
-            f"AND {col} IS NOT NULL GROUP BY 1 ORDER BY n DESC, value LIMIT 200", params,
-        ) for col in ("source", "kind", "severity", "code")}
+        return {
+            col: store.query(
+                f"SELECT {col} AS value, sum(n)::BIGINT AS n FROM {table} WHERE {where} "
+                f"AND {col} IS NOT NULL GROUP BY 1 ORDER BY n DESC, value LIMIT 200",
+                params,
+            )
+            for col in ("source", "kind", "severity", "code")
+        }
     where, params = f.events_where()
     out = {}
     for col in ("source", "kind", "severity", "code"):
         out[col] = store.query(
             f"SELECT {col} AS value, count(*) AS n FROM events WHERE {where} AND {col} IS NOT NULL "
-            "GROUP BY 1 ORDER BY n DESC, value LIMIT 200", params,
+            "GROUP BY 1 ORDER BY n DESC, value LIMIT 200",
+            params,
         )
     return out
 
 
-def event_timeline(store: Store, f: Filters, facets: dict[str, list[Any]] | None = None,
-                   search: str | None = None, by: str = "kind", top: int = 8) -> pl.DataFrame:
+def event_timeline(
+    store: Store,
+    f: Filters,
+    facets: dict[str, list[Any]] | None = None,
+    search: str | None = None,
+    by: str = "kind",
+    top: int = 8,
+) -> pl.DataFrame:
     """Events per time bucket and ``by`` (kind / source / severity); the rest grouped as other."""
     if by not in ("kind", "source", "severity"):
         raise ValueError(f"cannot group the timeline by {by!r}")
@@ -249,8 +318,9 @@ def event_timeline(store: Store, f: Filters, facets: dict[str, list[Any]] | None
     )
 
 
-def event_count(store: Store, f: Filters, facets: dict[str, list[Any]] | None = None,
-                search: str | None = None) -> int:
+def event_count(
+    store: Store, f: Filters, facets: dict[str, list[Any]] | None = None, search: str | None = None
+) -> int:
     grain = rollups.grain_for(store, f, search=search)
     if grain is not None:
         table, _ = rollups.table(grain)
@@ -263,15 +333,24 @@ def event_count(store: Store, f: Filters, facets: dict[str, list[Any]] | None = 
 PAGE_WINDOWS = (timedelta(hours=6), timedelta(days=2), timedelta(days=14))
 
 
-def event_page(store: Store, f: Filters, facets: dict[str, list[Any]] | None = None,
-               search: str | None = None, *, offset: int = 0, limit: int = 50) -> pl.DataFrame:
+def event_page(
+    store: Store,
+    f: Filters,
+    facets: dict[str, list[Any]] | None = None,
+    search: str | None = None,
+    *,
+    offset: int = 0,
+    limit: int = 50,
+) -> pl.DataFrame:
     """One page of matching events, newest first, with the file and line they came from.
 
     Newest-first pages are looked for in the last hours of the range first (the table is stored
     in time order, so a narrow window reads little), widening until the page is full."""
     cols = ", ".join(f'"{c}"' for c in EVENT_COLUMNS)
-    sql = (f"SELECT {cols} FROM events WHERE {{where}} ORDER BY ts DESC NULLS LAST, file, line "
-           "LIMIT ? OFFSET ?")
+    sql = (
+        f"SELECT {cols} FROM events WHERE {{where}} ORDER BY ts DESC NULLS LAST, file, line "
+        "LIMIT ? OFFSET ?"
+    )
     if f.until is not None:
         for window in PAGE_WINDOWS:
             lo = f.until - window
@@ -301,7 +380,8 @@ def ingest_totals(store: Store) -> dict[str, int]:
 def ingested_files(store: Store, limit: int = 500) -> pl.DataFrame:
     return store.query(
         "SELECT path, format, status, lines, parsed, noise, quarantined, bytes, ingested_at, "
-        "error FROM ingested_files ORDER BY quarantined DESC, path LIMIT ?", [limit],
+        "error FROM ingested_files ORDER BY quarantined DESC, path LIMIT ?",
+        [limit],
     )
 
 
@@ -320,8 +400,14 @@ def quarantine_reasons(store: Store) -> pl.DataFrame:
     )
 
 
-def quarantine_page(store: Store, reason: str | None = None, search: str | None = None, *,
-                    offset: int = 0, limit: int = 50) -> tuple[int, pl.DataFrame]:
+def quarantine_page(
+    store: Store,
+    reason: str | None = None,
+    search: str | None = None,
+    *,
+    offset: int = 0,
+    limit: int = 50,
+) -> tuple[int, pl.DataFrame]:
     parts, params = ["TRUE"], []
     if reason:
         parts.append("reason = ?")
@@ -333,6 +419,7 @@ def quarantine_page(store: Store, reason: str | None = None, search: str | None 
     total = int(store.scalar(f"SELECT count(*) FROM quarantine WHERE {where}", params) or 0)
     page = store.query(
         f"SELECT file, line, reason, raw FROM quarantine WHERE {where} ORDER BY file, line "
-        "LIMIT ? OFFSET ?", [*params, int(limit), int(offset)],
+        "LIMIT ? OFFSET ?",
+        [*params, int(limit), int(offset)],
     )
     return total, page

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from faultlens.ingest.errors import ConfigError, FaultlensError
-from faultlens.reports.sections import Section
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
+
+from faultlens.ingest.errors import ConfigError, FaultlensError
+from faultlens.reports.sections import Section
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,10 @@ class ReportMeta:
 
 
 def _env() -> Environment:
-    return Environment(loader=PackageLoader("reports", "templates"),
-                       autoescape=select_autoescape(["html", "j2"], default=True))
+    return Environment(
+        loader=PackageLoader("reports", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default=True),
+    )
 
 
 def _table(frame: pl.DataFrame) -> dict[str, Any]:
@@ -64,15 +67,36 @@ def render_html(sections: list[Section], meta: ReportMeta) -> str:
     """The report as one HTML document that opens offline."""
     view = []
     for s in sections:
-        figs = [fig.to_html(full_html=False, include_plotlyjs=False,
-                            config={"displaylogo": False, "responsive": True})
-                for fig in s.figures]
-        view.append({"title": s.title, "anchor": s.anchor, "numbers": s.numbers, "note": s.note,
-                     "figures": figs, "tables": [(c, _table(t)) for c, t in s.tables]})
-    return _env().get_template("report.html.j2").render(
-        title=meta.title, window=meta.window, db=meta.db,
-        as_of=f"{meta.as_of:%Y-%m-%d %H:%M} UTC", generated=f"{meta.generated:%Y-%m-%d %H:%M} UTC",
-        sections=view, plotly_js=get_plotlyjs(),
+        figs = [
+            fig.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                config={"displaylogo": False, "responsive": True},
+            )
+            for fig in s.figures
+        ]
+        view.append(
+            {
+                "title": s.title,
+                "anchor": s.anchor,
+                "numbers": s.numbers,
+                "note": s.note,
+                "figures": figs,
+                "tables": [(c, _table(t)) for c, t in s.tables],
+            }
+        )
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            title=meta.title,
+            window=meta.window,
+            db=meta.db,
+            as_of=f"{meta.as_of:%Y-%m-%d %H:%M} UTC",
+            generated=f"{meta.generated:%Y-%m-%d %H:%M} UTC",
+            sections=view,
+            plotly_js=get_plotlyjs(),
+        )
     )
 
 
@@ -92,8 +116,9 @@ def find_chromium() -> str | None:
     return None
 
 
-def write_pdf(sections: list[Section], meta: ReportMeta, out: Path,
-              timeout_s: float = 120.0) -> Path:
+def write_pdf(
+    sections: list[Section], meta: ReportMeta, out: Path, timeout_s: float = 120.0
+) -> Path:
     """Print the HTML report to PDF with headless Chromium."""
     browser = find_chromium()
     if browser is None:
@@ -101,10 +126,20 @@ def write_pdf(sections: list[Section], meta: ReportMeta, out: Path,
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="faultlens-report-") as tmp:
         html = write_html(sections, meta, Path(tmp) / "report.html")
-        cmd = [browser, "--headless", "--no-sandbox", "--disable-gpu",
-               "--disable-background-networking", "--disable-component-update", "--no-first-run",
-               f"--user-data-dir={tmp}/profile", "--no-pdf-header-footer",
-               "--virtual-time-budget=10000", f"--print-to-pdf={out.resolve()}", html.as_uri()]
+        cmd = [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            f"--user-data-dir={tmp}/profile",
+            "--no-pdf-header-footer",
+            "--virtual-time-budget=10000",
+            f"--print-to-pdf={out.resolve()}",
+            html.as_uri(),
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, timeout=timeout_s, check=False)
         except (OSError, subprocess.TimeoutExpired) as e:

@@ -36,8 +36,13 @@ log = logging.getLogger(__name__)
 
 OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
 NOTABLE_SEVERITIES = ("warning", "error", "critical")
-TABLES = ("rollup_fleet_hour", "rollup_node_day", "rollup_notable", "rollup_target_events",
-          "rollup_info")
+TABLES = (
+    "rollup_fleet_hour",
+    "rollup_node_day",
+    "rollup_notable",
+    "rollup_target_events",
+    "rollup_info",
+)
 _EPOCH, _END = datetime(1970, 1, 1), datetime(9999, 1, 1)
 
 _FLEET_HOUR = """
@@ -65,7 +70,9 @@ def build(store: Store) -> dict[str, Any]:
         "CREATE TABLE rollup_notable AS SELECT ts, node, gpu, gpu_index, source, kind, code, "
         "severity, job_id, message, file, line FROM events "
         "WHERE severity IN (SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])) "
-        "ORDER BY node, ts", [list(NOTABLE_SEVERITIES), list(OUT_KINDS)])
+        "ORDER BY node, ts",
+        [list(NOTABLE_SEVERITIES), list(OUT_KINDS)],
+    )
     t_notable = time.perf_counter() - t0 - t_grouped
     from faultlens.models.target import target_events
 
@@ -83,13 +90,23 @@ def build(store: Store) -> dict[str, Any]:
         ' UNION ALL SELECT max("end") FROM jobs)) AS hi, '
         "(SELECT list(DISTINCT node ORDER BY node) FROM (SELECT DISTINCT node FROM "
         "rollup_node_day UNION ALL SELECT node FROM gpus UNION ALL SELECT unnest(nodes) FROM jobs)"
-        " WHERE node IS NOT NULL) AS nodes")
+        " WHERE node IS NOT NULL) AS nodes"
+    )
     total = time.perf_counter() - t0
     sizes = {t: int(store.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
-    log.info("rollups built in %.1f s (grouping %.1f s, notable %.1f s): %s", total, t_grouped,
-             t_notable, sizes)
-    return {"seconds": round(total, 2), "grouping_s": round(t_grouped, 2),
-            "notable_s": round(t_notable, 2), "rows": sizes}
+    log.info(
+        "rollups built in %.1f s (grouping %.1f s, notable %.1f s): %s",
+        total,
+        t_grouped,
+        t_notable,
+        sizes,
+    )
+    return {
+        "seconds": round(total, 2),
+        "grouping_s": round(t_grouped, 2),
+        "notable_s": round(t_notable, 2),
+        "rows": sizes,
+    }
 
 
 def available(store: Store) -> bool:
@@ -105,19 +122,33 @@ def _aligned(t: datetime | None, grain: str) -> bool:
     return t.hour == 0 and t.minute == 0 and t.second == 0 and t.microsecond == 0
 
 
-def grain_for(store: Store, f: Filters, *, bucket: str | None = None,
-              search: str | None = None, per_node: bool = False) -> str | None:
+def grain_for(
+    store: Store,
+    f: Filters,
+    *,
+    bucket: str | None = None,
+    search: str | None = None,
+    per_node: bool = False,
+) -> str | None:
     """Which rollup answers a count with these filters exactly: "fleet", "node" or None (raw).
 
     ``bucket`` is the time bucket the answer is grouped by (``None``: not grouped by time);
     ``per_node``: the answer needs the node column (distinct nodes, one node's counts)."""
     if not available(store) or search or f.gpu or f.job_id:
         return None
-    if not f.nodes and not per_node and _aligned(f.since, "hour") and _aligned(f.until, "hour") \
-            and bucket in (None, "1 hour", "6 hours", "1 day", "7 days"):
+    if (
+        not f.nodes
+        and not per_node
+        and _aligned(f.since, "hour")
+        and _aligned(f.until, "hour")
+        and bucket in (None, "1 hour", "6 hours", "1 day", "7 days")
+    ):
         return "fleet"
-    if _aligned(f.since, "day") and _aligned(f.until, "day") and bucket in (None, "1 day",
-                                                                          "7 days"):
+    if (
+        _aligned(f.since, "day")
+        and _aligned(f.until, "day")
+        and bucket in (None, "1 day", "7 days")
+    ):
         return "node"
     return None
 

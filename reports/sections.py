@@ -15,6 +15,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 import polars as pl
+
 from faultlens.ingest.errors import FaultlensError
 from faultlens.ingest.store import Store
 from faultlens.reports import figures as F
@@ -23,8 +24,14 @@ from faultlens.reports.filters import Filters
 
 log = logging.getLogger(__name__)
 
-REPORT_STRATEGIES = ("checkpoint", "young-daly", "in-memory", "hot-spares", "elastic",
-                     "predictive-drain")
+REPORT_STRATEGIES = (
+    "checkpoint",
+    "young-daly",
+    "in-memory",
+    "hot-spares",
+    "elastic",
+    "predictive-drain",
+)
 
 
 @dataclass
@@ -61,13 +68,16 @@ def risk_table(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.height == 0:
         return frame
     text = [
-        "; ".join(f"{r.get('feature')}={_fmt(r.get('value'))} ({_fmt(r.get('contribution'), '+')})"
-                  for r in q_detail.reasons(tf))
+        "; ".join(
+            f"{r.get('feature')}={_fmt(r.get('value'))} ({_fmt(r.get('contribution'), '+')})"
+            for r in q_detail.reasons(tf)
+        )
         for tf in frame["top_features"].to_list()
     ]
     keep = [c for c in ("node", "gpu", "score", "action", "made_at") if c in frame.columns]
-    return frame.select(keep).with_columns(pl.col("score").round(3),
-                                           pl.Series("reasons", text, pl.String))
+    return frame.select(keep).with_columns(
+        pl.col("score").round(3), pl.Series("reasons", text, pl.String)
+    )
 
 
 def count_at_risk(risk: pl.DataFrame, threshold: float = 0.5) -> int:
@@ -101,49 +111,74 @@ def overview(store: Store, f: Filters) -> Section:
     numbers = [
         ("Failures / 1000 node-days", f"{per_1000:.2f}"),
         ("Failures", f"{episodes.height:,} over {node_days:,.0f} node-days"),
-        ("MTBF per node", f"{node_days * 24 / episodes.height:,.0f} h" if episodes.height
-         else "no failures"),
+        (
+            "MTBF per node",
+            f"{node_days * 24 / episodes.height:,.0f} h" if episodes.height else "no failures",
+        ),
         ("ETTR (checkpoint every 30 min)", f"{ettr:.3f}" if ettr is not None else "-"),
-        ("Jobs lost", f"{lost['failed_jobs']:,} of {lost['jobs']:,} "
-                      f"({lost['gpu_hours_lost']:,.0f} GPU-h)"),
+        (
+            "Jobs lost",
+            f"{lost['failed_jobs']:,} of {lost['jobs']:,} ({lost['gpu_hours_lost']:,.0f} GPU-h)",
+        ),
         ("Nodes at risk now", f"{count_at_risk(risk)}"),
     ]
     n_nodes = len(f.nodes) if f.nodes else len(nodes)
-    return Section("Overview", "overview", numbers, [
-        F.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
-        F.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
-        F.fig_top_xids(q_fleet.top_xids(store, f)),
-        F.fig_at_risk(risk),
-    ], [("Top Xids", q_fleet.top_xids(store, f))])
+    return Section(
+        "Overview",
+        "overview",
+        numbers,
+        [
+            F.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
+            F.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
+            F.fig_top_xids(q_fleet.top_xids(store, f)),
+            F.fig_at_risk(risk),
+        ],
+        [("Top Xids", q_fleet.top_xids(store, f))],
+    )
 
 
 def events(store: Store, f: Filters) -> Section:
     total = q_fleet.event_count(store, f)
     critical = q_fleet.event_page(store, f, {"severity": ["critical", "error"]}, limit=50)
     facets = q_fleet.event_facets(store, f.since, f.until)
-    return Section("Events", "events", [("Events", f"{total:,}")],
-                   [F.fig_event_timeline(q_fleet.event_timeline(store, f))],
-                   [("Events by kind", facets["kind"].rename({"value": "kind"}).head(20)),
-                    ("Latest errors and critical events", critical)])
+    return Section(
+        "Events",
+        "events",
+        [("Events", f"{total:,}")],
+        [F.fig_event_timeline(q_fleet.event_timeline(store, f))],
+        [
+            ("Events by kind", facets["kind"].rename({"value": "kind"}).head(20)),
+            ("Latest errors and critical events", critical),
+        ],
+    )
 
 
 def nodes(store: Store, f: Filters) -> Section:
     as_of = f.until or datetime(9999, 1, 1)
     lemons = q_detail.lemons(store, as_of)
     flagged = lemons.filter(pl.col("flagged")).height if lemons.height else 0
-    return Section("Nodes to look at", "nodes", [("Lemon nodes (28 days)", f"{flagged}")], [],
-                   [("Lemon ranking", lemons.drop("last_failure", strict=False).head(15)),
-                    ("At risk now", risk_table(q_fleet.latest_predictions(store, f, n=20)))])
+    return Section(
+        "Nodes to look at",
+        "nodes",
+        [("Lemon nodes (28 days)", f"{flagged}")],
+        [],
+        [
+            ("Lemon ranking", lemons.drop("last_failure", strict=False).head(15)),
+            ("At risk now", risk_table(q_fleet.latest_predictions(store, f, n=20))),
+        ],
+    )
 
 
 def jobs(store: Store, f: Filters) -> Section:
     tax = q_detail.taxonomy(store, f)
     lost = q_fleet.jobs_lost(store, f)
-    return Section("Jobs", "jobs", [("Failed jobs", f"{lost['failed_jobs']:,}"),
-                                    ("Jobs in range", f"{lost['jobs']:,}")],
-                   [F.fig_taxonomy(tax)],
-                   [("Interruption taxonomy", tax),
-                    ("Failed jobs", q_detail.failed_jobs(store, f, limit=50))])
+    return Section(
+        "Jobs",
+        "jobs",
+        [("Failed jobs", f"{lost['failed_jobs']:,}"), ("Jobs in range", f"{lost['jobs']:,}")],
+        [F.fig_taxonomy(tax)],
+        [("Interruption taxonomy", tax), ("Failed jobs", q_detail.failed_jobs(store, f, limit=50))],
+    )
 
 
 def predictions(store: Store, f: Filters, models_dir: Path | None) -> Section:
@@ -151,43 +186,76 @@ def predictions(store: Store, f: Filters, models_dir: Path | None) -> Section:
     risk = q_fleet.latest_predictions(store, f, n=50)
     base = q_detail.baseline_metrics(card) if card else pl.DataFrame()
     numbers = [("Model", str(card.get("model_version"))) if card else ("Model", "none trained")]
-    return Section("Predictions", "predictions", numbers,
-                   [F.fig_at_risk(risk), F.fig_model_vs_baselines(base),
-                    F.fig_calibration(q_detail.calibration(store, f))],
-                   [("Model vs baselines", base), ("At-risk nodes and GPUs", risk_table(risk))],
-                   None if card else "No model card: run `faultlens train`.")
+    return Section(
+        "Predictions",
+        "predictions",
+        numbers,
+        [
+            F.fig_at_risk(risk),
+            F.fig_model_vs_baselines(base),
+            F.fig_calibration(q_detail.calibration(store, f)),
+        ],
+        [("Model vs baselines", base), ("At-risk nodes and GPUs", risk_table(risk))],
+        None if card else "No model card: run `faultlens train`.",
+    )
 
 
 def stragglers(store: Store, f: Filters) -> Section:
     found, per_job = q_detail.stragglers(store, f)
     wasted = float(found["wasted_gpu_h"].sum() or 0) if found.height else 0.0
-    return Section("Stragglers", "stragglers",
-                   [("Stragglers", f"{found.height:,}"), ("GPU-hours wasted", f"{wasted:,.1f}")],
-                   [F.fig_straggler_causes(found), F.fig_straggler_slowdown(found)],
-                   [("Slow GPUs and nodes", found.head(30)), ("Cost per job", per_job.head(30))])
+    return Section(
+        "Stragglers",
+        "stragglers",
+        [("Stragglers", f"{found.height:,}"), ("GPU-hours wasted", f"{wasted:,.1f}")],
+        [F.fig_straggler_causes(found), F.fig_straggler_slowdown(found)],
+        [("Slow GPUs and nodes", found.head(30)), ("Cost per job", per_job.head(30))],
+    )
 
 
 def recovery(store: Store, f: Filters) -> Section:
-    scores = q_detail.whatif(store, f.since, f.until, list(REPORT_STRATEGIES), interval_min=30.0,
-                             spares=None, job_gpus=None)
+    scores = q_detail.whatif(
+        store,
+        f.since,
+        f.until,
+        list(REPORT_STRATEGIES),
+        interval_min=30.0,
+        spares=None,
+        job_gpus=None,
+    )
     frame = q_detail.scores_frame(scores) if scores else pl.DataFrame()
-    numbers = [("Best strategy", f"{frame['strategy'][0]} (ETTR {frame['ettr'][0]:.4f})")] \
-        if scores else [("Best strategy", "no interruptions to replay")]
-    return Section("Recovery what-if", "recovery", numbers,
-                   [F.fig_strategy_ranking(frame), F.fig_badput(frame)],
-                   [("Ranking (fewest dollars lost first)", frame)])
+    numbers = (
+        [("Best strategy", f"{frame['strategy'][0]} (ETTR {frame['ettr'][0]:.4f})")]
+        if scores
+        else [("Best strategy", "no interruptions to replay")]
+    )
+    return Section(
+        "Recovery what-if",
+        "recovery",
+        numbers,
+        [F.fig_strategy_ranking(frame), F.fig_badput(frame)],
+        [("Ranking (fewest dollars lost first)", frame)],
+    )
 
 
 def data_health(store: Store) -> Section:
     t = q_fleet.ingest_totals(store)
     _, quarantined = q_fleet.quarantine_page(store, limit=30)
-    return Section("Data health", "data-health",
-                   [("Files", f"{t['files']:,}"), ("Lines", f"{t['lines']:,}"),
-                    ("Parsed", f"{t['parsed']:,}"), ("Noise", f"{t['noise']:,}"),
-                    ("Quarantined", f"{t['quarantined']:,}")],
-                   [F.fig_ingest(q_fleet.ingest_by_format(store)),
-                    F.fig_quarantine_reasons(q_fleet.quarantine_reasons(store))],
-                   [("Quarantined lines (first 30)", quarantined)])
+    return Section(
+        "Data health",
+        "data-health",
+        [
+            ("Files", f"{t['files']:,}"),
+            ("Lines", f"{t['lines']:,}"),
+            ("Parsed", f"{t['parsed']:,}"),
+            ("Noise", f"{t['noise']:,}"),
+            ("Quarantined", f"{t['quarantined']:,}"),
+        ],
+        [
+            F.fig_ingest(q_fleet.ingest_by_format(store)),
+            F.fig_quarantine_reasons(q_fleet.quarantine_reasons(store)),
+        ],
+        [("Quarantined lines (first 30)", quarantined)],
+    )
 
 
 def build_sections(store: Store, f: Filters, models_dir: Path | None = None) -> list[Section]:

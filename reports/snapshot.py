@@ -32,6 +32,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
+
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.store import Store
 from faultlens.reports import rollups
@@ -148,9 +149,14 @@ class Snapshot:
 class SnapshotReader:
     """The latest consistent snapshot of ``source``; ``refresh()`` copies it again if it changed."""
 
-    def __init__(self, source: str | Path, workdir: str | Path | None = None, *,
-                 with_rollups: bool = True,
-                 warm: Callable[[Snapshot], None] | None = None) -> None:
+    def __init__(
+        self,
+        source: str | Path,
+        workdir: str | Path | None = None,
+        *,
+        with_rollups: bool = True,
+        warm: Callable[[Snapshot], None] | None = None,
+    ) -> None:
         self.source = Path(source).resolve()
         self.with_rollups = with_rollups
         self.warm = warm  # runs on a new snapshot before it is served (fills its memo)
@@ -213,8 +219,9 @@ class SnapshotReader:
         with self._background_lock:
             busy = self._background is not None and self._background.is_alive()
             if not busy and self.stale():
-                self._background = threading.Thread(target=self.refresh, daemon=True,
-                                                    name="faultlens-snapshot")
+                self._background = threading.Thread(
+                    target=self.refresh, daemon=True, name="faultlens-snapshot"
+                )
                 self._background.start()
         return self._current
 

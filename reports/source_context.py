@@ -70,7 +70,8 @@ class SourceContext:
 NO_ROOTS_MESSAGE = (
     "No log folders are configured, so source lines are not read from disk. Start the dashboard "
     "with `faultlens dashboard --logs DIR` (repeatable) or `--config faultlens.toml` (its "
-    "[ingest] paths).")
+    "[ingest] paths)."
+)
 OUTSIDE_MESSAGE = "This file is outside the configured log folders: it is not read."
 
 
@@ -109,10 +110,16 @@ def allowed_path(path: str | Path, roots: Iterable[Path]) -> Path | None:
     return None
 
 
-def read_context(path: str | Path | None, line: int | None, roots: Iterable[Path], *,
-                 before: int = BEFORE, after: int = AFTER,
-                 max_scan_bytes: int = MAX_SCAN_BYTES,
-                 max_line_bytes: int = MAX_LINE_BYTES) -> SourceContext:
+def read_context(
+    path: str | Path | None,
+    line: int | None,
+    roots: Iterable[Path],
+    *,
+    before: int = BEFORE,
+    after: int = AFTER,
+    max_scan_bytes: int = MAX_SCAN_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> SourceContext:
     """Lines ``line - before`` .. ``line + after`` of ``path``, if the configured ``roots``
     (resolved, see ``resolve_roots``) admit it."""
     roots = tuple(roots)
@@ -127,31 +134,41 @@ def read_context(path: str | Path | None, line: int | None, roots: Iterable[Path
     try:
         fh = _open_inside(real, roots)
     except FileNotFoundError:
-        return SourceContext(Status.NOT_FOUND, "The file is no longer there (rotated or "
-                             "deleted?).", target)
+        return SourceContext(
+            Status.NOT_FOUND, "The file is no longer there (rotated or deleted?).", target
+        )
     except _Refused as e:
         return SourceContext(e.status, e.message, target)
     except OSError as e:
         log.warning("cannot open %s: %s", real, e)
-        return SourceContext(Status.UNREADABLE, f"The file cannot be read: {e.strerror}.",
-                             target)
+        return SourceContext(Status.UNREADABLE, f"The file cannot be read: {e.strerror}.", target)
     first = max(1, target - before)
     try:
         with fh:
-            lines, cut_short = _window(_maybe_gunzip(fh), first, target + after,
-                                       max_scan_bytes, max_line_bytes)
+            lines, cut_short = _window(
+                _maybe_gunzip(fh), first, target + after, max_scan_bytes, max_line_bytes
+            )
     except (OSError, EOFError, gzip.BadGzipFile) as e:
         log.warning("cannot read %s: %s", real, e)
         return SourceContext(Status.UNREADABLE, f"The file cannot be read: {e}.", target)
     if not any(ln.number == target for ln in lines):
         if cut_short:
-            return SourceContext(Status.BEYOND_SCAN, f"Line {target:,} is past the first "
-                                 f"{max_scan_bytes // (1024 * 1024):,} MB of the file: not "
-                                 "shown.", target)
-        return SourceContext(Status.NO_LINE, f"The file has fewer than {target:,} lines now "
-                             "(rotated or truncated since it was ingested).", target)
-    return SourceContext(Status.OK, f"{real} lines {lines[0].number:,}-{lines[-1].number:,}",
-                         target, lines)
+            return SourceContext(
+                Status.BEYOND_SCAN,
+                f"Line {target:,} is past the first "
+                f"{max_scan_bytes // (1024 * 1024):,} MB of the file: not "
+                "shown.",
+                target,
+            )
+        return SourceContext(
+            Status.NO_LINE,
+            f"The file has fewer than {target:,} lines now "
+            "(rotated or truncated since it was ingested).",
+            target,
+        )
+    return SourceContext(
+        Status.OK, f"{real} lines {lines[0].number:,}-{lines[-1].number:,}", target, lines
+    )
 
 
 class _Refused(Exception):
@@ -194,8 +211,9 @@ def _maybe_gunzip(fh: BinaryIO) -> BinaryIO:
     return fh
 
 
-def _window(fh: BinaryIO, first: int, last: int, max_scan_bytes: int,
-            max_line_bytes: int) -> tuple[list[Line], bool]:
+def _window(
+    fh: BinaryIO, first: int, last: int, max_scan_bytes: int, max_line_bytes: int
+) -> tuple[list[Line], bool]:
     """Lines ``first``..``last`` (1-based) of ``fh``, each cut to ``max_line_bytes``; and whether
     the byte budget ran out before the window was complete (the file may have more)."""
     out: list[Line] = []
@@ -220,7 +238,7 @@ def _window(fh: BinaryIO, first: int, last: int, max_scan_bytes: int,
             end = nl if nl >= 0 else len(chunk)
             room = max_line_bytes - len(kept)
             if room > 0:
-                kept += chunk[pos:min(end, pos + room)]
+                kept += chunk[pos : min(end, pos + room)]
             size += end - pos
             if nl < 0:
                 break

@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+
 from faultlens.synth.config import Cause, SynthConfig
 
 # PCI bus ids of the 8 GPUs and 8 compute HCAs of an HGX H100 server.
@@ -39,12 +40,35 @@ GPU_BUSES = ("18", "2a", "3a", "5d", "9a", "ab", "ba", "db")
 NIC_BUSES = ("19", "29", "3b", "5c", "9b", "ac", "bb", "dc")
 GPU_MODEL = "NVIDIA H100 80GB HBM3"
 GPU_MODEL_B200 = "NVIDIA B200"
-USERS = (("alice", 1001), ("bob", 1002), ("chen", 1003), ("dana", 1004), ("eve", 1005),
-         ("farid", 1006), ("grace", 1007), ("hiro", 1008), ("ines", 1009), ("jon", 1010),
-         ("kira", 1011), ("liam", 1012))
+USERS = (
+    ("alice", 1001),
+    ("bob", 1002),
+    ("chen", 1003),
+    ("dana", 1004),
+    ("eve", 1005),
+    ("farid", 1006),
+    ("grace", 1007),
+    ("hiro", 1008),
+    ("ines", 1009),
+    ("jon", 1010),
+    ("kira", 1011),
+    ("liam", 1012),
+)
 ACCOUNTS = ("llm", "vision", "research", "infra")
-JOB_NAMES = ("pretrain", "sft", "eval", "ablation", "dpo", "tokenize", "vit_train", "bench",
-             "nccl_test", "distill", "rlhf", "moe_pretrain")
+JOB_NAMES = (
+    "pretrain",
+    "sft",
+    "eval",
+    "ablation",
+    "dpo",
+    "tokenize",
+    "vit_train",
+    "bench",
+    "nccl_test",
+    "distill",
+    "rlhf",
+    "moe_pretrain",
+)
 
 
 @dataclass
@@ -167,20 +191,28 @@ def build_nodes(config: SynthConfig, rng: np.random.Generator) -> list[Node]:
             fmt = "journal"
         else:
             fmt = "syslog"
-        nodes.append(Node(
-            name=f"gpu{i + 1:0{width}d}", index=i, gpus=gpus, lemon=i in lemons,
-            nic_pci=[f"0000:{b}:00.0" for b in NIC_BUSES], boot_s=[float(boot0[i])],
-            leaf=f"leaf{i // config.nodes_per_leaf + 1:02d}", log_format=fmt,
-            gpu_model=GPU_MODEL_B200 if i >= n - int(n * config.b200_fraction) else GPU_MODEL,
-        ))
+        nodes.append(
+            Node(
+                name=f"gpu{i + 1:0{width}d}",
+                index=i,
+                gpus=gpus,
+                lemon=i in lemons,
+                nic_pci=[f"0000:{b}:00.0" for b in NIC_BUSES],
+                boot_s=[float(boot0[i])],
+                leaf=f"leaf{i // config.nodes_per_leaf + 1:02d}",
+                log_format=fmt,
+                gpu_model=GPU_MODEL_B200 if i >= n - int(n * config.b200_fraction) else GPU_MODEL,
+            )
+        )
     return nodes
 
 
 # -- scheduling ------------------------------------------------------------------------------------
 
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-_SIZE_CUM = tuple(itertools.accumulate((0.70, 0.08, 0.07, 0.06, 0.04, 0.025, 0.012, 0.006, 0.004,
-                                        0.003)))
+_SIZE_CUM = tuple(
+    itertools.accumulate((0.70, 0.08, 0.07, 0.06, 0.04, 0.025, 0.012, 0.006, 0.004, 0.003))
+)
 _OUTCOMES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED")
 _OUTCOME_CUM = tuple(itertools.accumulate((0.72, 0.11, 0.10, 0.03, 0.02, 0.02)))
 
@@ -236,8 +268,13 @@ class Scheduler:
     service until repaired. Jobs still running at the end of the window stay RUNNING.
     """
 
-    def __init__(self, config: SynthConfig, nodes: list[Node], failures: list[Failure],
-                 rng: np.random.Generator) -> None:
+    def __init__(
+        self,
+        config: SynthConfig,
+        nodes: list[Node],
+        failures: list[Failure],
+        rng: np.random.Generator,
+    ) -> None:
         self.cfg, self.nodes, self.rng = config, nodes, rng
         self.horizon_s = config.days * 86400.0
         n = len(nodes)
@@ -290,8 +327,16 @@ class Scheduler:
                 break
             job = self._place(draw, chosen, start)
             if job.requeue and job.state == "NODE_FAIL" and job.end_s is not None:
-                again = _JobDraw(draw.n_nodes, draw.n_gpus, draw.dur_s, draw.limit_s,
-                                 draw.outcome, 0.0, restart_of=job, earliest_s=job.end_s + 120.0)
+                again = _JobDraw(
+                    draw.n_nodes,
+                    draw.n_gpus,
+                    draw.dur_s,
+                    draw.limit_s,
+                    draw.outcome,
+                    0.0,
+                    restart_of=job,
+                    earliest_s=job.end_s + 120.0,
+                )
                 seq += 1
                 heapq.heappush(pending, (again.earliest_s, seq, again))
             self.jobs.append(job)
@@ -354,17 +399,26 @@ class Scheduler:
         user, uid = USERS[u.int(0, len(USERS))] if prev is None else (prev.user, prev.uid)
         names = sorted(self.names[int(i)] for i in chosen)
         return Job(
-            job_id="", name=prev.name if prev else JOB_NAMES[u.int(0, len(JOB_NAMES))],
-            user=user, uid=uid,
+            job_id="",
+            name=prev.name if prev else JOB_NAMES[u.int(0, len(JOB_NAMES))],
+            user=user,
+            uid=uid,
             account=prev.account if prev else ACCOUNTS[u.int(0, len(ACCOUNTS))],
             partition="gpu" if draw.n_nodes < 64 else "large",
-            nodes=names, n_gpus=draw.n_gpus,
+            nodes=names,
+            n_gpus=draw.n_gpus,
             submit_s=prev.submit_s if prev else max(start - draw.wait_s, -3600.0),
-            start_s=start, end_s=None, state="", exit_code="", time_limit_s=draw.limit_s,
-            origin=self.cfg.start, previous=prev,
-            requeue=prev is not None or (draw.n_nodes >= 2 and u.random() <
-                                          self.cfg.requeue_fraction),
-            planned_end_s=planned_end, outcome=draw.outcome,
+            start_s=start,
+            end_s=None,
+            state="",
+            exit_code="",
+            time_limit_s=draw.limit_s,
+            origin=self.cfg.start,
+            previous=prev,
+            requeue=prev is not None
+            or (draw.n_nodes >= 2 and u.random() < self.cfg.requeue_fraction),
+            planned_end_s=planned_end,
+            outcome=draw.outcome,
         )
 
 

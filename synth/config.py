@@ -141,9 +141,7 @@ class SynthConfig:
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["start"] = self.start.isoformat()
-        d["causes"] = [
-            {**asdict(c), "category": str(c.category)} for c in self.causes
-        ]
+        d["causes"] = [{**asdict(c), "category": str(c.category)} for c in self.causes]
         return d
 
     @property

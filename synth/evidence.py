@@ -7,6 +7,7 @@ text. Keys used here are the template names in ``kernel_logs.TEMPLATES``.
 from __future__ import annotations
 
 import numpy as np
+
 from faultlens.synth.cluster import Failure, Job, Node
 from faultlens.synth.config import SynthConfig
 from faultlens.synth.failures import DAY, HOUR, KEvent
@@ -53,14 +54,24 @@ _PRECURSORS: dict[str, list[tuple[str, int, int, float, float]]] = {
 }
 
 # Benign episodes on healthy hardware (false-positive precursors), with relative weights.
-_BENIGN = (("xid92", 1.0), ("xid63", 1.0), ("nvlink_nonfatal", 1.0), ("ib_flap", 3.0),
-           ("aer_corrected", 2.0), ("edac_ce", 1.0), ("xid119", 0.3), ("nvme_timeout", 0.5),
-           ("cpu_throttle", 1.0), ("hung_task", 0.5))
+_BENIGN = (
+    ("xid92", 1.0),
+    ("xid63", 1.0),
+    ("nvlink_nonfatal", 1.0),
+    ("ib_flap", 3.0),
+    ("aer_corrected", 2.0),
+    ("edac_ce", 1.0),
+    ("xid119", 0.3),
+    ("nvme_timeout", 0.5),
+    ("cpu_throttle", 1.0),
+    ("hung_task", 0.5),
+)
 _GPU_KEYS = {"xid92", "xid63", "xid94", "xid94_sram", "nvlink_nonfatal", "xid119", "aer_corrected"}
 
 
-def failure_events(failures: list[Failure], nodes: list[Node], rng: np.random.Generator
-                   ) -> list[KEvent]:
+def failure_events(
+    failures: list[Failure], nodes: list[Node], rng: np.random.Generator
+) -> list[KEvent]:
     out: list[KEvent] = []
     for f in failures:
         node = nodes[f.node]
@@ -72,8 +83,16 @@ def failure_events(failures: list[Failure], nodes: list[Node], rng: np.random.Ge
             extra = {"multiline": bool(rng.random() < 0.3)} if key == "xid79" else {}
             if key in ("ib_down", "ib_down_all", "mlx5_fatal"):
                 extra["port"] = int(rng.integers(len(node.nic_pci)))
-            out.append(KEvent(f.ts_s + k * float(rng.uniform(0.001, 2.0)), f.node, f.gpu, key,
-                              fid, extra=extra))
+            out.append(
+                KEvent(
+                    f.ts_s + k * float(rng.uniform(0.001, 2.0)),
+                    f.node,
+                    f.gpu,
+                    key,
+                    fid,
+                    extra=extra,
+                )
+            )
         if f.cause.name in ("Network Switch/Cable", "NIC") and f.repair_s > 0:
             port = out[-1].extra.get("port", 0) if out else 0
             out.append(KEvent(f.end_s, f.node, None, "ib_up", fid, extra={"port": port}))
@@ -93,13 +112,21 @@ def _precursors(f: Failure, node: Node, rng: np.random.Generator) -> list[KEvent
         leads = np.sort(rng.uniform(lo_h, hi_h, size=n))[::-1]
         for lead in leads:
             extra = {"port": int(rng.integers(len(node.nic_pci)))} if pkey == "ib_flap" else {}
-            out.append(KEvent(max(f.ts_s - lead * HOUR, -DAY + 1.0), f.node, f.gpu, pkey, f.fid,
-                              precursor=True, extra=extra))
+            out.append(
+                KEvent(
+                    max(f.ts_s - lead * HOUR, -DAY + 1.0),
+                    f.node,
+                    f.gpu,
+                    pkey,
+                    f.fid,
+                    precursor=True,
+                    extra=extra,
+                )
+            )
     return out
 
 
-def benign_events(config: SynthConfig, nodes: list[Node], rng: np.random.Generator
-                  ) -> list[KEvent]:
+def benign_events(config: SynthConfig, nodes: list[Node], rng: np.random.Generator) -> list[KEvent]:
     """Precursor-like episodes on hardware that does not fail (the false-positive noise): one or
     two isolated events, or with probability ``benign_burst_share`` a burst of three to six that
     looks like a failing part and leads nowhere."""
@@ -118,8 +145,9 @@ def benign_events(config: SynthConfig, nodes: list[Node], rng: np.random.Generat
         reps = int(rng.integers(3, 7)) if burst else int(rng.integers(1, 3))
         for r in range(reps):
             extra = {"port": int(rng.integers(8))} if key == "ib_flap" else {}
-            out.append(KEvent(t + r * float(rng.uniform(60, 4 * HOUR)), i, gpu, key, None,
-                              extra=extra))
+            out.append(
+                KEvent(t + r * float(rng.uniform(60, 4 * HOUR)), i, gpu, key, None, extra=extra)
+            )
     return out
 
 

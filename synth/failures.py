@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from faultlens.synth.cluster import Failure, Job, Node, kill_job, still_running
 from faultlens.synth.config import VARIANT_PRECURSOR_P, Cause, SynthConfig
 
@@ -39,8 +40,9 @@ def _hw_causes(config: SynthConfig) -> list[Cause]:
     return [c for c in config.causes if not c.needs_job]
 
 
-def sample_hw_failures(config: SynthConfig, nodes: list[Node], rng: np.random.Generator
-                       ) -> list[Failure]:
+def sample_hw_failures(
+    config: SynthConfig, nodes: list[Node], rng: np.random.Generator
+) -> list[Failure]:
     """Node-level failures over the window; lemons at ``lemon_multiplier`` times the base rate.
 
     The base rate is chosen so that the expected cluster-wide rate of all failures (hardware and
@@ -70,8 +72,13 @@ def sample_hw_failures(config: SynthConfig, nodes: list[Node], rng: np.random.Ge
         sl = slice(k, k + int(counts[i]))
         k += int(counts[i])
         last_end = -np.inf
-        for t, ci, sp, st in zip(np.sort(times_all[sl]).tolist(), cause_all[sl].tolist(),
-                                 spread[sl].tolist(), settle[sl].tolist(), strict=True):
+        for t, ci, sp, st in zip(
+            np.sort(times_all[sl]).tolist(),
+            cause_all[sl].tolist(),
+            spread[sl].tolist(),
+            settle[sl].tolist(),
+            strict=True,
+        ):
             t = max(t, last_end + st)  # not while the node is still in repair
             if t >= horizon:
                 break
@@ -86,8 +93,9 @@ def sample_hw_failures(config: SynthConfig, nodes: list[Node], rng: np.random.Ge
     return failures
 
 
-def _expand_switch_failures(config: SynthConfig, nodes: list[Node], failures: list[Failure],
-                            rng: np.random.Generator) -> list[Failure]:
+def _expand_switch_failures(
+    config: SynthConfig, nodes: list[Node], failures: list[Failure], rng: np.random.Generator
+) -> list[Failure]:
     """Turn a share of network failures into leaf-switch failures that hit every node behind it."""
     by_leaf: dict[str, list[int]] = {}
     for nd in nodes:
@@ -102,8 +110,19 @@ def _expand_switch_failures(config: SynthConfig, nodes: list[Node], failures: li
         f.repair_s = float(rng.uniform(1, 6) * HOUR)
         for j in by_leaf[f.leaf]:
             if j != f.node:
-                out.append(Failure(0, f.ts_s + float(rng.uniform(0, 2)), j, None, f.cause,
-                                   f.repair_s, leaf=f.leaf, primary=f, variant="switch"))
+                out.append(
+                    Failure(
+                        0,
+                        f.ts_s + float(rng.uniform(0, 2)),
+                        j,
+                        None,
+                        f.cause,
+                        f.repair_s,
+                        leaf=f.leaf,
+                        primary=f,
+                        variant="switch",
+                    )
+                )
     out.sort(key=lambda f: (f.ts_s, f.node))
     return out
 
@@ -125,8 +144,13 @@ def _pick_variant(f: Failure, node: Node, rng: np.random.Generator) -> None:
     f.has_precursors = f.primary is None and rng.random() < p
 
 
-def place_job_failures(config: SynthConfig, nodes: list[Node], jobs: list[Job],
-                       first_fid: int, rng: np.random.Generator) -> list[Failure]:
+def place_job_failures(
+    config: SynthConfig,
+    nodes: list[Node],
+    jobs: list[Job],
+    first_fid: int,
+    rng: np.random.Generator,
+) -> list[Failure]:
     """Software-side failures, placed uniformly in busy node-time; each kills its job."""
     total = sum(c.count for c in config.causes)
     sw = [c for c in config.causes if c.needs_job]

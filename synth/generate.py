@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from faultlens.synth.cluster import Failure, Job, Node, Scheduler, assign_job_ids, build_nodes
 from faultlens.synth.config import SynthConfig
 from faultlens.synth.evidence import app_events, benign_events, failure_events
@@ -38,8 +39,20 @@ from faultlens.synth.truth import build_truth, write_truth
 log = logging.getLogger(__name__)
 
 # Named random streams (index into SeedSequence.spawn); append new names at the end only.
-_STREAMS = ("nodes", "hw_failures", "scheduler", "sw_failures", "evidence", "benign", "app",
-            "kernel", "slurm", "training", "job_logs", "telemetry")
+_STREAMS = (
+    "nodes",
+    "hw_failures",
+    "scheduler",
+    "sw_failures",
+    "evidence",
+    "benign",
+    "app",
+    "kernel",
+    "slurm",
+    "training",
+    "job_logs",
+    "telemetry",
+)
 
 
 @dataclass
@@ -61,8 +74,11 @@ class SynthResult:
     truth: dict[str, Any]
 
     def to_json(self) -> dict[str, Any]:
-        return {"out": str(self.out), "files": [str(p) for p in self.files],
-                "ground_truth": str(self.ground_truth)}
+        return {
+            "out": str(self.out),
+            "files": [str(p) for p in self.files],
+            "ground_truth": str(self.ground_truth),
+        }
 
 
 def _streams(seed: int) -> dict[str, np.random.SeedSequence]:
@@ -121,14 +137,23 @@ def generate(config: SynthConfig, out_dir: Path | str) -> SynthResult:
     out.mkdir(parents=True, exist_ok=True)
     cluster = simulate(config)
     ss = _streams(config.seed)
-    files = write_kernel_logs(config, cluster.nodes, cluster.events, cluster.failures, out,
-                              ss["kernel"])
-    files += write_slurm(config.start, config.days * DAY, cluster.jobs, cluster.failures,
-                         cluster.nodes, out, np.random.default_rng(ss["slurm"]))
+    files = write_kernel_logs(
+        config, cluster.nodes, cluster.events, cluster.failures, out, ss["kernel"]
+    )
+    files += write_slurm(
+        config.start,
+        config.days * DAY,
+        cluster.jobs,
+        cluster.failures,
+        cluster.nodes,
+        out,
+        np.random.default_rng(ss["slurm"]),
+    )
     files += _phase2(cluster, out, ss)
     stragglers = _stragglers(cluster, out, np.random.default_rng(ss["training"]))
-    truth = build_truth(config, cluster.nodes, cluster.jobs, cluster.failures, cluster.events,
-                        stragglers)
+    truth = build_truth(
+        config, cluster.nodes, cluster.jobs, cluster.failures, cluster.events, stragglers
+    )
     gt = write_truth(truth, out)
     _set_mtimes(config, out)
     files = sorted(p for name in OUTPUTS[:-1] for p in _files_under(out / name))

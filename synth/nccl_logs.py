@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from faultlens.synth.cluster import Job, Node
 from faultlens.synth.failures import KEvent
 
@@ -71,8 +72,10 @@ def _init_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> list[str]:
             out.append(f"NCCL version {NCCL_VERSION}+cuda12.4")
         out.append(f"{pt} NCCL INFO NET/IB : Using {nics} [RO]; OOB ibp{24 + d}s0:{_ip(nd)}<0>")
         out.append(f"{pt} NCCL INFO Using network IB")
-        init = (f"{pt} NCCL INFO ncclCommInitRank comm {comm} rank {r} nranks {rk.n} cudaDev {d} "
-                f"nvmlDev {d} busId {_bus(nd, d)} commId {comm_id}")
+        init = (
+            f"{pt} NCCL INFO ncclCommInitRank comm {comm} rank {r} nranks {rk.n} cudaDev {d} "
+            f"nvmlDev {d} busId {_bus(nd, d)} commId {comm_id}"
+        )
         out.append(init + " - Init START")
         out.append(init + " - Init COMPLETE")
     return out
@@ -81,25 +84,29 @@ def _init_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> list[str]:
 def _ib_error(rk: _Ranks, r: int, peer: Node, rng: np.random.Generator) -> list[str]:
     pt = rk.prefix(r, rk.tid_off + 7)
     gid = f"fe80::a288:c203:{rk.node(r).index:x}:{r % 8:x}"
-    return [f"{pt} transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
-            f"{_ip(peer)}<{int(rng.integers(30000, 60000))}> with status=12 opcode=0 len=0 "
-            f"vendor err 129 (Recv) localGid {gid} remoteGids fe80::a288:c203:{peer.index:x}:0",
-            f"{pt} NCCL INFO transport/net.cc:1302 -> 6",
-            f"{pt} NCCL INFO proxy.cc:698 -> 6",
-            f"{pt} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]"]
+    return [
+        f"{pt} transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer "
+        f"{_ip(peer)}<{int(rng.integers(30000, 60000))}> with status=12 opcode=0 len=0 "
+        f"vendor err 129 (Recv) localGid {gid} remoteGids fe80::a288:c203:{peer.index:x}:0",
+        f"{pt} NCCL INFO transport/net.cc:1302 -> 6",
+        f"{pt} NCCL INFO proxy.cc:698 -> 6",
+        f"{pt} NCCL INFO proxy.cc:878 -> 6 [Progress Thread]",
+    ]
 
 
 def _dist_backend_error(r: int, peer: Node, rng: np.random.Generator) -> list[str]:
     stamp = f"[rank{r}]: "
     port = int(rng.integers(30000, 60000))
-    return [stamp + "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
-            "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
-            f"error, NCCL version {NCCL_VERSION}",
-            stamp + "ncclRemoteError: A call failed possibly due to a network error or a remote "
-            "process exiting prematurely.",
-            stamp + "Last error:",
-            stamp + f"NET/IB : Got completion from peer {_ip(peer)}<{port}> with status=12 "
-            "opcode=0 len=0 vendor err 129 (Recv)"]
+    return [
+        stamp + "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+        "distributed/c10d/NCCLUtils.hpp:268, remote process exited or there was a network "
+        f"error, NCCL version {NCCL_VERSION}",
+        stamp + "ncclRemoteError: A call failed possibly due to a network error or a remote "
+        "process exiting prematurely.",
+        stamp + "Last error:",
+        stamp + f"NET/IB : Got completion from peer {_ip(peer)}<{port}> with status=12 "
+        "opcode=0 len=0 vendor err 129 (Recv)",
+    ]
 
 
 def _glog(job: Job, t_s: float) -> str:
@@ -113,13 +120,17 @@ def _watchdog(job: Job, rk: _Ranks, dead: set[int], t_s: float, seq: int) -> lis
         if r in dead:
             continue
         stamp = _glog(job, t_s + 0.001 * r)
-        out.append(f"[rank{r}]:[{stamp} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
-                   f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
-                   f"NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for "
-                   f"{600000 + r % 97} milliseconds before timing out.")
-        out.append(f"[rank{r}]:[{stamp} ProcessGroupNCCL.cpp:1664] [PG 1 Rank {r}] Exception "
-                   f"(either an error or timeout) detected by watchdog at work: {seq}, last "
-                   f"enqueued NCCL work: {seq + 2}, last completed NCCL work: {seq - 1}.")
+        out.append(
+            f"[rank{r}]:[{stamp} ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught "
+            f"collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+            f"NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for "
+            f"{600000 + r % 97} milliseconds before timing out."
+        )
+        out.append(
+            f"[rank{r}]:[{stamp} ProcessGroupNCCL.cpp:1664] [PG 1 Rank {r}] Exception "
+            f"(either an error or timeout) detected by watchdog at work: {seq}, last "
+            f"enqueued NCCL work: {seq + 2}, last completed NCCL work: {seq - 1}."
+        )
     return out
 
 
@@ -127,22 +138,24 @@ def _child_failed(job: Job, rk: _Ranks, r: int, t_s: float, exitcode: int) -> li
     t = job.origin + timedelta(seconds=t_s)
     sig = {-6: "Signal 6 (SIGABRT) received by PID", -9: "Signal 9 (SIGKILL) received by PID"}
     tb = f"{sig[exitcode]} {rk.pid[r]}" if exitcode in sig else "<N/A>"
-    return ["torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
-            "============================================================",
-            "train.py FAILED",
-            "------------------------------------------------------------",
-            "Failures:",
-            "  <NO_OTHER_FAILURES>",
-            "------------------------------------------------------------",
-            "Root Cause (first observed failure):",
-            "[0]:",
-            f"  time      : {t:%Y-%m-%d_%H:%M:%S}",
-            f"  host      : {rk.node(r).name}",
-            f"  rank      : {r} (local_rank: {r % rk.per})",
-            f"  exitcode  : {exitcode} (pid: {rk.pid[r]})",
-            "  error_file: <N/A>",
-            f"  traceback : {tb}",
-            "============================================================"]
+    return [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+        "  <NO_OTHER_FAILURES>",
+        "------------------------------------------------------------",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        f"  time      : {t:%Y-%m-%d_%H:%M:%S}",
+        f"  host      : {rk.node(r).name}",
+        f"  rank      : {r} (local_rank: {r % rk.per})",
+        f"  exitcode  : {exitcode} (pid: {rk.pid[r]})",
+        "  error_file: <N/A>",
+        f"  traceback : {tb}",
+        "============================================================",
+    ]
 
 
 def _failure_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> tuple[list[str], list[str]]:
@@ -165,9 +178,11 @@ def _failure_lines(job: Job, rk: _Ranks, rng: np.random.Generator) -> tuple[list
             return nccl, torch
         t_end = job.origin + timedelta(seconds=end)
         torch.append(f"srun: error: Node failure on {job.failure_node}")
-        torch.append(f"slurmstepd: error: *** JOB {job.job_id} ON {names[0]} CANCELLED AT "
-                     f"{t_end:%Y-%m-%dT%H:%M:%S} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR "
-                     "DETAILS ***")
+        torch.append(
+            f"slurmstepd: error: *** JOB {job.job_id} ON {names[0]} CANCELLED AT "
+            f"{t_end:%Y-%m-%dT%H:%M:%S} DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR "
+            "DETAILS ***"
+        )
         return nccl, torch
     if end - t >= 590:  # a hung GPU or collective: the other ranks' watchdog fires
         torch += _watchdog(job, rk, {bad}, t + 600.0, seq)
@@ -189,22 +204,31 @@ def _flap_lines(job: Job, rk: _Ranks, flaps: list[KEvent]) -> list[str]:
         ni = [nd.index for nd in rk.nodes].index(ev.node)
         port = int(ev.extra.get("port", 0))
         r = ni * rk.per + min(port, rk.per - 1)
-        out.append(f"{rk.prefix(r, rk.tid_off + 3)} NCCL WARN NET/IB : Got async event : port "
-                   f"error ({names[ni]} mlx5_{port})")
+        out.append(
+            f"{rk.prefix(r, rk.tid_off + 3)} NCCL WARN NET/IB : Got async event : port "
+            f"error ({names[ni]} mlx5_{port})"
+        )
     return out
 
 
-_BANNER = ["*****************************************",
-           "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
-           "avoid your system being overloaded, please further tune the variable for optimal "
-           "performance in your application as needed. ",
-           "*****************************************"]
+_BANNER = [
+    "*****************************************",
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to "
+    "avoid your system being overloaded, please further tune the variable for optimal "
+    "performance in your application as needed. ",
+    "*****************************************",
+]
 
 
 def _chosen(jobs: list[Job], rng: np.random.Generator) -> list[Job]:
     failed_ids = {j.job_id for j in jobs if j.failure_cause is not None and j.end_s is not None}
-    normal = sorted({j.job_id for j in jobs if len(j.nodes) > 1 and j.job_id not in failed_ids
-                     and j.end_s is not None})
+    normal = sorted(
+        {
+            j.job_id
+            for j in jobs
+            if len(j.nodes) > 1 and j.job_id not in failed_ids and j.end_s is not None
+        }
+    )
     if len(normal) > MAX_NORMAL_JOBS:
         normal = sorted(rng.choice(normal, size=MAX_NORMAL_JOBS, replace=False).tolist())
     keep = failed_ids | set(normal)
@@ -223,8 +247,15 @@ def write_job_logs(cluster: Cluster, out: Path, rng: np.random.Generator) -> lis
         nccl, torch = texts.setdefault(job.job_id, ([], []))
         nccl += _init_lines(job, rk, rng)
         end = job.end_s if job.end_s is not None else np.inf
-        flaps = sorted((ev for nd in rk.nodes for ev in flaps_by_node.get(nd.index, ())
-                        if job.start_s <= ev.ts_s < end), key=lambda e: e.ts_s)
+        flaps = sorted(
+            (
+                ev
+                for nd in rk.nodes
+                for ev in flaps_by_node.get(nd.index, ())
+                if job.start_s <= ev.ts_s < end
+            ),
+            key=lambda e: e.ts_s,
+        )
         nccl += _flap_lines(job, rk, flaps)
         if job.failure_cause is not None and job.end_s is not None:
             more_nccl, more_torch = _failure_lines(job, rk, rng)

@@ -11,11 +11,27 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+
 from faultlens.synth.cluster import Failure, Job, Node
 
-SACCT_COLUMNS = ("JobID", "JobIDRaw", "JobName", "User", "Account", "Partition", "NodeList",
-                 "NNodes", "AllocTRES", "Submit", "Start", "End", "Elapsed", "Timelimit", "State",
-                 "ExitCode")
+SACCT_COLUMNS = (
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "User",
+    "Account",
+    "Partition",
+    "NodeList",
+    "NNodes",
+    "AllocTRES",
+    "Submit",
+    "Start",
+    "End",
+    "Elapsed",
+    "Timelimit",
+    "State",
+    "ExitCode",
+)
 
 
 def hostlist(names: list[str]) -> str:
@@ -64,23 +80,38 @@ def _steps(job: Job) -> list[tuple[str, str, str, str, str, str]]:
     tres_all = _tres(n_nodes, job.n_gpus)
     tres_one = _tres(1, min(job.n_gpus, 8))
     if st == "RUNNING":
-        return [("batch", "batch", job.nodes[0], "RUNNING", "0:0", tres_one),
-                ("extern", "extern", "all", "RUNNING", "0:0", tres_all),
-                ("0", job.name, "all", "RUNNING", "0:0", tres_all)]
-    batch = {"COMPLETED": ("COMPLETED", "0:0"), "FAILED": ("FAILED", job.exit_code),
-             "NODE_FAIL": ("CANCELLED", ""), "TIMEOUT": ("CANCELLED", "0:15"),
-             "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125"), "PREEMPTED": ("CANCELLED", "0:15")}
-    step0 = {"COMPLETED": ("COMPLETED", "0:0"), "FAILED": ("FAILED", job.exit_code),
-             "NODE_FAIL": ("CANCELLED", "0:9"), "TIMEOUT": ("CANCELLED", "0:15"),
-             "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125"), "PREEMPTED": ("CANCELLED", "0:15")}
+        return [
+            ("batch", "batch", job.nodes[0], "RUNNING", "0:0", tres_one),
+            ("extern", "extern", "all", "RUNNING", "0:0", tres_all),
+            ("0", job.name, "all", "RUNNING", "0:0", tres_all),
+        ]
+    batch = {
+        "COMPLETED": ("COMPLETED", "0:0"),
+        "FAILED": ("FAILED", job.exit_code),
+        "NODE_FAIL": ("CANCELLED", ""),
+        "TIMEOUT": ("CANCELLED", "0:15"),
+        "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125"),
+        "PREEMPTED": ("CANCELLED", "0:15"),
+    }
+    step0 = {
+        "COMPLETED": ("COMPLETED", "0:0"),
+        "FAILED": ("FAILED", job.exit_code),
+        "NODE_FAIL": ("CANCELLED", "0:9"),
+        "TIMEOUT": ("CANCELLED", "0:15"),
+        "OUT_OF_MEMORY": ("OUT_OF_MEMORY", "0:125"),
+        "PREEMPTED": ("CANCELLED", "0:15"),
+    }
     key = "CANCELLED" if st.startswith("CANCELLED") else st
     b = batch.get(key, ("CANCELLED", "0:15"))
     s0 = step0.get(key, ("CANCELLED", "0:15"))
     if job.exit_code == "0:11" and st == "FAILED":
         s0 = ("CANCELLED", "0:11")  # a rank that segfaulted: its srun step is CANCELLED 0:11
     ext = ("CANCELLED", "") if st == "NODE_FAIL" else ("COMPLETED", "0:0")
-    return [("batch", "batch", job.nodes[0], *b, tres_one), ("extern", "extern", "all", *ext,
-            tres_all), ("0", job.name, "all", *s0, tres_all)]
+    return [
+        ("batch", "batch", job.nodes[0], *b, tres_one),
+        ("extern", "extern", "all", *ext, tres_all),
+        ("0", job.name, "all", *s0, tres_all),
+    ]
 
 
 def sacct_text(jobs: list[Job]) -> str:
@@ -90,17 +121,54 @@ def sacct_text(jobs: list[Job]) -> str:
         end = job.end
         elapsed = _elapsed((job.end_s if job.end_s is not None else job.start_s) - job.start_s)
         limit = _elapsed(job.time_limit_s)
-        lines.append("|".join((job.job_id, job.job_id, job.name, job.user, job.account,
-                               job.partition, nl, str(len(job.nodes)),
-                               _tres(len(job.nodes), job.n_gpus), _ts(job.submit), _ts(job.start),
-                               _ts(end), elapsed, limit, job.state, job.exit_code)))
+        lines.append(
+            "|".join(
+                (
+                    job.job_id,
+                    job.job_id,
+                    job.name,
+                    job.user,
+                    job.account,
+                    job.partition,
+                    nl,
+                    str(len(job.nodes)),
+                    _tres(len(job.nodes), job.n_gpus),
+                    _ts(job.submit),
+                    _ts(job.start),
+                    _ts(end),
+                    elapsed,
+                    limit,
+                    job.state,
+                    job.exit_code,
+                )
+            )
+        )
         for suffix, name, nodes, state, code, tres in _steps(job):
             snl = nl if nodes == "all" else nodes
             nn = len(job.nodes) if nodes == "all" else 1
             start = job.start + timedelta(seconds=1 if suffix == "0" else 0)
-            lines.append("|".join((f"{job.job_id}.{suffix}", f"{job.job_id}.{suffix}", name, "",
-                                   job.account, "", snl, str(nn), tres, _ts(start), _ts(start),
-                                   _ts(end), elapsed, "", state, code)))
+            lines.append(
+                "|".join(
+                    (
+                        f"{job.job_id}.{suffix}",
+                        f"{job.job_id}.{suffix}",
+                        name,
+                        "",
+                        job.account,
+                        "",
+                        snl,
+                        str(nn),
+                        tres,
+                        _ts(start),
+                        _ts(start),
+                        _ts(end),
+                        elapsed,
+                        "",
+                        state,
+                        code,
+                    )
+                )
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -112,10 +180,20 @@ def _ctld_job_lines(job: Job, rng: np.random.Generator) -> list[tuple[float, str
     jid = f"JobId={job.job_id}"
     out = []
     if job.restart_of is None:
-        out.append((job.submit_s, f"_slurm_rpc_submit_batch_job: {jid} InitPrio=4294901760 "
-                    f"usec={int(rng.integers(200, 2000))}"))
-    out.append((job.start_s, f"sched: Allocate {jid} NodeList={nl} #CPUs={16 * job.n_gpus} "
-                f"Partition={job.partition}"))
+        out.append(
+            (
+                job.submit_s,
+                f"_slurm_rpc_submit_batch_job: {jid} InitPrio=4294901760 "
+                f"usec={int(rng.integers(200, 2000))}",
+            )
+        )
+    out.append(
+        (
+            job.start_s,
+            f"sched: Allocate {jid} NodeList={nl} #CPUs={16 * job.n_gpus} "
+            f"Partition={job.partition}",
+        )
+    )
     if job.end_s is None:
         return out
     end, st = job.end_s, job.state
@@ -152,8 +230,9 @@ _DRAIN_REASON = {
 }
 
 
-def _ctld_failure_lines(f: Failure, node: Node, rng: np.random.Generator
-                        ) -> list[tuple[float, str]]:
+def _ctld_failure_lines(
+    f: Failure, node: Node, rng: np.random.Generator
+) -> list[tuple[float, str]]:
     name = node.name
     if f.repair_s <= 0:
         return []
@@ -161,8 +240,12 @@ def _ctld_failure_lines(f: Failure, node: Node, rng: np.random.Generator
     if f.cause.node_down:
         out.append((f.ts_s + float(rng.uniform(60, 200)), f"error: Nodes {name} not responding"))
         if f.job is None:
-            out.append((f.ts_s + float(rng.uniform(300, 400)),
-                        f"error: Nodes {name} not responding, setting DOWN"))
+            out.append(
+                (
+                    f.ts_s + float(rng.uniform(300, 400)),
+                    f"error: Nodes {name} not responding, setting DOWN",
+                )
+            )
         out.append((f.end_s + 30.0, f"Node {name} now responding"))
     else:
         reason = _DRAIN_REASON.get(f.cause.name, f.cause.name)
@@ -175,8 +258,14 @@ def _ctld_failure_lines(f: Failure, node: Node, rng: np.random.Generator
     return out
 
 
-def slurmctld_text(config_start: datetime, horizon_s: float, jobs: list[Job],
-                   failures: list[Failure], nodes: list[Node], rng: np.random.Generator) -> str:
+def slurmctld_text(
+    config_start: datetime,
+    horizon_s: float,
+    jobs: list[Job],
+    failures: list[Failure],
+    nodes: list[Node],
+    rng: np.random.Generator,
+) -> str:
     entries: list[tuple[float, str]] = []
     for job in jobs:
         entries.extend(_ctld_job_lines(job, rng))
@@ -190,9 +279,15 @@ def slurmctld_text(config_start: datetime, horizon_s: float, jobs: list[Job],
     return "".join(f"[{s}] {msg}\n" for s, (_, msg) in zip(stamps.tolist(), entries, strict=True))
 
 
-def write_slurm(config_start: datetime, horizon_s: float, jobs: list[Job],
-                failures: list[Failure], nodes: list[Node], out_dir: Path,
-                rng: np.random.Generator) -> list[Path]:
+def write_slurm(
+    config_start: datetime,
+    horizon_s: float,
+    jobs: list[Job],
+    failures: list[Failure],
+    nodes: list[Node],
+    out_dir: Path,
+    rng: np.random.Generator,
+) -> list[Path]:
     d = out_dir / "slurm"
     d.mkdir(parents=True, exist_ok=True)
     sacct = d / "sacct.txt"

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
+
 from faultlens.synth.cluster import Node
 from faultlens.synth.failures import DAY, HOUR
 
@@ -31,15 +32,27 @@ if TYPE_CHECKING:
 DRIVER = "535.161.08"
 P = "DCGM_FI_DEV_"
 GAUGES = (P + "GPU_TEMP", P + "POWER_USAGE", P + "SM_CLOCK", P + "CLOCK_THROTTLE_REASONS")
-COUNTERS = (P + "ECC_SBE_VOL_TOTAL", P + "ECC_DBE_VOL_TOTAL", P + "CORRECTABLE_REMAPPED_ROWS",
-            P + "ROW_REMAP_FAILURE", P + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-            P + "PCIE_REPLAY_COUNTER")
+COUNTERS = (
+    P + "ECC_SBE_VOL_TOTAL",
+    P + "ECC_DBE_VOL_TOTAL",
+    P + "CORRECTABLE_REMAPPED_ROWS",
+    P + "ROW_REMAP_FAILURE",
+    P + "NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    P + "PCIE_REPLAY_COUNTER",
+)
 # Counter increments (metric index in COUNTERS, low, high) per kernel event key.
 _STEPS: dict[str, list[tuple[int, int, int]]] = {
-    "xid92": [(0, 200, 2000)], "xid63": [(0, 20, 300), (2, 1, 2)], "xid94": [(1, 1, 2)],
-    "xid94_sram": [(1, 1, 2)], "xid95": [(1, 1, 3)], "xid95_sram": [(1, 1, 3)],
-    "xid48": [(1, 1, 3)], "xid64": [(3, 1, 2)], "nvlink_nonfatal": [(4, 100, 5000)],
-    "nvlink_fatal": [(4, 5000, 50000)], "aer_corrected": [(5, 5, 200)],
+    "xid92": [(0, 200, 2000)],
+    "xid63": [(0, 20, 300), (2, 1, 2)],
+    "xid94": [(1, 1, 2)],
+    "xid94_sram": [(1, 1, 2)],
+    "xid95": [(1, 1, 3)],
+    "xid95_sram": [(1, 1, 3)],
+    "xid48": [(1, 1, 3)],
+    "xid64": [(3, 1, 2)],
+    "nvlink_nonfatal": [(4, 100, 5000)],
+    "nvlink_fatal": [(4, 5000, 50000)],
+    "aer_corrected": [(5, 5, 200)],
 }
 CONTROL_FRACTION = 0.03
 
@@ -75,8 +88,16 @@ def _node_days(cluster: Cluster, rng: np.random.Generator) -> dict[int, set[int]
     return {d: chosen[d] for d in range(n_days) if chosen.get(d)}
 
 
-def _series(cluster: Cluster, node: Node, t: np.ndarray, busy, steps, thermal, absent,
-            rng: np.random.Generator) -> list[tuple[int, str, np.ndarray, np.ndarray]]:
+def _series(
+    cluster: Cluster,
+    node: Node,
+    t: np.ndarray,
+    busy,
+    steps,
+    thermal,
+    absent,
+    rng: np.random.Generator,
+) -> list[tuple[int, str, np.ndarray, np.ndarray]]:
     """(gpu, metric, times, values) for every GPU of ``node`` at times ``t``."""
     if busy is None:
         util = np.zeros(len(t))
@@ -98,8 +119,9 @@ def _series(cluster: Cluster, node: Node, t: np.ndarray, busy, steps, thermal, a
         throttle = np.where(temp > 87, 0x40, 0)
         clock = np.where(u > 0, 1980, 345) * np.where(throttle > 0, 0.75, 1.0)
         power = 70 + 560 * u * np.where(throttle > 0, 0.8, 1.0) + rng.normal(0, 12, len(tt))
-        for name, vals in zip(GAUGES, (np.round(temp), np.round(power, 3), np.round(clock),
-                                       throttle), strict=True):
+        for name, vals in zip(
+            GAUGES, (np.round(temp), np.round(power, 3), np.round(clock), throttle), strict=True
+        ):
             out.append((g, name, tt, vals))
         for m, name in enumerate(COUNTERS):
             times, incs = steps.get((g, m), (np.empty(0), np.empty(0)))
@@ -114,7 +136,8 @@ def _series(cluster: Cluster, node: Node, t: np.ndarray, busy, steps, thermal, a
 
 def _per_node_inputs(cluster: Cluster, rng: np.random.Generator):
     steps: dict[int, dict[tuple[int, int], list[tuple[float, float]]]] = defaultdict(
-        lambda: defaultdict(list))
+        lambda: defaultdict(list)
+    )
     thermal: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     absent: dict[int, dict[int, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
     for ev in cluster.events:
@@ -128,8 +151,13 @@ def _per_node_inputs(cluster: Cluster, rng: np.random.Generator):
             gpus = [f.gpu] if f.gpu is not None and not f.cause.node_down else range(8)
             for g in gpus:
                 absent[f.node][g].append((f.ts_s + 60, f.end_s))
-    arr = {n: {k: (np.array([t for t, _ in v]), np.array([x for _, x in v]))
-               for k, v in sorted(d.items())} for n, d in steps.items()}
+    arr = {
+        n: {
+            k: (np.array([t for t, _ in v]), np.array([x for _, x in v]))
+            for k, v in sorted(d.items())
+        }
+        for n, d in steps.items()
+    }
     for d in arr.values():
         for k, (t, x) in list(d.items()):
             o = np.argsort(t, kind="stable")
@@ -139,11 +167,18 @@ def _per_node_inputs(cluster: Cluster, rng: np.random.Generator):
 
 def _labels(node: Node, g: int, metric: str) -> dict[str, str]:
     gpu = node.gpus[g]
-    return {"__name__": metric, "gpu": str(g), "UUID": gpu.uuid,
-            "pci_bus_id": "0000" + gpu.pci_bus_id.upper(), "device": f"nvidia{g}",
-            "modelName": node.gpu_model, "Hostname": node.name,
-            "DCGM_FI_DRIVER_VERSION": DRIVER, "instance": f"{node.name}:9400",
-            "job": "dcgm-exporter"}
+    return {
+        "__name__": metric,
+        "gpu": str(g),
+        "UUID": gpu.uuid,
+        "pci_bus_id": "0000" + gpu.pci_bus_id.upper(),
+        "device": f"nvidia{g}",
+        "modelName": node.gpu_model,
+        "Hostname": node.name,
+        "DCGM_FI_DRIVER_VERSION": DRIVER,
+        "instance": f"{node.name}:9400",
+        "job": "dcgm-exporter",
+    }
 
 
 def write_telemetry(cluster: Cluster, out: Path, rng: np.random.Generator) -> list[Path]:
@@ -162,12 +197,19 @@ def write_telemetry(cluster: Cluster, out: Path, rng: np.random.Generator) -> li
         result = []
         for i in sorted(node_ids):
             node = cluster.nodes[i]
-            for g, metric, tt, vals in _series(cluster, node, t, busy.get(node.name),
-                                               steps.get(i, {}), thermal[i], absent[i], rng):
+            for g, metric, tt, vals in _series(
+                cluster, node, t, busy.get(node.name), steps.get(i, {}), thermal[i], absent[i], rng
+            ):
                 if len(tt):
                     labels = json.dumps(_labels(node, g, metric), separators=(",", ":"))
-                    points = ",".join([stamp[a] + v + '"]' for a, v in zip(
-                        tt.tolist(), map(str, vals.astype(np.int64).tolist()), strict=True)])
+                    points = ",".join(
+                        [
+                            stamp[a] + v + '"]'
+                            for a, v in zip(
+                                tt.tolist(), map(str, vals.astype(np.int64).tolist()), strict=True
+                            )
+                        ]
+                    )
                     result.append(f'{{"metric":{labels},"values":[{points}]}}')
         date = (cfg.start + timedelta(days=day)).date().isoformat()
         path = d / f"prometheus_range_{date}.json"
@@ -184,21 +226,27 @@ def _document(result: list[str]) -> str:
     with a line-length limit) handle a day of a whole cluster.
     """
     series = ",\n".join(result)
-    return ('{"status":"success","data":{"resultType":"matrix","result":[\n' + series
-            + "\n]}}\n")
+    return '{"status":"success","data":{"resultType":"matrix","result":[\n' + series + "\n]}}\n"
 
 
 def _smi_text(cluster: Cluster, node: Node, counters: dict) -> str:
     end = cluster.config.start + timedelta(days=cluster.config.days)
-    lines = ["", "==============NVSMI LOG==============", "",
-             f"Timestamp                                 : {end:%a %b %d %H:%M:%S %Y}",
-             f"Driver Version                            : {DRIVER}",
-             "CUDA Version                              : 12.2", "",
-             f"Attached GPUs                             : {len(node.gpus)}"]
+    lines = [
+        "",
+        "==============NVSMI LOG==============",
+        "",
+        f"Timestamp                                 : {end:%a %b %d %H:%M:%S %Y}",
+        f"Driver Version                            : {DRIVER}",
+        "CUDA Version                              : 12.2",
+        "",
+        f"Attached GPUs                             : {len(node.gpus)}",
+    ]
     for g in node.gpus:
         bus = "0000" + g.pci_bus_id.upper()
+
         def total(m: int, g: int = g.index) -> int:
             return int(counters.get((g, m), (None, np.zeros(0)))[1].sum())
+
         lines += [
             f"GPU {bus}",
             f"    Product Name                          : {node.gpu_model}",

@@ -54,9 +54,15 @@ SW_POWER_CAP = 0x4
 SW_THERMAL = 0x20
 HW_THERMAL = 0x40
 METRICS = (
-    "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_PROF_PCIE_TX_BYTES",
-    "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_NVLINK_TX_BYTES", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_PROF_PCIE_TX_BYTES",
+    "DCGM_FI_PROF_PCIE_RX_BYTES",
+    "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
 )
 BOOST_MHZ = 1980.0
 
@@ -98,8 +104,9 @@ def write(
     return truth
 
 
-def _draw_stragglers(job: Any, rng: np.random.Generator, opts: dict[str, Any],
-                     n_samples: int, gpus_per_node: int) -> list[dict[str, Any]]:
+def _draw_stragglers(
+    job: Any, rng: np.random.Generator, opts: dict[str, Any], n_samples: int, gpus_per_node: int
+) -> list[dict[str, Any]]:
     if rng.random() >= opts["straggler_job_p"]:
         return []
     n = 2 if rng.random() < opts["second_straggler_p"] else 1
@@ -115,21 +122,33 @@ def _draw_stragglers(job: Any, rng: np.random.Generator, opts: dict[str, Any],
         if (node, gpu) in used or (node, None) in used:
             continue
         used.add((node, gpu))
-        lo, hi = {"thermal": (1.15, 1.6), "power": (1.12, 1.45), "link": (1.2, 1.8),
-                  "host": (1.12, 1.4)}[cause]
+        lo, hi = {
+            "thermal": (1.15, 1.6),
+            "power": (1.12, 1.45),
+            "link": (1.2, 1.8),
+            "host": (1.12, 1.4),
+        }[cause]
         onset = int(n_samples * rng.uniform(0.25, 0.6))
         end = n_samples
         if rng.random() >= 0.75:  # some recover before the job ends
             end = int(rng.uniform(onset + 0.4 * (n_samples - onset), n_samples))
-        out.append({"cause": cause, "node": node, "gpu": gpu,
-                    "slowdown": float(rng.uniform(lo, hi)),
-                    "onset_i": onset, "end_i": min(max(end, onset + 8), n_samples),
-                    "lead_i": int(rng.uniform(15, 40) * 60)})  # precursor lead, seconds for now
+        out.append(
+            {
+                "cause": cause,
+                "node": node,
+                "gpu": gpu,
+                "slowdown": float(rng.uniform(lo, hi)),
+                "onset_i": onset,
+                "end_i": min(max(end, onset + 8), n_samples),
+                "lead_i": int(rng.uniform(15, 40) * 60),
+            }
+        )  # precursor lead, seconds for now
     return out
 
 
-def write_job(job: Any, nodes: dict[str, Any], rng: np.random.Generator, out: Path,
-              opts: dict[str, Any]) -> list[dict[str, Any]]:
+def write_job(
+    job: Any, nodes: dict[str, Any], rng: np.random.Generator, out: Path, opts: dict[str, Any]
+) -> list[dict[str, Any]]:
     """One job's telemetry and training log; returns its ground-truth rows."""
     job_id = str(_get(job, "job_id"))
     start, end = _get(job, "start"), _get(job, "end")
@@ -144,7 +163,9 @@ def write_job(job: Any, nodes: dict[str, Any], rng: np.random.Generator, out: Pa
     ts = [start + timedelta(seconds=i * dt) for i in range(n_t)]
     factor = np.ones(n_t)  # job slowdown S(t): the slowest straggler active at t
     for s in stragglers:
-        factor[s["onset_i"]:s["end_i"]] = np.maximum(factor[s["onset_i"]:s["end_i"]], s["slowdown"])
+        factor[s["onset_i"] : s["end_i"]] = np.maximum(
+            factor[s["onset_i"] : s["end_i"]], s["slowdown"]
+        )
     series = _telemetry(node_names, gpn, stragglers, factor, rng, opts)
     job_dir = out / "jobs" / job_id
     job_dir.mkdir(parents=True, exist_ok=True)
@@ -158,20 +179,31 @@ def write_job(job: Any, nodes: dict[str, Any], rng: np.random.Generator, out: Pa
         sl = slice(s["onset_i"], s["end_i"])
         active = np.zeros(n_t)
         for o in stragglers:
-            active[o["onset_i"]:o["end_i"]] += 1
+            active[o["onset_i"] : o["end_i"]] += 1
         share = float(np.sum(waste[sl] / np.maximum(active[sl], 1)))
-        truth.append({
-            "job_id": job_id, "node": s["node"], "gpu": s["gpu"], "cause": s["cause"],
-            "slowdown": round(s["slowdown"], 4), "onset": ts[s["onset_i"]].isoformat(),
-            "end": (start + timedelta(seconds=min(s["end_i"], n_t) * dt)).isoformat(),
-            "wasted_gpu_h": round(share, 4),
-        })
+        truth.append(
+            {
+                "job_id": job_id,
+                "node": s["node"],
+                "gpu": s["gpu"],
+                "cause": s["cause"],
+                "slowdown": round(s["slowdown"], 4),
+                "onset": ts[s["onset_i"]].isoformat(),
+                "end": (start + timedelta(seconds=min(s["end_i"], n_t) * dt)).isoformat(),
+                "wasted_gpu_h": round(share, 4),
+            }
+        )
     return truth
 
 
-def _telemetry(node_names: list[str], gpn: int, stragglers: list[dict[str, Any]],
-               factor: np.ndarray, rng: np.random.Generator,
-               opts: dict[str, Any]) -> dict[str, np.ndarray]:
+def _telemetry(
+    node_names: list[str],
+    gpn: int,
+    stragglers: list[dict[str, Any]],
+    factor: np.ndarray,
+    rng: np.random.Generator,
+    opts: dict[str, Any],
+) -> dict[str, np.ndarray]:
     """Arrays [time, gpu] per metric, GPUs ordered node by node."""
     n_t, n_g = len(factor), len(node_names) * gpn
     shape = (n_t, n_g)
@@ -226,8 +258,15 @@ def _telemetry(node_names: list[str], gpn: int, stragglers: list[dict[str, Any]]
     }
 
 
-def _spikes(rng: np.random.Generator, p: float, clock: np.ndarray, temp: np.ndarray,
-            util: np.ndarray, throttle: np.ndarray, pcie: np.ndarray) -> None:
+def _spikes(
+    rng: np.random.Generator,
+    p: float,
+    clock: np.ndarray,
+    temp: np.ndarray,
+    util: np.ndarray,
+    throttle: np.ndarray,
+    pcie: np.ndarray,
+) -> None:
     """One-sample excursions on any GPU: a detector with persistence must ignore them."""
     hit = rng.random(clock.shape) < p
     kind = rng.integers(0, 4, clock.shape)
@@ -238,8 +277,14 @@ def _spikes(rng: np.random.Generator, p: float, clock: np.ndarray, temp: np.ndar
     pcie[hit & (kind == 3)] *= 0.3
 
 
-def _write_prometheus(path: Path, ts: list[datetime], node_names: list[str], gpn: int,
-                      nodes: dict[str, Any], series: dict[str, np.ndarray]) -> None:
+def _write_prometheus(
+    path: Path,
+    ts: list[datetime],
+    node_names: list[str],
+    gpn: int,
+    nodes: dict[str, Any],
+    series: dict[str, np.ndarray],
+) -> None:
     epoch = datetime(1970, 1, 1)
     stamps = np.char.mod("%.10g", np.array([(t - epoch).total_seconds() for t in ts]))
     lines = []
@@ -252,27 +297,42 @@ def _write_prometheus(path: Path, ts: list[datetime], node_names: list[str], gpn
                 gpu = gpus[g] if g < len(gpus) else None
                 pci = _get(gpu, "pci_bus_id", f"0000:{g:02x}:00.0")
                 labels = {
-                    "__name__": metric, "gpu": str(g),
+                    "__name__": metric,
+                    "gpu": str(g),
                     "UUID": _get(gpu, "uuid", f"GPU-{ni:08x}-0000-0000-0000-{g:012x}"),
-                    "pci_bus_id": "0000" + pci.upper(), "device": f"nvidia{g}",
-                    "modelName": model, "Hostname": name, "DCGM_FI_DRIVER_VERSION": "550.90.07",
-                    "instance": f"{name}:9400", "job": "dcgm-exporter",
+                    "pci_bus_id": "0000" + pci.upper(),
+                    "device": f"nvidia{g}",
+                    "modelName": model,
+                    "Hostname": name,
+                    "DCGM_FI_DRIVER_VERSION": "550.90.07",
+                    "instance": f"{name}:9400",
+                    "job": "dcgm-exporter",
                 }
                 col = text[:, ni * gpn + g]
                 values = ",".join(f'[{a},"{b}"]' for a, b in zip(stamps, col, strict=True))
-                lines.append(f'{{"metric":{json.dumps(labels, separators=(",", ":"))},'
-                             f'"values":[{values}]}}')
+                lines.append(
+                    f'{{"metric":{json.dumps(labels, separators=(",", ":"))},"values":[{values}]}}'
+                )
     # The query_range response, one series per line (as ``jq -c '.data.result[]'`` would split
     # it), so that no line of a large export passes the reader's line-length limit.
-    path.write_text('{"status":"success","data":{"resultType":"matrix","result":[\n'
-                    + ",\n".join(lines) + "\n]}}\n")
+    path.write_text(
+        '{"status":"success","data":{"resultType":"matrix","result":[\n'
+        + ",\n".join(lines)
+        + "\n]}}\n"
+    )
 
 
 # -- training-progress logs ------------------------------------------------------------------------
 
 
-def _step_times(ts: list[datetime], dt: float, factor: np.ndarray, rng: np.random.Generator,
-                base_s: float, t0_s: float) -> np.ndarray:
+def _step_times(
+    ts: list[datetime],
+    dt: float,
+    factor: np.ndarray,
+    rng: np.random.Generator,
+    base_s: float,
+    t0_s: float,
+) -> np.ndarray:
     """Seconds since ``ts[0]`` at which each step ends, from ``t0_s`` to the end of the job."""
     horizon = len(ts) * dt
     n_max = int((horizon - t0_s) / base_s) + 2
@@ -291,14 +351,25 @@ def _step_times(ts: list[datetime], dt: float, factor: np.ndarray, rng: np.rando
     return out[:n]
 
 
-def _write_train_log(path: Path, fmt: str, ts: list[datetime], dt: float, factor: np.ndarray,
-                     rng: np.random.Generator, n_gpus: int) -> None:
+def _write_train_log(
+    path: Path,
+    fmt: str,
+    ts: list[datetime],
+    dt: float,
+    factor: np.ndarray,
+    rng: np.random.Generator,
+    n_gpus: int,
+) -> None:
     base_s = float(rng.uniform(0.8, 3.0))
     t0_s = float(rng.uniform(40, 120))  # start-up before the first step
     ends = _step_times(ts, dt, factor, rng, base_s, t0_s)
     start = ts[0]
-    writer = {"megatron": _megatron, "torchtitan": _titan, "hf_trainer": _hf,
-              "lightning": _lightning}[fmt]
+    writer = {
+        "megatron": _megatron,
+        "torchtitan": _titan,
+        "hf_trainer": _hf,
+        "lightning": _lightning,
+    }[fmt]
     with path.open("w", encoding="utf-8", newline="") as f:
         writer(f, start, t0_s, ends, rng, n_gpus)
 
@@ -307,13 +378,16 @@ def _clock(start: datetime, s: float) -> datetime:
     return start + timedelta(seconds=float(s))
 
 
-def _megatron(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
-              rng: np.random.Generator, n_gpus: int) -> None:
+def _megatron(
+    f: Any, start: datetime, t0_s: float, ends: np.ndarray, rng: np.random.Generator, n_gpus: int
+) -> None:
     total = int(len(ends) * 1.3)
     gbs = 8 * n_gpus
-    f.write(f"using world size: {n_gpus}, data-parallel size: {n_gpus // 8}, "
-            "context-parallel size: 1, tensor-model-parallel size: 8, "
-            "pipeline-model-parallel size: 1\n")
+    f.write(
+        f"using world size: {n_gpus}, data-parallel size: {n_gpus // 8}, "
+        "context-parallel size: 1, tensor-model-parallel size: 8, "
+        "pipeline-model-parallel size: 1\n"
+    )
     t = _clock(start, t0_s - 5)
     f.write(f"[after dataloaders are built] datetime: {t:%Y-%m-%d %H:%M:%S} \n")
     f.write("training ...\n")
@@ -328,13 +402,14 @@ def _megatron(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
             f" consumed samples: {it * gbs:12d} | elapsed time per iteration (ms): {ms:.1f} |"
             f" throughput per GPU (TFLOP/s/GPU): {380000 / ms:.1f} |"
             f" learning rate: {3e-4 * min(1, it / 2000):.6E} | global batch size: {gbs:5d} |"
-            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {abs(rng.normal(1, .2)):.3f} |"
+            f" lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {abs(rng.normal(1, 0.2)):.3f} |"
             f" number of skipped iterations: {0:3d} | number of nan iterations: {0:3d} |\n"
         )
 
 
-def _titan(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
-           rng: np.random.Generator, n_gpus: int) -> None:
+def _titan(
+    f: Any, start: datetime, t0_s: float, ends: np.ndarray, rng: np.random.Generator, n_gpus: int
+) -> None:
     def stamp(s: float) -> str:
         t = _clock(start, s)
         return f"[rank0]:[titan] {t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d} - root - INFO - "
@@ -348,17 +423,29 @@ def _titan(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
         prev_t, prev_step = now, step
         tps = 8192 * 2 / st
         loss = 10.5 * np.exp(-step / 3000) + 2.0 + rng.normal(0, 0.02)
-        f.write(stamp(now) + f"step: {step:2}  loss: {loss:7.4f}  grad_norm: "
-                f"{abs(rng.normal(1, .2)):7.4f}  memory: 63.36GiB(80.01%)  tps: {round(tps):,}  "
-                f"tflops: {tps * 4.9e-8 * 1e3:,.2f}  mfu: {tps * 4.9e-8 * 1e3 / 9.89:.2f}%\n")
+        f.write(
+            stamp(now) + f"step: {step:2}  loss: {loss:7.4f}  grad_norm: "
+            f"{abs(rng.normal(1, 0.2)):7.4f}  memory: 63.36GiB(80.01%)  tps: {round(tps):,}  "
+            f"tflops: {tps * 4.9e-8 * 1e3:,.2f}  mfu: {tps * 4.9e-8 * 1e3 / 9.89:.2f}%\n"
+        )
 
 
-def _tqdm(n: int, total: int, elapsed: float, rate: float | None, prefix: str = "",
-          postfix: str = "", invert: bool = True) -> str:
+def _tqdm(
+    n: int,
+    total: int,
+    elapsed: float,
+    rate: float | None,
+    prefix: str = "",
+    postfix: str = "",
+    invert: bool = True,
+) -> str:
     def hms(s: float) -> str:
         s = int(s)
-        return f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else \
-            f"{s // 60:02d}:{s % 60:02d}"
+        return (
+            f"{s // 3600:d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+            if s >= 3600
+            else f"{s // 60:02d}:{s % 60:02d}"
+        )
 
     frac = n / total
     full = int(frac * 10)
@@ -373,15 +460,18 @@ def _tqdm(n: int, total: int, elapsed: float, rate: float | None, prefix: str = 
     return head + f"{remaining}, {rate:.2f}it/s{postfix}]"
 
 
-def _hf(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
-        rng: np.random.Generator, n_gpus: int) -> None:
+def _hf(
+    f: Any, start: datetime, t0_s: float, ends: np.ndarray, rng: np.random.Generator, n_gpus: int
+) -> None:
     total = int(len(ends) * 1.3)
     t_bar = t0_s - 1
 
     def log(s: float, line_no: int, msg: str) -> None:
         t = _clock(start, s)
-        f.write(f"[INFO|trainer.py:{line_no}] {t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}"
-                f" >> {msg}\n")
+        f.write(
+            f"[INFO|trainer.py:{line_no}] {t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}"
+            f" >> {msg}\n"
+        )
 
     log(t_bar, 2314, "***** Running training *****")
     log(t_bar, 2320, f"  Total optimization steps = {total:,}")
@@ -396,17 +486,22 @@ def _hf(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
         f.write("\r" + bar)
         if n % 50 == 0:
             loss = 2.5 * np.exp(-n / 5000) + 0.9 + rng.normal(0, 0.02)
-            f.write("\r" + " " * len(bar) + "\r" + f"{{'loss': {loss:.4f}, 'grad_norm': "
-                    f"{abs(rng.normal(1, .2)):.4f}, 'learning_rate': {5e-5 * (1 - n / total):.4e},"
-                    f" 'epoch': {n / total:.2f}}}\n" + "\r" + bar)
+            f.write(
+                "\r" + " " * len(bar) + "\r" + f"{{'loss': {loss:.4f}, 'grad_norm': "
+                f"{abs(rng.normal(1, 0.2)):.4f}, 'learning_rate': {5e-5 * (1 - n / total):.4e},"
+                f" 'epoch': {n / total:.2f}}}\n" + "\r" + bar
+            )
     f.write("\n")
 
 
-def _lightning(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
-               rng: np.random.Generator, n_gpus: int) -> None:
+def _lightning(
+    f: Any, start: datetime, t0_s: float, ends: np.ndarray, rng: np.random.Generator, n_gpus: int
+) -> None:
     t = _clock(start, t0_s - 1)
-    f.write(f"[{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}][__main__][INFO] - "
-            "Starting training!\n")
+    f.write(
+        f"[{t:%Y-%m-%d %H:%M:%S},{t.microsecond // 1000:03d}][__main__][INFO] - "
+        "Starting training!\n"
+    )
     f.write("GPU available: True (cuda), used: True\n")
     f.write("LOCAL_RANK: 0 - CUDA_VISIBLE_DEVICES: [0,1,2,3,4,5,6,7]\n")
     per_epoch = 500
@@ -424,14 +519,28 @@ def _lightning(f: Any, start: datetime, t0_s: float, ends: np.ndarray,
         prev = ends[n - 1]
         rate = inst if rate is None else 0.3 * inst + 0.7 * rate
         loss = 2.5 * np.exp(-n / 5000) + 0.9 + rng.normal(0, 0.02)
-        f.write("\r" + _tqdm(k + 1, per_epoch, ends[n - 1] - epoch_start, rate,
-                             prefix=f"Epoch {epoch}: ", postfix=f", v_num=0, train_loss={loss:.3f}",
-                             invert=False))
+        f.write(
+            "\r"
+            + _tqdm(
+                k + 1,
+                per_epoch,
+                ends[n - 1] - epoch_start,
+                rate,
+                prefix=f"Epoch {epoch}: ",
+                postfix=f", v_num=0, train_loss={loss:.3f}",
+                invert=False,
+            )
+        )
     f.write("\n")
 
 
-def standalone_jobs(rng: np.random.Generator, n_jobs: int, start: datetime,
-                    n_nodes: int = 32, gpus_per_node: int = 8) -> list[dict[str, Any]]:
+def standalone_jobs(
+    rng: np.random.Generator,
+    n_jobs: int,
+    start: datetime,
+    n_nodes: int = 32,
+    gpus_per_node: int = 8,
+) -> list[dict[str, Any]]:
     """Multi-node jobs on a small cluster, for running this generator on its own (tests, demo).
 
     Jobs are dicts with the fields of ``synth.cluster.Job`` that ``write`` reads."""
@@ -443,9 +552,13 @@ def standalone_jobs(rng: np.random.Generator, n_jobs: int, start: datetime,
         t0 = float(free[chosen].max()) + float(rng.uniform(0.05, 0.5))
         dur = float(rng.uniform(2.0, 6.0))
         free[chosen] = t0 + dur
-        jobs.append({
-            "job_id": str(4000 + i), "nodes": [f"gpu{int(n) + 1:04d}" for n in sorted(chosen)],
-            "n_gpus": k * gpus_per_node, "start": start + timedelta(hours=t0),
-            "end": start + timedelta(hours=t0 + dur),
-        })
+        jobs.append(
+            {
+                "job_id": str(4000 + i),
+                "nodes": [f"gpu{int(n) + 1:04d}" for n in sorted(chosen)],
+                "n_gpus": k * gpus_per_node,
+                "start": start + timedelta(hours=t0),
+                "end": start + timedelta(hours=t0 + dur),
+            }
+        )
     return jobs

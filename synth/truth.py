@@ -21,12 +21,21 @@ from faultlens.synth.failures import KEvent
 
 # Which precursor template keys are which event kinds (ingest.schema.Kind vocabulary) and codes.
 PRECURSOR_KIND: dict[str, tuple[str, int | None]] = {
-    "xid92": ("ecc", 92), "xid63": ("row_remap", 63), "xid94": ("ecc", 94),
-    "xid94_sram": ("ecc", 94), "nvlink_nonfatal": ("nvlink", None), "xid119": ("gsp_timeout", 119),
-    "aer_corrected": ("pcie", None), "ib_flap": ("ib_port", None),
-    "mlx5_module_temp": ("ib_port", None), "nvme_timeout": ("storage", None),
-    "mce_corrected": ("mce", None), "edac_ce": ("memory", None), "thermal_only": ("thermal", None),
-    "cpu_throttle": ("thermal", None), "hung_task": ("hung_task", None),
+    "xid92": ("ecc", 92),
+    "xid63": ("row_remap", 63),
+    "xid94": ("ecc", 94),
+    "xid94_sram": ("ecc", 94),
+    "nvlink_nonfatal": ("nvlink", None),
+    "xid119": ("gsp_timeout", 119),
+    "aer_corrected": ("pcie", None),
+    "ib_flap": ("ib_port", None),
+    "mlx5_module_temp": ("ib_port", None),
+    "nvme_timeout": ("storage", None),
+    "mce_corrected": ("mce", None),
+    "edac_ce": ("memory", None),
+    "thermal_only": ("thermal", None),
+    "cpu_throttle": ("thermal", None),
+    "hung_task": ("hung_task", None),
 }
 
 
@@ -34,8 +43,9 @@ def _iso(origin: datetime, seconds: float) -> str:
     return (origin + timedelta(seconds=seconds)).isoformat(timespec="microseconds")
 
 
-def failure_rows(config: SynthConfig, failures: list[Failure], nodes: list[Node]
-                 ) -> list[dict[str, Any]]:
+def failure_rows(
+    config: SynthConfig, failures: list[Failure], nodes: list[Node]
+) -> list[dict[str, Any]]:
     shadows: dict[int, list[str]] = {}
     for f in failures:
         if f.primary is not None:
@@ -45,19 +55,30 @@ def failure_rows(config: SynthConfig, failures: list[Failure], nodes: list[Node]
         if f.primary is not None:
             continue
         node = nodes[f.node]
-        rows.append({
-            "id": f.fid, "ts": _iso(config.start, f.ts_s), "node": node.name,
-            "gpu": node.gpus[f.gpu].pci_bus_id if f.gpu is not None else None,
-            "gpu_index": f.gpu, "cause": f.cause.name, "category": str(f.cause.category),
-            "variant": f.variant or None, "job_id": f.job_id, "lemon": node.lemon,
-            "repair_h": round(f.repair_s / 3600, 3), "has_precursors": f.has_precursors,
-            "nodes": [node.name] + shadows.get(f.fid, []), "leaf": f.leaf,
-        })
+        rows.append(
+            {
+                "id": f.fid,
+                "ts": _iso(config.start, f.ts_s),
+                "node": node.name,
+                "gpu": node.gpus[f.gpu].pci_bus_id if f.gpu is not None else None,
+                "gpu_index": f.gpu,
+                "cause": f.cause.name,
+                "category": str(f.cause.category),
+                "variant": f.variant or None,
+                "job_id": f.job_id,
+                "lemon": node.lemon,
+                "repair_h": round(f.repair_s / 3600, 3),
+                "has_precursors": f.has_precursors,
+                "nodes": [node.name] + shadows.get(f.fid, []),
+                "leaf": f.leaf,
+            }
+        )
     return rows
 
 
-def interruption_rows(config: SynthConfig, jobs: list[Job], failures: list[Failure]
-                      ) -> list[dict[str, Any]]:
+def interruption_rows(
+    config: SynthConfig, jobs: list[Job], failures: list[Failure]
+) -> list[dict[str, Any]]:
     by_job: dict[int, Failure] = {id(f.job): f for f in failures if f.job is not None}
     rows = []
     for job in jobs:
@@ -65,48 +86,73 @@ def interruption_rows(config: SynthConfig, jobs: list[Job], failures: list[Failu
             continue
         f = by_job.get(id(job))
         primary = f.primary if f is not None and f.primary is not None else f
-        rows.append({
-            "ts": _iso(config.start, job.failure_ts_s), "job_id": job.job_id,
-            "node": job.failure_node, "gpu_index": job.failure_gpu, "cause": job.failure_cause,
-            "category": str(f.cause.category) if f else None,
-            "failure_id": primary.fid if primary is not None else None, "state": job.state,
-            "start": _iso(config.start, job.start_s), "end": _iso(config.start, job.end_s),
-            "n_nodes": len(job.nodes), "n_gpus": job.n_gpus,
-            "gpu_hours": round((job.end_s - job.start_s) / 3600 * job.n_gpus, 3),
-        })
+        rows.append(
+            {
+                "ts": _iso(config.start, job.failure_ts_s),
+                "job_id": job.job_id,
+                "node": job.failure_node,
+                "gpu_index": job.failure_gpu,
+                "cause": job.failure_cause,
+                "category": str(f.cause.category) if f else None,
+                "failure_id": primary.fid if primary is not None else None,
+                "state": job.state,
+                "start": _iso(config.start, job.start_s),
+                "end": _iso(config.start, job.end_s),
+                "n_nodes": len(job.nodes),
+                "n_gpus": job.n_gpus,
+                "gpu_hours": round((job.end_s - job.start_s) / 3600 * job.n_gpus, 3),
+            }
+        )
     rows.sort(key=lambda r: r["ts"])
     return rows
 
 
-def precursor_rows(config: SynthConfig, events: list[KEvent], nodes: list[Node]
-                   ) -> list[dict[str, Any]]:
+def precursor_rows(
+    config: SynthConfig, events: list[KEvent], nodes: list[Node]
+) -> list[dict[str, Any]]:
     rows = []
     for ev in events:
         if ev.key not in PRECURSOR_KIND or (ev.fid is not None and not ev.precursor):
             continue
         kind, code = PRECURSOR_KIND[ev.key]
         node = nodes[ev.node]
-        rows.append({
-            "ts": _iso(config.start, ev.ts_s), "node": node.name,
-            "gpu": node.gpus[ev.gpu].pci_bus_id if ev.gpu is not None else None,
-            "kind": kind, "code": code, "template": ev.key,
-            "failure_id": ev.fid if ev.precursor else None,
-            "source": "telemetry" if ev.key == "thermal_only" else "kernel",
-        })
+        rows.append(
+            {
+                "ts": _iso(config.start, ev.ts_s),
+                "node": node.name,
+                "gpu": node.gpus[ev.gpu].pci_bus_id if ev.gpu is not None else None,
+                "kind": kind,
+                "code": code,
+                "template": ev.key,
+                "failure_id": ev.fid if ev.precursor else None,
+                "source": "telemetry" if ev.key == "thermal_only" else "kernel",
+            }
+        )
     rows.sort(key=lambda r: (r["ts"], r["node"]))
     return rows
 
 
-def build_truth(config: SynthConfig, nodes: list[Node], jobs: list[Job], failures: list[Failure],
-                events: list[KEvent], stragglers: list[dict[str, Any]]) -> dict[str, Any]:
+def build_truth(
+    config: SynthConfig,
+    nodes: list[Node],
+    jobs: list[Job],
+    failures: list[Failure],
+    events: list[KEvent],
+    stragglers: list[dict[str, Any]],
+) -> dict[str, Any]:
     fails = failure_rows(config, failures, nodes)
     inter = interruption_rows(config, jobs, failures)
     gpu_days = config.node_days * config.gpus_per_node
     summary = {
-        "window": [config.start.isoformat(), (config.start + timedelta(days=config.days))
-                   .isoformat()],
-        "node_days": config.node_days, "gpu_days": gpu_days, "n_failures": len(fails),
-        "n_interruptions": len(inter), "n_jobs": len({j.job_id for j in jobs}),
+        "window": [
+            config.start.isoformat(),
+            (config.start + timedelta(days=config.days)).isoformat(),
+        ],
+        "node_days": config.node_days,
+        "gpu_days": gpu_days,
+        "n_failures": len(fails),
+        "n_interruptions": len(inter),
+        "n_jobs": len({j.job_id for j in jobs}),
         "n_job_records": len(jobs),
         "failures_per_1000_node_days": round(len(fails) / config.node_days * 1000, 4),
         "failures_per_gpu_day": len(fails) / gpu_days,
@@ -123,8 +169,16 @@ def build_truth(config: SynthConfig, nodes: list[Node], jobs: list[Job], failure
         "stragglers": stragglers,
         "precursors": precursor_rows(config, events, nodes),
         "lemon_nodes": [n.name for n in nodes if n.lemon],
-        "nodes": [{"node": n.name, "leaf": n.leaf, "log_format": n.log_format,
-                   "gpu_model": n.gpu_model, "lemon": n.lemon} for n in nodes],
+        "nodes": [
+            {
+                "node": n.name,
+                "leaf": n.leaf,
+                "log_format": n.log_format,
+                "gpu_model": n.gpu_model,
+                "lemon": n.lemon,
+            }
+            for n in nodes
+        ],
         "jobs_by_state": dict(Counter(_state_key(j.state) for j in jobs).most_common()),
     }
 

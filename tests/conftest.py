@@ -37,4 +37,3 @@ def store(db_path: Path):
 
     with Store(db_path) as s:
         yield s
-

@@ -44,9 +44,23 @@ def test_no_import_of_the_bare_folder_names() -> None:
 
 @pytest.mark.slow
 def test_wheel_installs_only_faultlens(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "-w", str(tmp_path), str(REPO)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     (wheel,) = tmp_path.glob("faultlens-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}

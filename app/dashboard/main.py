@@ -3,24 +3,43 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 
 st.set_page_config(page_title="faultlens", page_icon=":material/monitor_heart:", layout="wide")
 
 PAGES = [
-    st.Page("views/overview.py", title="Overview", url_path="overview", default=True,
-            icon=":material/dashboard:"),
+    st.Page(
+        "views/overview.py",
+        title="Overview",
+        url_path="overview",
+        default=True,
+        icon=":material/dashboard:",
+    ),
     st.Page("views/events.py", title="Events", url_path="events", icon=":material/list:"),
     st.Page("views/node.py", title="Node", url_path="node", icon=":material/dns:"),
     st.Page("views/jobs.py", title="Jobs", url_path="jobs", icon=":material/work:"),
-    st.Page("views/predictions.py", title="Predictions", url_path="predictions",
-            icon=":material/online_prediction:"),
-    st.Page("views/stragglers.py", title="Stragglers", url_path="stragglers",
-            icon=":material/speed:"),
-    st.Page("views/recovery.py", title="Recovery what-if", url_path="recovery",
-            icon=":material/restart_alt:"),
-    st.Page("views/data_health.py", title="Data health", url_path="data-health",
-            icon=":material/health_and_safety:"),
+    st.Page(
+        "views/predictions.py",
+        title="Predictions",
+        url_path="predictions",
+        icon=":material/online_prediction:",
+    ),
+    st.Page(
+        "views/stragglers.py", title="Stragglers", url_path="stragglers", icon=":material/speed:"
+    ),
+    st.Page(
+        "views/recovery.py",
+        title="Recovery what-if",
+        url_path="recovery",
+        icon=":material/restart_alt:",
+    ),
+    st.Page(
+        "views/data_health.py",
+        title="Data health",
+        url_path="data-health",
+        icon=":material/health_and_safety:",
+    ),
 ]
 
 page = st.navigation(PAGES)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+
 from faultlens.ingest.store import default_db_path
 from faultlens.reports import q_fleet
 from faultlens.reports.filters import Filters, cluster_of, default_days, nodes_for
@@ -42,8 +43,10 @@ def models_dir() -> Path:
     return Path(env) if env else db_path().resolve().parent / "models"
 
 
-@st.cache_resource(show_spinner="Taking a snapshot of the database (copy, summary tables, "
-                   "default views); later snapshots are taken in the background.")
+@st.cache_resource(
+    show_spinner="Taking a snapshot of the database (copy, summary tables, "
+    "default views); later snapshots are taken in the background."
+)
 def _reader(path: str) -> SnapshotReader:
     from faultlens.app.dashboard.views import warm
 
@@ -61,8 +64,10 @@ def snapshot() -> Snapshot:
     reader = _reader(str(path.resolve()))
     snap = reader.refresh_in_background()
     if snap is None:
-        st.info(f"No database at `{path}` yet. Run `faultlens demo` (a synthetic cluster) or "
-                "`faultlens ingest PATH...` (your logs), then reload this page.")
+        st.info(
+            f"No database at `{path}` yet. Run `faultlens demo` (a synthetic cluster) or "
+            "`faultlens ingest PATH...` (your logs), then reload this page."
+        )
         st.stop()
     return snap
 
@@ -141,8 +146,7 @@ def filters() -> Filters:
         reader = _reader(str(db_path().resolve()))
         if reader.last_error:
             st.caption(f":orange[{reader.last_error}]")
-        picked = st.date_input("Time range (UTC)", min_value=first, max_value=last,
-                               key="f_range")
+        picked = st.date_input("Time range (UTC)", min_value=first, max_value=last, key="f_range")
         clusters = sorted({cluster_of(n) for n in all_nodes})
         chosen_clusters = st.multiselect("Cluster", clusters, key="f_cluster")
         options = [n for n in all_nodes if not chosen_clusters or cluster_of(n) in chosen_clusters]

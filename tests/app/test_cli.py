@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from faultlens.app.cli import app
 from typer.testing import CliRunner
 
+from faultlens.app.cli import app
 from tests.conftest import REPO
 
 runner = CliRunner()
@@ -44,8 +44,19 @@ def test_subcommand_has_help_with_example_and_is_in_readme(group: str, name: str
 
 
 def test_the_contract_commands_are_all_there() -> None:
-    assert {"ingest", "synth", "demo", "train", "predict", "stragglers", "replay", "report",
-            "dashboard", "run", "status"} <= set(COMMANDS)
+    assert {
+        "ingest",
+        "synth",
+        "demo",
+        "train",
+        "predict",
+        "stragglers",
+        "replay",
+        "report",
+        "dashboard",
+        "run",
+        "status",
+    } <= set(COMMANDS)
 
 
 def test_status_on_missing_database_is_a_one_line_error(tmp_path) -> None:

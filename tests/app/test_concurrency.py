@@ -29,10 +29,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from faultlens.app.common import ExitCode
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
-
 from tests.app.test_dashboard_browser import (
     ARGS,
     CHROMIUM,
@@ -50,16 +50,24 @@ T0 = datetime(2025, 3, 20)
 NODES = [f"node{n:03d}" for n in range(4)]
 XID_PER_NODE, JOBS_PER_ROUND = 40, 5
 TELEMETRY_PER_ROUND = len(NODES) * 8 * 2  # two metrics per GPU
-XID_LINE = ("{ts:%Y-%m-%dT%H:%M:%S}.{us:06d}+00:00 {node} kernel: NVRM: Xid "
-            "(PCI:0000:{bus:02x}:00): 92, pid={pid}, name=python3, "
-            "High single-bit ECC error rate\n")
-SACCT_HEADER = ("JobID|JobIDRaw|JobName|User|Account|Partition|State|ExitCode|Submit|Start|End|"
-                "Elapsed|NNodes|NodeList|ReqTRES|AllocTRES|\n")
-SACCT_ROW = ("{id}|{id}|train{id}|alice|research|gpu|COMPLETED|0:0|{t}|{t}|{end}|00:30:00|1|{node}|"
-             "billing=8,cpu=8,gres/gpu=8,node=1|billing=8,cpu=8,gres/gpu=8,node=1|\n")
-DCGM_SAMPLE = ('{metric}{{gpu="{g}",UUID="GPU-{n:08d}-{g:04d}-0000-0000-000000000000",'
-               'pci_bus_id="00000000:{bus:02X}:00.0",device="nvidia{g}",'
-               'modelName="NVIDIA H100 80GB HBM3",Hostname="{node}"}} {value} {ms}\n')
+XID_LINE = (
+    "{ts:%Y-%m-%dT%H:%M:%S}.{us:06d}+00:00 {node} kernel: NVRM: Xid "
+    "(PCI:0000:{bus:02x}:00): 92, pid={pid}, name=python3, "
+    "High single-bit ECC error rate\n"
+)
+SACCT_HEADER = (
+    "JobID|JobIDRaw|JobName|User|Account|Partition|State|ExitCode|Submit|Start|End|"
+    "Elapsed|NNodes|NodeList|ReqTRES|AllocTRES|\n"
+)
+SACCT_ROW = (
+    "{id}|{id}|train{id}|alice|research|gpu|COMPLETED|0:0|{t}|{t}|{end}|00:30:00|1|{node}|"
+    "billing=8,cpu=8,gres/gpu=8,node=1|billing=8,cpu=8,gres/gpu=8,node=1|\n"
+)
+DCGM_SAMPLE = (
+    '{metric}{{gpu="{g}",UUID="GPU-{n:08d}-{g:04d}-0000-0000-000000000000",'
+    'pci_bus_id="00000000:{bus:02X}:00.0",device="nvidia{g}",'
+    'modelName="NVIDIA H100 80GB HBM3",Hostname="{node}"}} {value} {ms}\n'
+)
 TRACEBACK = "Traceback (most recent call last)"
 
 
@@ -88,23 +96,37 @@ class Feed:
         t = T0 + timedelta(minutes=10 * r)
         for n, node in enumerate(NODES):
             text = "".join(
-                XID_LINE.format(ts=t + timedelta(seconds=i), us=n, node=node, bus=0x18 + i % 8,
-                                pid=100 * r + i)
-                for i in range(XID_PER_NODE))
+                XID_LINE.format(
+                    ts=t + timedelta(seconds=i), us=n, node=node, bus=0x18 + i % 8, pid=100 * r + i
+                )
+                for i in range(XID_PER_NODE)
+            )
             with open(self.root / "kern" / f"{node}.log", "a") as f:
                 f.write(text)
         end = f"{t + timedelta(minutes=30):%Y-%m-%dT%H:%M:%S}"
         start = f"{t:%Y-%m-%dT%H:%M:%S}"
-        rows = "".join(SACCT_ROW.format(id=10_000 + JOBS_PER_ROUND * r + k, t=start, end=end,
-                                        node=NODES[k % len(NODES)])
-                       for k in range(JOBS_PER_ROUND))
+        rows = "".join(
+            SACCT_ROW.format(
+                id=10_000 + JOBS_PER_ROUND * r + k, t=start, end=end, node=NODES[k % len(NODES)]
+            )
+            for k in range(JOBS_PER_ROUND)
+        )
         self._drop("sacct", f"sacct-{r:05d}.txt", SACCT_HEADER + rows)
         ms = int((t - datetime(1970, 1, 1)).total_seconds() * 1000)
         samples = "".join(
-            DCGM_SAMPLE.format(metric=metric, g=g, n=n, bus=0x18 + g, node=node, ms=ms,
-                               value=40 + g + r % 7 if metric.endswith("TEMP") else 300 + r)
+            DCGM_SAMPLE.format(
+                metric=metric,
+                g=g,
+                n=n,
+                bus=0x18 + g,
+                node=node,
+                ms=ms,
+                value=40 + g + r % 7 if metric.endswith("TEMP") else 300 + r,
+            )
             for metric in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE")
-            for n, node in enumerate(NODES) for g in range(8))
+            for n, node in enumerate(NODES)
+            for g in range(8)
+        )
         self._drop("dcgm", f"scrape-{r:05d}.prom", samples)
         self.rounds += 1
         self.xid_lines += len(NODES) * XID_PER_NODE
@@ -133,12 +155,14 @@ class Tally:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "faultlens.app.cli", *args], cwd=REPO,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "faultlens.app.cli", *args], cwd=REPO, capture_output=True, text=True
+    )
 
 
-def until_not_locked(name: str, args: list[str], ok: set[int], tally: Tally,
-                     grace_s: float = 120.0) -> None:
+def until_not_locked(
+    name: str, args: list[str], ok: set[int], tally: Tally, grace_s: float = 120.0
+) -> None:
     """Run a writer until it is not turned away by the other writer; any other failure is an
     error. Keeps retrying (also after the soak ends) so that no round is left unwritten."""
     give_up = time.monotonic() + grace_s
@@ -219,7 +243,8 @@ def live(
         f'[faultlens]\ndb = "{db}"\nmodels_dir = "{models}"\n'
         f'[ingest]\npaths = ["{feed.root}/kern/*.log", "{feed.root}/sacct/*.txt", '
         f'"{feed.root}/dcgm/*.prom"]\n'
-        f'[prometheus]\ntextfile = "{tmp_path}/textfile/faultlens.prom"\n')
+        f'[prometheus]\ntextfile = "{tmp_path}/textfile/faultlens.prom"\n'
+    )
     yield db, feed, models, config
 
 
@@ -231,11 +256,24 @@ def dashboard(live: tuple[Path, Feed, Path, Path], tmp_path: Path) -> Iterator[s
     port = _free_port()
     log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(db),
-         "--port", str(port),
-         "--models-dir", str(models)],
-        cwd=REPO, env=dict(os.environ, FAULTLENS_DB=str(db)), stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "faultlens.app.cli",
+            "dashboard",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--models-dir",
+            str(models),
+        ],
+        cwd=REPO,
+        env=dict(os.environ, FAULTLENS_DB=str(db)),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_http(url, proc)
@@ -249,14 +287,17 @@ def dashboard(live: tuple[Path, Feed, Path, Path], tmp_path: Path) -> Iterator[s
 def _writer(feed: Feed, db: Path, tally: Tally, stop: threading.Event) -> None:
     while not stop.is_set():
         feed.write_round()
-        until_not_locked("ingest", ["ingest", "--db", str(db), "--quiet", *feed.paths], {0},
-                         tally)
+        until_not_locked("ingest", ["ingest", "--db", str(db), "--quiet", *feed.paths], {0}, tally)
 
 
 def _scheduler(config: Path, tally: Tally, stop: threading.Event) -> None:
     while True:
-        until_not_locked("run", ["run", "--config", str(config), "--as-of", AS_OF.isoformat()],
-                         {ExitCode.OK, ExitCode.ATTENTION}, tally)
+        until_not_locked(
+            "run",
+            ["run", "--config", str(config), "--as-of", AS_OF.isoformat()],
+            {ExitCode.OK, ExitCode.ATTENTION},
+            tally,
+        )
         if stop.wait(RUN_EVERY_S):
             return
 
@@ -300,14 +341,17 @@ def _browse(url: str, tally: Tally, stop: threading.Event) -> tuple[list[int], l
             _wait_idle(page)
             tally.add("page load")
             body = page.inner_text("body")
-            shown_errors = page.locator("[data-testid='stException'], "
-                                        "[data-testid='stAlertContentError']").all_inner_texts()
+            shown_errors = page.locator(
+                "[data-testid='stException'], [data-testid='stAlertContentError']"
+            ).all_inner_texts()
             if shown_errors or TRACEBACK in body:
-                tally.errors.append(f"page /{path} shows an error: "
-                                    f"{' | '.join(shown_errors) or body}"[:3000])
+                tally.errors.append(
+                    f"page /{path} shows an error: {' | '.join(shown_errors) or body}"[:3000]
+                )
             if "snapshot failed" in body:
-                warnings.append(f"/{path}: " + next(ln for ln in body.splitlines()
-                                                    if "snapshot failed" in ln))
+                warnings.append(
+                    f"/{path}: " + next(ln for ln in body.splitlines() if "snapshot failed" in ln)
+                )
             if path == "data-health":
                 m = EVENTS_SHOWN.search(body)
                 if m is None:
@@ -323,14 +367,17 @@ def _db_counts(db: Path) -> dict[str, int]:
         return {
             "events": store.scalar("SELECT count(*) FROM events"),
             "events_distinct": store.scalar(
-                "SELECT count(*) FROM (SELECT DISTINCT file, line FROM events)"),
+                "SELECT count(*) FROM (SELECT DISTINCT file, line FROM events)"
+            ),
             "jobs": store.scalar("SELECT count(*) FROM jobs"),
             "jobs_distinct": store.scalar("SELECT count(DISTINCT job_id) FROM jobs"),
             "telemetry": store.scalar("SELECT count(*) FROM telemetry"),
             "telemetry_distinct": store.scalar(
-                "SELECT count(*) FROM (SELECT DISTINCT ts, node, gpu, metric FROM telemetry)"),
+                "SELECT count(*) FROM (SELECT DISTINCT ts, node, gpu, metric FROM telemetry)"
+            ),
             "failed_files": store.scalar(
-                "SELECT count(*) FROM ingested_files WHERE status NOT IN ('ok')"),
+                "SELECT count(*) FROM ingested_files WHERE status NOT IN ('ok')"
+            ),
             "runs": store.scalar("SELECT count(DISTINCT run_id) FROM predictions"),
         }
 
@@ -343,8 +390,9 @@ def test_readers_and_writers_for_minutes(live, dashboard: str, tmp_path: Path) -
     threads = [
         threading.Thread(target=guarded(lambda: _writer(feed, db, tally, stop), tally)),
         threading.Thread(target=guarded(lambda: _scheduler(config, tally, stop), tally)),
-        threading.Thread(target=guarded(lambda: _reporter(db, tmp_path / "reports", tally, stop),
-                                        tally)),
+        threading.Thread(
+            target=guarded(lambda: _reporter(db, tmp_path / "reports", tally, stop), tally)
+        ),
     ]
     t0 = time.monotonic()
     for t in threads:
@@ -360,8 +408,10 @@ def test_readers_and_writers_for_minutes(live, dashboard: str, tmp_path: Path) -
             t.join()
     soak_s = time.monotonic() - t0
     counts = _db_counts(db)
-    print(f"soak {soak_s:.0f}s: rounds={feed.rounds} calls={tally.calls} "
-          f"retries={tally.retries} events shown={shown} warnings={warnings} counts={counts}")
+    print(
+        f"soak {soak_s:.0f}s: rounds={feed.rounds} calls={tally.calls} "
+        f"retries={tally.retries} events shown={shown} warnings={warnings} counts={counts}"
+    )
     server_log = (tmp_path / "dashboard.log").read_text(errors="replace")[-6000:]
     assert tally.errors == [], "\n\n".join([*tally.errors, "dashboard log:", server_log])
     assert counts["events"] == counts["events_distinct"] == feed.xid_lines
@@ -390,8 +440,10 @@ def test_a_line_half_written_when_ingest_reads_is_not_lost(tmp_path: Path, monke
     assert (events, quarantined) == (2, 0)
 
 
-HOLD = ("import sys; from ingest.store import Store; s = Store(sys.argv[1]); print('held', "
-        "flush=True); sys.stdin.read(); s.close()")
+HOLD = (
+    "import sys; from ingest.store import Store; s = Store(sys.argv[1]); print('held', "
+    "flush=True); sys.stdin.read(); s.close()"
+)
 
 
 def test_a_writer_waits_for_or_is_told_the_database_is_busy(tmp_path: Path) -> None:
@@ -399,8 +451,13 @@ def test_a_writer_waits_for_or_is_told_the_database_is_busy(tmp_path: Path) -> N
     from faultlens.ingest.store import DatabaseBusyError
 
     db = tmp_path / "f.duckdb"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], cwd=REPO,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(db)],
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(DatabaseBusyError, match="in use by another process"):

@@ -12,8 +12,16 @@ from streamlit.testing.v1 import AppTest
 from tests.reports import smalldb
 
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "dashboard" / "main.py")
-PAGES = ("overview", "events", "node", "jobs", "predictions", "stragglers", "recovery",
-         "data_health")
+PAGES = (
+    "overview",
+    "events",
+    "node",
+    "jobs",
+    "predictions",
+    "stragglers",
+    "recovery",
+    "data_health",
+)
 
 
 @pytest.fixture
@@ -85,8 +93,13 @@ def test_recovery_what_if_ranks_strategies(app: AppTest) -> None:
     app.slider("rw_interval").set_value(60).run()
     assert not app.exception
     table = app.dataframe[0].value
-    assert set(table["strategy"]) == {"checkpoint", "young-daly", "in-memory", "hot-spares",
-                                      "elastic"}
+    assert set(table["strategy"]) == {
+        "checkpoint",
+        "young-daly",
+        "in-memory",
+        "hot-spares",
+        "elastic",
+    }
     assert (table["interval_min"][table["strategy"] == "checkpoint"] == 60.0).all()
     assert list(table["cost_usd"]) == sorted(table["cost_usd"])
 
@@ -98,8 +111,7 @@ def test_data_health_numbers(app: AppTest) -> None:
     assert m["Files"] == "2"
 
 
-def test_missing_database_says_what_to_run(tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_database_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAULTLENS_DB", str(tmp_path / "absent.duckdb"))
     at = AppTest.from_file(MAIN, default_timeout=60)
     at.run()
@@ -107,8 +119,7 @@ def test_missing_database_says_what_to_run(tmp_path: Path,
     assert any("faultlens demo" in i.value for i in at.info)
 
 
-def test_empty_database_pages_do_not_fail(tmp_path: Path,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_empty_database_pages_do_not_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from faultlens.ingest.store import Store
 
     Store(tmp_path / "empty.duckdb").close()
@@ -131,13 +142,17 @@ def logs_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[AppTest, 
     logs.mkdir()
     secret.mkdir()
     kern = logs / "kern.log"
-    kern.write_text("".join(f"kernel line {i}\n" if i != 50 else f"{smalldb.SCRIPT_LINE}\n"
-                            for i in range(1, 61)))
+    kern.write_text(
+        "".join(
+            f"kernel line {i}\n" if i != 50 else f"{smalldb.SCRIPT_LINE}\n" for i in range(1, 61)
+        )
+    )
     (secret / "shadow").write_text("SECRET-CONTENT\n" * 10)
     db = smalldb.build(tmp_path / "small.duckdb")
     with Store(db) as store:
-        store.execute("UPDATE events SET file = ? WHERE node = 'gpu003' AND kind = 'xid'",
-                      [str(kern)])
+        store.execute(
+            "UPDATE events SET file = ? WHERE node = 'gpu003' AND kind = 'xid'", [str(kern)]
+        )
         store.execute("UPDATE quarantine SET file = ? WHERE line = 7", [str(secret / "shadow")])
     monkeypatch.setenv("FAULTLENS_DB", str(db))
     monkeypatch.setenv("FAULTLENS_MODELS_DIR", str(tmp_path / "models"))
@@ -170,7 +185,8 @@ def test_event_source_context_from_a_configured_folder(logs_app: tuple[AppTest, 
 
 
 def test_quarantine_source_context_outside_the_folders_is_refused(
-        logs_app: tuple[AppTest, Path]) -> None:
+    logs_app: tuple[AppTest, Path],
+) -> None:
     from faultlens.reports.source_context import OUTSIDE_MESSAGE
 
     at, _ = logs_app
@@ -192,13 +208,15 @@ def test_source_context_without_folders_says_how_to_configure(app: AppTest) -> N
 
 
 def test_dashboard_command_hands_resolved_log_folders_to_the_app(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`--logs` (repeatable) and the `[ingest]` paths of `--config` become the readable roots;
     the config's database is used when `--db` is not given."""
+    from typer.testing import CliRunner
+
     from faultlens.app import cmd_report
     from faultlens.app.cli import app as cli
     from faultlens.reports.source_context import ROOTS_ENV
-    from typer.testing import CliRunner
 
     (tmp_path / "a").mkdir()
     (tmp_path / "nodes").mkdir()
@@ -212,11 +230,14 @@ def test_dashboard_command_hands_resolved_log_folders_to_the_app(
         return 0
 
     monkeypatch.setattr(cmd_report.subprocess, "call", call)
-    result = CliRunner().invoke(cli, ["dashboard", "--logs", str(tmp_path / "link"),
-                                      "--config", str(cfg)])
+    result = CliRunner().invoke(
+        cli, ["dashboard", "--logs", str(tmp_path / "link"), "--config", str(cfg)]
+    )
     assert result.exit_code == 0, result.output
-    assert json.loads(seen[ROOTS_ENV]) == [str((tmp_path / "a").resolve()),
-                                           str((tmp_path / "nodes").resolve())]
+    assert json.loads(seen[ROOTS_ENV]) == [
+        str((tmp_path / "a").resolve()),
+        str((tmp_path / "nodes").resolve()),
+    ]
     assert seen["FAULTLENS_DB"] == str((tmp_path / "cfg.duckdb").resolve())
     result = CliRunner().invoke(cli, ["dashboard", "--db", str(tmp_path / "x.duckdb")])
     assert json.loads(seen[ROOTS_ENV]) == []

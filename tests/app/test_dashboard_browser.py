@@ -23,12 +23,23 @@ from tests.reports import smalldb
 pytestmark = pytest.mark.integration
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 PAGES = {  # url path -> text the page must show ("" is the default page, the overview)
-    "": "Fleet overview", "events": "Event explorer", "node": "Node",
-    "jobs": "Failed jobs", "predictions": "Predictions", "stragglers": "Stragglers",
-    "recovery": "Recovery what-if", "data-health": "Data health",
+    "": "Fleet overview",
+    "events": "Event explorer",
+    "node": "Node",
+    "jobs": "Failed jobs",
+    "predictions": "Predictions",
+    "stragglers": "Stragglers",
+    "recovery": "Recovery what-if",
+    "data-health": "Data health",
 }
 
 
@@ -62,10 +73,22 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     env = dict(os.environ, FAULTLENS_DB=str(db))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(db),
-         "--port", str(port),
-         "--models-dir", str(tmp_path / "models")],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "faultlens.app.cli",
+            "dashboard",
+            "--db",
+            str(db),
+            "--port",
+            str(port),
+            "--models-dir",
+            str(tmp_path / "models"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -82,7 +105,9 @@ def _wait_idle(page) -> None:  # noqa: ANN001
     page.wait_for_function(
         "() => document.querySelector('[data-testid=\"stApp\"]')"
         "?.getAttribute('data-test-script-state') === 'notRunning'"
-        " && !document.querySelector('[data-testid=\"stSkeleton\"]')", timeout=60_000)
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
+        timeout=60_000,
+    )
 
 
 def _no_exception(page) -> None:  # noqa: ANN001
@@ -96,9 +121,22 @@ def test_dashboard_and_report_in_chromium(dashboard: tuple[str, Path], tmp_path:
     shots = tmp_path / "shots"
     shots.mkdir()
     report = tmp_path / "report.html"
-    subprocess.run([sys.executable, "-m", "faultlens.app.cli", "report", "--db", str(db),
-                    "--since", "30d",
-                    "--out", str(report)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "faultlens.app.cli",
+            "report",
+            "--db",
+            str(db),
+            "--since",
+            "30d",
+            "--out",
+            str(report),
+        ],
+        check=True,
+        capture_output=True,
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -124,8 +162,10 @@ def _check_overview_numbers(page, url: str) -> None:  # noqa: ANN001
     page.get_by_role("heading", name="Fleet overview").wait_for(timeout=60_000)
     _wait_idle(page)
     # default range: the whole week of data (less than 30 days)
-    assert _metric(page, "Failures / 1000 node-days") == \
-        f"{smalldb.FAILURES * 1000 / (len(smalldb.NODES) * 7):.2f}"
+    assert (
+        _metric(page, "Failures / 1000 node-days")
+        == f"{smalldb.FAILURES * 1000 / (len(smalldb.NODES) * 7):.2f}"
+    )
     assert _metric(page, "Jobs lost") == "2"
     # change a filter: the dgx-b cluster only
     sidebar = page.locator("[data-testid='stSidebar']")
@@ -136,7 +176,9 @@ def _check_overview_numbers(page, url: str) -> None:  # noqa: ANN001
     page.wait_for_function(
         "() => [...document.querySelectorAll('[data-testid=\"stMetric\"]')]"
         ".some(m => m.innerText.includes('Jobs lost') && m.querySelector("
-        "'[data-testid=\"stMetricValue\"]').innerText.trim() === '1')", timeout=60_000)
+        "'[data-testid=\"stMetricValue\"]').innerText.trim() === '1')",
+        timeout=60_000,
+    )
     _wait_idle(page)
     assert _metric(page, "Failures / 1000 node-days") == f"{1000 / (2 * 7):.2f}"
     assert _metric(page, "Jobs lost") == "1"

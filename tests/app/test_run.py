@@ -7,39 +7,53 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.app.alerts import reconcile, textfile_lines, write_textfile
 from faultlens.app.run import load_config, run_lock
 from faultlens.ingest.errors import ConfigError, LockedError
 
 NOW = datetime(2025, 5, 1, 12, 0)
 TTL, REFRESH = timedelta(hours=4), timedelta(hours=2)
-A = ({"alertname": "FaultlensFailureRisk", "node": "gpu001", "severity": "critical"},
-     {"score": "0.97"})
-B = ({"alertname": "FaultlensFailureRisk", "node": "gpu002", "severity": "warning"},
-     {"score": "0.61"})
+A = (
+    {"alertname": "FaultlensFailureRisk", "node": "gpu001", "severity": "critical"},
+    {"score": "0.97"},
+)
+B = (
+    {"alertname": "FaultlensFailureRisk", "node": "gpu002", "severity": "warning"},
+    {"score": "0.61"},
+)
 
 
 def test_alerts_are_sent_once_refreshed_and_resolved() -> None:
     first = reconcile({}, [A, B], now=NOW, ttl=TTL, refresh_before=REFRESH)
     assert [a["labels"]["node"] for a in first.new] == ["gpu001", "gpu002"]
     assert first.new[0]["endsAt"] == "2025-05-01T16:00:00.000Z"
-    again = reconcile(first.state, [A, B], now=NOW + timedelta(minutes=1), ttl=TTL,
-                      refresh_before=REFRESH)
+    again = reconcile(
+        first.state, [A, B], now=NOW + timedelta(minutes=1), ttl=TTL, refresh_before=REFRESH
+    )
     assert again.payload == [] and again.unchanged == 2 and again.state == first.state
-    later = reconcile(first.state, [A], now=NOW + timedelta(hours=3), ttl=TTL,
-                      refresh_before=REFRESH)
+    later = reconcile(
+        first.state, [A], now=NOW + timedelta(hours=3), ttl=TTL, refresh_before=REFRESH
+    )
     assert [a["labels"]["node"] for a in later.refreshed] == ["gpu001"]
     assert later.refreshed[0]["startsAt"] == "2025-05-01T12:00:00.000Z"
     assert later.refreshed[0]["endsAt"] == "2025-05-01T19:00:00.000Z"
     assert [a["labels"]["node"] for a in later.resolved] == ["gpu002"]
     assert later.resolved[0]["endsAt"] == "2025-05-01T15:00:00.000Z"
-    assert set(later.state) == set(reconcile({}, [A], now=NOW, ttl=TTL,
-                                             refresh_before=REFRESH).state)
+    assert set(later.state) == set(
+        reconcile({}, [A], now=NOW, ttl=TTL, refresh_before=REFRESH).state
+    )
 
 
 def test_textfile_is_valid_exposition_and_atomic(tmp_path: Path) -> None:
-    rows = pl.DataFrame({"node": ["gpu001", "gpu001"], "gpu": [None, "3"],
-                         "score": [0.25, 0.5], "action": ["watch", "drain_now"]})
+    rows = pl.DataFrame(
+        {
+            "node": ["gpu001", "gpu001"],
+            "gpu": [None, "3"],
+            "score": [0.25, 0.5],
+            "action": ["watch", "drain_now"],
+        }
+    )
     lines = textfile_lines(rows, horizon_h=24, model_version='m"1', run_id="r1", now=NOW)
     assert 'faultlens_risk_score{node="gpu001",horizon_h="24"} 0.25' in lines
     assert 'faultlens_risk_score{node="gpu001",gpu="3",horizon_h="24"} 0.5' in lines
@@ -85,28 +99,35 @@ def test_config_paths_are_relative_to_the_file(tmp_path: Path) -> None:
 def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     import json
 
+    from typer.testing import CliRunner
+
     from faultlens.app.cli import app
     from faultlens.app.common import ExitCode
     from faultlens.ingest.store import Store
-    from typer.testing import CliRunner
-
     from tests.models.synthetic import random_cluster
 
     db = tmp_path / "f.duckdb"
     with Store(db) as store:
         truth = random_cluster(store, n_nodes=30, days=35, seed=2)
     runner = CliRunner()
-    res = runner.invoke(app, ["train", "--db", str(db), "--as-of", truth["end"].isoformat(),
-                              "--json"])
+    res = runner.invoke(
+        app, ["train", "--db", str(db), "--as-of", truth["end"].isoformat(), "--json"]
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     assert set(doc) >= {"model_version", "horizon_h", "test_window", "metrics"}
     assert set(doc["metrics"]) == {"model", "rule_baseline", "lemon_baseline"}
-    assert set(doc["metrics"]["model"]) == {"pr_auc", "precision", "recall", "precision_at_k",
-                                            "median_lead_time_h"}
+    assert set(doc["metrics"]["model"]) == {
+        "pr_auc",
+        "precision",
+        "recall",
+        "precision_at_k",
+        "median_lead_time_h",
+    }
     assert (tmp_path / "models" / doc["model_version"] / "model_card.json").is_file()
-    res = runner.invoke(app, ["predict", "--db", str(db), "--as-of",
-                              truth["end"].isoformat(), "--json"])
+    res = runner.invoke(
+        app, ["predict", "--db", str(db), "--as-of", truth["end"].isoformat(), "--json"]
+    )
     assert res.exit_code == 0, res.stderr
     pred = json.loads(res.stdout)
     assert set(pred) >= {"run_id", "as_of", "alerts"}

@@ -28,34 +28,54 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from faultlens.app.run import load_config, run_lock
 from faultlens.ingest.store import Store
 from faultlens.models.predictor import TrainConfig, run_id_for, train_failure_model
 from faultlens.models.registry import load_model, save_model
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.models.synthetic import random_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 N_NODES = 40
 AS_OF = (datetime(2025, 3, 30, 12), datetime(2025, 3, 30, 18))  # the runs alternate
-XID_LINE = ("{ts:%Y-%m-%dT%H:%M:%S}.000001+00:00 {node} kernel: NVRM: Xid (PCI:0000:{bus:02x}:00): "
-            "92, pid={pid}, name=python3, High single-bit ECC error rate\n")
+XID_LINE = (
+    "{ts:%Y-%m-%dT%H:%M:%S}.000001+00:00 {node} kernel: NVRM: Xid (PCI:0000:{bus:02x}:00): "
+    "92, pid={pid}, name=python3, High single-bit ECC error rate\n"
+)
 # stderr markers of app.run (``-v``) -> the phase a kill after them lands in
 PHASES = [
-    ("ingesting", "ingest"), ("ingested", "predict"), ("writing predictions", "predictions write"),
-    ("predictions written", "after predictions"), ("writing textfile", "textfile write"),
-    ("textfile written", "alertmanager"), ("writing alert state", "alert state write"),
+    ("ingesting", "ingest"),
+    ("ingested", "predict"),
+    ("writing predictions", "predictions write"),
+    ("predictions written", "after predictions"),
+    ("writing textfile", "textfile write"),
+    ("textfile written", "alertmanager"),
+    ("writing alert state", "alert state write"),
     ("alert state written", "run summary"),
 ]
 # kill mode -> (stderr marker to wait for, or None for a time over the whole run; max delay s)
 MODES = {
-    "anytime": (None, 0.0), "ingest": ("ingesting", 0.3),
-    "predictions": ("writing predictions", 0.012), "textfile": ("writing textfile", 0.002),
+    "anytime": (None, 0.0),
+    "ingest": ("ingesting", 0.3),
+    "predictions": ("writing predictions", 0.012),
+    "textfile": ("writing textfile", 0.002),
     "alert state": ("writing alert state", 0.002),
 }
-ORDER = ["predictions", "anytime", "textfile", "ingest", "predictions", "alert state", "anytime",
-         "textfile", "predictions", "alert state", "ingest", "anytime"]
+ORDER = [
+    "predictions",
+    "anytime",
+    "textfile",
+    "ingest",
+    "predictions",
+    "alert state",
+    "anytime",
+    "textfile",
+    "predictions",
+    "alert state",
+    "ingest",
+    "anytime",
+]
 
 
 def trained_model(folder: Path, *, n_nodes: int = N_NODES, seed: int = 3) -> tuple[Path, dict]:
@@ -93,8 +113,17 @@ def alertmanager_stub() -> Iterator[str]:
 
 
 def run_cmd(config: Path, as_of: datetime, *, verbose: bool = True) -> list[str]:
-    return [sys.executable, "-m", "faultlens.app.cli", *(["-v"] if verbose else []), "run",
-            "--config", str(config), "--as-of", as_of.isoformat()]
+    return [
+        sys.executable,
+        "-m",
+        "faultlens.app.cli",
+        *(["-v"] if verbose else []),
+        "run",
+        "--config",
+        str(config),
+        "--as-of",
+        as_of.isoformat(),
+    ]
 
 
 @dataclass
@@ -108,8 +137,9 @@ class Watched:
 
     @classmethod
     def start(cls, cmd: list[str]) -> Watched:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
         w = cls(proc, seen={m: threading.Event() for m, _ in PHASES})
         w.reader = threading.Thread(target=w._read, daemon=True)
         w.reader.start()
@@ -155,18 +185,24 @@ def append_logs(logs: Path, round_no: int, lines_per_file: int = 150) -> int:
     t0 = datetime(2025, 3, 28) + timedelta(hours=4 * round_no)
     for n in range(3):
         node = f"node{n:03d}"
-        text = "".join(XID_LINE.format(ts=t0 + timedelta(seconds=7 * i), node=node,
-                                       bus=0x18 + i % 8, pid=1000 + i)
-                       for i in range(lines_per_file))
+        text = "".join(
+            XID_LINE.format(
+                ts=t0 + timedelta(seconds=7 * i), node=node, bus=0x18 + i % 8, pid=1000 + i
+            )
+            for i in range(lines_per_file)
+        )
         with open(logs / f"{node}.log", "a") as f:
             f.write(text)
     return 3 * lines_per_file
 
 
-def write_config(path: Path, db: Path, models: Path, logs: Path, textfile: Path,
-                 alertmanager: str | None) -> Path:
-    text = (f'[faultlens]\ndb = "{db}"\nmodels_dir = "{models}"\n'
-            f'[ingest]\npaths = ["{logs}/*.log"]\n[prometheus]\ntextfile = "{textfile}"\n')
+def write_config(
+    path: Path, db: Path, models: Path, logs: Path, textfile: Path, alertmanager: str | None
+) -> Path:
+    text = (
+        f'[faultlens]\ndb = "{db}"\nmodels_dir = "{models}"\n'
+        f'[ingest]\npaths = ["{logs}/*.log"]\n[prometheus]\ntextfile = "{textfile}"\n'
+    )
     if alertmanager:
         text += f'[alertmanager]\nurl = "{alertmanager}"\nmin_action = "watch"\n'
     path.write_text(text)
@@ -184,12 +220,15 @@ def check_invariants(db: Path, cfg_path: Path, run_rows: int, run_ids: set[str])
         pass
     if db.exists():
         with Store(db, read_only=True) as store:
-            per_run = dict(store.query(
-                "SELECT run_id, count(*) FROM predictions GROUP BY run_id").iter_rows())
+            per_run = dict(
+                store.query("SELECT run_id, count(*) FROM predictions GROUP BY run_id").iter_rows()
+            )
             files = store.query("SELECT path, lines FROM ingested_files")
-            events = dict(store.query(
-                "SELECT file, count(*) FROM events WHERE file IS NOT NULL GROUP BY file"
-            ).iter_rows())
+            events = dict(
+                store.query(
+                    "SELECT file, count(*) FROM events WHERE file IS NOT NULL GROUP BY file"
+                ).iter_rows()
+            )
         assert set(per_run) <= run_ids and set(per_run.values()) <= {run_rows}, per_run
         for path, lines in files.iter_rows():  # every Xid line is an event: all of a file or none
             assert events.get(path, 0) == lines, (path, lines, events.get(path))
@@ -210,13 +249,17 @@ def latest_run(db: Path, run_id: str) -> pl.DataFrame:
     with Store(db, read_only=True) as store:
         return store.query(
             "SELECT node, gpu, target, horizon, score, top_features, model_version "
-            "FROM predictions WHERE run_id = ? ORDER BY node, gpu NULLS FIRST", [run_id])
+            "FROM predictions WHERE run_id = ? ORDER BY node, gpu NULLS FIRST",
+            [run_id],
+        )
 
 
 def ingested(db: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
     with Store(db, read_only=True) as store:
-        events = store.query("SELECT file, line, ts, node, gpu, code FROM events "
-                             "WHERE file IS NOT NULL ORDER BY file, line")
+        events = store.query(
+            "SELECT file, line, ts, node, gpu, code FROM events "
+            "WHERE file IS NOT NULL ORDER BY file, line"
+        )
         files = store.query("SELECT path, bytes, lines, parsed FROM ingested_files ORDER BY path")
     return events, files
 
@@ -241,8 +284,9 @@ def _kill_once(cmd: list[str], mode: str, clean_s: float, rng: random.Random) ->
 
 
 @pytest.mark.slow
-def test_kill_9_during_run_never_leaves_part_of_a_run(tmp_path: Path, alertmanager_stub: str
-                                                      ) -> None:
+def test_kill_9_during_run_never_leaves_part_of_a_run(
+    tmp_path: Path, alertmanager_stub: str
+) -> None:
     base_db, _ = trained_model(tmp_path)
     models = tmp_path / "models"
     version = load_model(models).card["model_version"]
@@ -250,16 +294,21 @@ def test_kill_9_during_run_never_leaves_part_of_a_run(tmp_path: Path, alertmanag
     logs = tmp_path / "logs"
     clean_db = tmp_path / "clean.duckdb"
     shutil.copyfile(base_db, clean_db)
-    cfg = write_config(tmp_path / "faultlens.toml", base_db, models, logs,
-                       tmp_path / "textfile" / "faultlens.prom", alertmanager_stub)
+    cfg = write_config(
+        tmp_path / "faultlens.toml",
+        base_db,
+        models,
+        logs,
+        tmp_path / "textfile" / "faultlens.prom",
+        alertmanager_stub,
+    )
     lines_written = append_logs(logs, 0)
 
     t0 = time.monotonic()  # the first run is not killed: it measures a run
     first = Watched.start(run_cmd(cfg, AS_OF[0]))
     assert first.finish() in (0, 4), "".join(first.lines)[-2000:]
     clean_s = time.monotonic() - t0
-    run_rows = len(prom_samples(cfg.parent / "textfile" / "faultlens.prom")
-                   ["faultlens_risk_score"])
+    run_rows = len(prom_samples(cfg.parent / "textfile" / "faultlens.prom")["faultlens_risk_score"])
     assert run_rows == N_NODES * 9  # every node and each of its 8 GPUs
     check_invariants(base_db, cfg, run_rows, run_ids)
 
@@ -275,8 +324,10 @@ def test_kill_9_during_run_never_leaves_part_of_a_run(tmp_path: Path, alertmanag
         phases[phase] = phases.get(phase, 0) + 1
         check_invariants(base_db, cfg, run_rows, run_ids)
     left_by_kills = len([*cfg.parent.glob(".*.tmp"), *(cfg.parent / "textfile").glob(".*.tmp")])
-    print(f"kills={kills} of {n_kills} runs, phases={phases}, run_s={clean_s:.1f}, "
-          f"temporary files left by kills={left_by_kills}")
+    print(
+        f"kills={kills} of {n_kills} runs, phases={phases}, run_s={clean_s:.1f}, "
+        f"temporary files left by kills={left_by_kills}"
+    )
     assert kills >= n_kills // 2 and len(set(phases) - {"completed"}) >= 2, phases
 
     final = Watched.start(run_cmd(cfg, AS_OF[0]))  # a clean re-run after the kills
@@ -285,10 +336,17 @@ def test_kill_9_during_run_never_leaves_part_of_a_run(tmp_path: Path, alertmanag
     leftovers = [*cfg.parent.glob(".*.tmp"), *(cfg.parent / "textfile").glob(".*.tmp")]
     assert leftovers == [], "temporary files of killed runs were not cleaned up"
 
-    clean_cfg = write_config(tmp_path / "clean.toml", clean_db, models, logs,
-                             tmp_path / "clean-textfile" / "faultlens.prom", None)
-    done = subprocess.run(run_cmd(clean_cfg, AS_OF[0], verbose=False), cwd=REPO,
-                          capture_output=True, text=True)
+    clean_cfg = write_config(
+        tmp_path / "clean.toml",
+        clean_db,
+        models,
+        logs,
+        tmp_path / "clean-textfile" / "faultlens.prom",
+        None,
+    )
+    done = subprocess.run(
+        run_cmd(clean_cfg, AS_OF[0], verbose=False), cwd=REPO, capture_output=True, text=True
+    )
     assert done.returncode in (0, 4), done.stderr
     expected = latest_run(clean_db, run_id_for(AS_OF[0], version))
     got = latest_run(base_db, run_id_for(AS_OF[0], version))
@@ -298,5 +356,7 @@ def test_kill_9_during_run_never_leaves_part_of_a_run(tmp_path: Path, alertmanag
     assert events.height == lines_written and events.equals(clean_events)
     assert files.equals(clean_files)
     clean_prom = prom_samples(tmp_path / "clean-textfile" / "faultlens.prom")
-    assert prom_samples(cfg.parent / "textfile" / "faultlens.prom")["faultlens_risk_score"] == \
-        clean_prom["faultlens_risk_score"]
+    assert (
+        prom_samples(cfg.parent / "textfile" / "faultlens.prom")["faultlens_risk_score"]
+        == clean_prom["faultlens_risk_score"]
+    )

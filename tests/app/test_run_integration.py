@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 import requests
+from typer.testing import CliRunner
+
 from faultlens.app.cli import app
 from faultlens.ingest.store import Store
 from faultlens.models.predictor import TrainConfig, predict_failures, train_failure_model
 from faultlens.models.registry import save_model
-from typer.testing import CliRunner
-
 from tests.models.synthetic import random_cluster
 
 pytestmark = pytest.mark.integration
@@ -89,9 +89,16 @@ def alertmanager(tmp_path: Path, daemon) -> str:
     cfg.write_text(AM_CONFIG)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    daemon([binary, f"--config.file={cfg}", f"--storage.path={tmp_path / 'am-data'}",
-            f"--web.listen-address=127.0.0.1:{port}", "--cluster.listen-address="],
-           f"{url}/-/ready")
+    daemon(
+        [
+            binary,
+            f"--config.file={cfg}",
+            f"--storage.path={tmp_path / 'am-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+        ],
+        f"{url}/-/ready",
+    )
     return url
 
 
@@ -102,9 +109,16 @@ def node_exporter(tmp_path: Path, daemon) -> tuple[str, Path]:
     textdir.mkdir()
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    daemon([binary, f"--web.listen-address=127.0.0.1:{port}",
-            f"--collector.textfile.directory={textdir}", "--collector.disable-defaults",
-            "--collector.textfile"], f"{url}/metrics")
+    daemon(
+        [
+            binary,
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--collector.textfile.directory={textdir}",
+            "--collector.disable-defaults",
+            "--collector.textfile",
+        ],
+        f"{url}/metrics",
+    )
     return url, textdir
 
 
@@ -128,15 +142,15 @@ def trained_db(tmp_path: Path):
 
 
 def _run(config: Path, as_of) -> tuple[int, list[dict]]:
-    res = CliRunner().invoke(app, ["run", "--config", str(config), "--as-of",
-                                   as_of.isoformat()])
+    res = CliRunner().invoke(app, ["run", "--config", str(config), "--as-of", as_of.isoformat()])
     lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
     assert res.exit_code in (0, 4), (res.exit_code, res.stdout, res.stderr)
     return res.exit_code, lines
 
 
-def test_run_twice_alerts_once_then_resolves(tmp_path, alertmanager, node_exporter,
-                                             trained_db) -> None:
+def test_run_twice_alerts_once_then_resolves(
+    tmp_path, alertmanager, node_exporter, trained_db
+) -> None:
     db, as_of, quiet_time = trained_db
     ne_url, textdir = node_exporter
     config = tmp_path / "faultlens.toml"
@@ -150,8 +164,7 @@ def test_run_twice_alerts_once_then_resolves(tmp_path, alertmanager, node_export
     alerts = [x for x in out1 if x["type"] == "alert"]
     first, second = out1[-1], out2[-1]
     assert alerts and first["sent"]["new"] == len(alerts)
-    assert second["sent"] == {"new": 0, "refreshed": 0, "resolved": 0,
-                              "unchanged": len(alerts)}
+    assert second["sent"] == {"new": 0, "refreshed": 0, "resolved": 0, "unchanged": len(alerts)}
     assert code2 == 0 and first["run_id"] == second["run_id"]
     assert code1 == (4 if any(a["action"] != "watch" for a in alerts) else 0)
 
@@ -170,9 +183,13 @@ def test_run_twice_alerts_once_then_resolves(tmp_path, alertmanager, node_export
     top = alerts[0]
     assert "node_textfile_scrape_error 0" in metrics
     # node_exporter gives the node-level series (no gpu label in our file) gpu="".
-    series = [m for m in metrics.splitlines()
-              if m.startswith("faultlens_risk_score{") and f'node="{top["node"]}"' in m
-              and ('gpu=""' in m or "gpu=" not in m)]
+    series = [
+        m
+        for m in metrics.splitlines()
+        if m.startswith("faultlens_risk_score{")
+        and f'node="{top["node"]}"' in m
+        and ('gpu=""' in m or "gpu=" not in m)
+    ]
     assert len(series) == 1, [m for m in metrics.splitlines() if top["node"] in m][:5]
     assert float(series[0].rsplit(" ", 1)[1]) == pytest.approx(top["score"], abs=1e-4)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import polars as pl
+
 from faultlens.ingest.attribution import attribute_failures, link_events_to_jobs, mtbf, taxonomy
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.store import Store
@@ -107,16 +108,41 @@ def test_watchdog_timeout_opens_the_window_by_the_hang(store: Store) -> None:
     end = T0 + 5 * H
     hang_ms = 600_000
     store.load_xid_catalog(load_catalog())
-    store.insert("jobs", pl.DataFrame([dict(
-        job_id="201", nodes=["gpu01", "gpu02"], n_gpus=16, start=T0, end=end, state="FAILED",
-        elapsed_s=5 * 3600.0)]))
+    store.insert(
+        "jobs",
+        pl.DataFrame(
+            [
+                dict(
+                    job_id="201",
+                    nodes=["gpu01", "gpu02"],
+                    n_gpus=16,
+                    start=T0,
+                    end=end,
+                    state="FAILED",
+                    elapsed_s=5 * 3600.0,
+                )
+            ]
+        ),
+    )
     xid_ts = end - timedelta(milliseconds=hang_ms) - 40 * timedelta(seconds=1)  # 10 min 40 s
-    store.insert("events", pl.DataFrame([
-        dict(ts=xid_ts, node="gpu02", kind="xid", code=79, source="kernel"),
-        # the surviving ranks' watchdog (no host prefix: only the job id is known)
-        dict(ts=end - 20 * timedelta(seconds=1), node=None, kind="nccl_timeout", job_id="201",
-             source="pytorch", attrs=f'{{"ran_for_ms": {hang_ms + 7}, "timeout_ms": {hang_ms}}}'),
-    ], schema_overrides={"code": pl.Int32}))
+    store.insert(
+        "events",
+        pl.DataFrame(
+            [
+                dict(ts=xid_ts, node="gpu02", kind="xid", code=79, source="kernel"),
+                # the surviving ranks' watchdog (no host prefix: only the job id is known)
+                dict(
+                    ts=end - 20 * timedelta(seconds=1),
+                    node=None,
+                    kind="nccl_timeout",
+                    job_id="201",
+                    source="pytorch",
+                    attrs=f'{{"ran_for_ms": {hang_ms + 7}, "timeout_ms": {hang_ms}}}',
+                ),
+            ],
+            schema_overrides={"code": pl.Int32},
+        ),
+    )
     row = attribute_failures(store).row(0, named=True)
     assert (row["cause"], row["evidence_code"], row["node"]) == ("gpu_hardware", 79, "gpu02")
     assert row["evidence_ts"] == xid_ts

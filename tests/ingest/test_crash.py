@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from faultlens.ingest.store import Store
 
 NOISE = "Mar  3 10:{m:02d}:{s:02d} {host} CRON[{pid}]: (root) CMD (run-parts /etc/cron.hourly)\n"
@@ -35,8 +36,18 @@ def _write_logs(folder: Path, n_files: int, lines_per_file: int) -> list[Path]:
 
 
 def _ingest_cmd(db: Path, paths: list[Path]) -> list[str]:
-    return [sys.executable, "-m", "faultlens.app.cli", "ingest", "--db", str(db), "--quiet",
-            "--format", "kernel", *map(str, paths)]
+    return [
+        sys.executable,
+        "-m",
+        "faultlens.app.cli",
+        "ingest",
+        "--db",
+        str(db),
+        "--quiet",
+        "--format",
+        "kernel",
+        *map(str, paths),
+    ]
 
 
 def _per_file(db: Path) -> tuple[dict[str, int], set[str]]:
@@ -61,8 +72,12 @@ def test_kill_9_never_leaves_part_of_a_file(tmp_path: Path) -> None:
     db = tmp_path / "crashy.duckdb"
     kills = 0
     for _ in range(6):
-        proc = subprocess.Popen(_ingest_cmd(db, logs), cwd=Path(__file__).parents[2],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            _ingest_cmd(db, logs),
+            cwd=Path(__file__).parents[2],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             proc.wait(timeout=rng.uniform(0.3, max(clean_s, 1.0)))
         except subprocess.TimeoutExpired:

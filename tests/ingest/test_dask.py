@@ -12,11 +12,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
+from bench.bench_scale import make_tree, write_kernel_log
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import Store
-
-from bench.bench_scale import make_tree, write_kernel_log
 from tests.integration_helpers.dbcompare import table_diff
 
 distributed = pytest.importorskip("distributed")
@@ -135,8 +135,9 @@ def test_killed_worker_mid_file_is_retried_without_doubling(tree, plain_db, clie
 
 
 def test_cli_dask_local_two_workers(tree, tmp_path) -> None:
-    from faultlens.app.cli import app
     from typer.testing import CliRunner
+
+    from faultlens.app.cli import app
 
     small = str(tree / "small")
     plain = tmp_path / "plain.duckdb"

@@ -22,12 +22,13 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest import registry
 from faultlens.ingest.pipeline import FileReport, ingest_paths
 from faultlens.ingest.reader import read_head_text
 from faultlens.ingest.store import Store
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "data"

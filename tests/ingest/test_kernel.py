@@ -11,12 +11,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.kernel import PARSERS, KernelParser, sniff_text
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.schema import conform, empty_frame
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kernel"
 NOW = datetime(2026, 3, 1, 12, 0, 0)
@@ -94,8 +95,12 @@ def test_dmesg_ctime_xid45_and_hung_task(loaded):
     ev = events(loaded, "xid-gpud-pr117-xid45-hung-task-dmesg-T.log")
     x = one(ev, kind="xid")
     assert x["ts"] == datetime(2024, 10, 12, 18, 35, 32)
-    assert (x["code"], x["gpu"], x["pid"], x["process"]) == (45, "0000:61:00.0", 1496200,
-                                                             "distprovers-gpu")
+    assert (x["code"], x["gpu"], x["pid"], x["process"]) == (
+        45,
+        "0000:61:00.0",
+        1496200,
+        "distprovers-gpu",
+    )
     assert json.loads(x["attrs"])["ch"] == "0000000a"
     h = one(ev, kind="hung_task")
     assert (h["process"], h["pid"], h["line"]) == ("cache_mgr_event", 620917, 7)
@@ -118,12 +123,19 @@ def test_nvlink_xids(loaded):
     assert (r["subkind"], r["gpu"], r["ts_flag"]) == ("Fatal", "0000:00:00.0", "no_ts")
     attrs = json.loads(r["attrs"])
     assert (attrs["link"], attrs["unit"], attrs["intr"], attrs["inst"]) == (
-        0, "NETIR_LINK_EVT", "XC0", "i0")
+        0,
+        "NETIR_LINK_EVT",
+        "XC0",
+        "i0",
+    )
     assert attrs["words"][0] == "0x026001c6" and len(attrs["words"]) == 6
     assert json.loads(ev.row(3, named=True)["attrs"])["link"] == -1
     last = ev.row(4, named=True)
     assert (last["subkind"], last["gpu"], json.loads(last["attrs"])["link"]) == (
-        "Nonfatal", "0018:01:00.0", 13)
+        "Nonfatal",
+        "0018:01:00.0",
+        13,
+    )
 
 
 def test_fallen_off_the_bus_multiline(loaded):
@@ -136,7 +148,8 @@ def test_fallen_off_the_bus_multiline(loaded):
     assert one(ev, kind="gpu_init_fail")["subkind"] == "probe_failed"
     assert one(ev, kind="xid")["gpu"] == "0000:44:00.0"
     rec = loaded.query("SELECT * FROM ingested_files WHERE path LIKE '%issue155%'").row(
-        0, named=True)
+        0, named=True
+    )
     # 3 lines of the record + probe failure + bare Xid 79 parsed; the module banner is noise
     assert (rec["parsed"], rec["noise"], rec["quarantined"]) == (5, 1, 0)
 
@@ -146,11 +159,19 @@ def test_gsp_timeout_xid119(loaded):
     g = ev.filter((pl.col("kind") == "gsp_timeout") & (pl.col("code") == 119))
     assert g.height == 5
     r = g.row(0, named=True)
-    assert (r["gpu"], r["pid"], r["process"], r["line"]) == ("0000:9b:00.0", 2024380,
-                                                             "nvidia-smi", 3)
+    assert (r["gpu"], r["pid"], r["process"], r["line"]) == (
+        "0000:9b:00.0",
+        2024380,
+        "nvidia-smi",
+        3,
+    )
     assert r["ts"] == datetime(2025, 2, 23, 16, 24, 18)
-    assert json.loads(r["attrs"]) == {"after_s": 6, "fn": 103, "fn_name": "GSP_RM_ALLOC",
-                                      "rm_gpu": 4}
+    assert json.loads(r["attrs"]) == {
+        "after_s": 6,
+        "fn": 103,
+        "fn_name": "GSP_RM_ALLOC",
+        "rm_gpu": 4,
+    }
     assert one(ev, subkind="rate_limited")["gpu"] == "0000:9b:00.0"
 
 
@@ -166,7 +187,11 @@ def test_edac_apei_mce(loaded):
     ue = one(ev, kind="memory")
     attrs = json.loads(ue["attrs"])
     assert (ue["subkind"], ue["severity"], attrs["mc"], attrs["channel"]) == (
-        "UE", "critical", "MC3", "2")
+        "UE",
+        "critical",
+        "MC3",
+        "2",
+    )
     assert attrs["location"] == "CPU_SrcID#1_MC#1_Chan#2_DIMM#0"
     apei = one(ev, kind="pcie")
     assert (apei["gpu"], apei["subkind"], apei["line"]) == ("0000:5e:00.0", "recoverable", 2)
@@ -207,7 +232,11 @@ def test_device_plugin_xid_critical_error(loaded):
     ev = events(loaded, "k8s-device-plugin-issue189-xidcriticalerror-xid69.log")
     r = one(ev, subkind="xid_critical")
     assert (r["code"], r["gpu"], r["source"], r["kind"]) == (
-        69, "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8", "k8s", "device_unhealthy")
+        69,
+        "GPU-7540a9b3-eeb9-1214-1526-f93c9ea826a8",
+        "k8s",
+        "device_unhealthy",
+    )
     assert r["ts"] == datetime(2020, 8, 10, 19, 9, 42)
     assert one(ev, subkind="marked_unhealthy")["line"] == 2
 
@@ -230,8 +259,7 @@ def test_syslog_year_from_mtime_with_dec_jan_rollover(tmp_path, store):
     os.utime(path, (jan, jan))
     ingest(store, [path])
     ev = events(store, "kern.log")
-    assert ev["ts"].to_list() == [datetime(2024, 12, 31, 23, 59, 58),
-                                  datetime(2025, 1, 1, 0, 0, 1)]
+    assert ev["ts"].to_list() == [datetime(2024, 12, 31, 23, 59, 58), datetime(2025, 1, 1, 0, 0, 1)]
     assert ev["node"][0] == "gpu-07"
     assert ev["uptime_s"][0] == pytest.approx(86390.5)
 
@@ -244,8 +272,9 @@ def test_syslog_year_option_rolls_over(store):
 
 def test_boot_time_option_resolves_dmesg_stamps(corpus, store):
     boot = datetime(2025, 2, 14, 5, 0, 0)
-    ingest(store, [corpus / "xid" / "xid-pastebin-jJdbRLSr-xid79-driver375-dmesg.log"],
-           boot_time=boot)
+    ingest(
+        store, [corpus / "xid" / "xid-pastebin-jJdbRLSr-xid79-driver375-dmesg.log"], boot_time=boot
+    )
     r = events(store, "xid79-driver375-dmesg.log").row(0, named=True)
     assert r["ts"] == boot + timedelta(seconds=5107, microseconds=644336)
     assert r["ts_flag"] == "boot_relative_resolved"
@@ -273,7 +302,11 @@ def test_journal_json(store):
     ev = events(store, "journal-json.log")
     x = ev.row(0, named=True)
     assert (x["node"], x["code"], x["gpu"], x["ts"]) == (
-        "gpu-12", 94, "0000:3b:00.0", datetime(2025, 2, 14, 5, 3, 41))
+        "gpu-12",
+        94,
+        "0000:3b:00.0",
+        datetime(2025, 2, 14, 5, 3, 41),
+    )
     assert x["uptime_s"] == pytest.approx(5107.644336)
     assert ev.row(1, named=True)["subkind"] == "DOWN"
 
@@ -288,8 +321,9 @@ def _chunk_events(parser, path: Path, ctx: ParseContext) -> tuple[pl.DataFrame, 
         res = parser.parse_chunk(chunk.lines, chunk.first_line, ctx, state)
         frames.append(res.tables.get("events"))
     frames.append(parser.finish(ctx, state).tables.get("events"))
-    ev = pl.concat([conform("events", f) for f in frames if f is not None]
-                   + [empty_frame("events")])
+    ev = pl.concat(
+        [conform("events", f) for f in frames if f is not None] + [empty_frame("events")]
+    )
     for row in ev.filter(pl.col("attrs").str.contains('"lines":')).iter_rows(named=True):
         n = json.loads(row["attrs"])["lines"]
         multi.update(range(row["line"], row["line"] + n + 12))
@@ -310,8 +344,11 @@ def test_vectorized_and_line_paths_agree_on_every_real_file(corpus):
             if isinstance(res, Parsed):
                 rows.extend({**r, "line": i} for r in res.rows["events"])
         want = ev.filter(~pl.col("line").is_in(sorted(multi))).sort("line")
-        got = conform("events", pl.DataFrame(rows, schema=want.schema)).sort("line") if rows \
+        got = (
+            conform("events", pl.DataFrame(rows, schema=want.schema)).sort("line")
+            if rows
             else want.clear()
+        )
         assert got.to_dicts() == want.to_dicts(), path.name
 
 
@@ -319,18 +356,30 @@ def test_vectorized_and_line_paths_agree_on_every_real_file(corpus):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(
-    st.text(max_size=120),
-    st.binary(max_size=80).map(lambda b: b.decode("utf-8", "replace")),
-    st.sampled_from([
-        "[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, ", "NVRM: The NVIDIA GPU 0000:b3:00.0",
-        "   NVRM: (PCI ID: 10de:26b5) installed", "{1}[Hardware Error]: x: y",
-        "Feb 30 01:02:03 h kernel: NVRM: Xid (PCI:0000:01:00): 13, x", "6,1,99,-;SXid (PCI:1:2): 5",
-        "nvme nvme0: I/O 1 QID 2 timeout, aborting", "Kernel panic - not syncing: ",
-        'EXT4-fs error (device "x\\): f:1: comm \x01"q: ', "CPU1: Core temperature/speed normal",
-        "mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, \"\\",
-    ]),
-), max_size=30))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=120),
+            st.binary(max_size=80).map(lambda b: b.decode("utf-8", "replace")),
+            st.sampled_from(
+                [
+                    "[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, ",
+                    "NVRM: The NVIDIA GPU 0000:b3:00.0",
+                    "   NVRM: (PCI ID: 10de:26b5) installed",
+                    "{1}[Hardware Error]: x: y",
+                    "Feb 30 01:02:03 h kernel: NVRM: Xid (PCI:0000:01:00): 13, x",
+                    "6,1,99,-;SXid (PCI:1:2): 5",
+                    "nvme nvme0: I/O 1 QID 2 timeout, aborting",
+                    "Kernel panic - not syncing: ",
+                    'EXT4-fs error (device "x\\): f:1: comm \x01"q: ',
+                    "CPU1: Core temperature/speed normal",
+                    'mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, "\\',
+                ]
+            ),
+        ),
+        max_size=30,
+    )
+)
 def test_arbitrary_lines_never_crash_and_are_accounted(lines):
     lines = [ln.replace("\n", " ") or None for ln in lines]
     series = pl.Series("line", lines, dtype=pl.String)
@@ -380,15 +429,18 @@ def test_reingest_grow_rotate(corpus, tmp_path, store):
     assert ingest(store, [path]).files[0].status == "unchanged"
     assert store.count("events") == n
     with path.open("ab") as f:
-        f.write(b"[Sat Oct 12 18:40:00 2024] NVRM: Xid (PCI:0000:61:00): 79, pid=1, name=x, "
-                b"GPU has fallen off the bus.\n")
+        f.write(
+            b"[Sat Oct 12 18:40:00 2024] NVRM: Xid (PCI:0000:61:00): 79, pid=1, name=x, "
+            b"GPU has fallen off the bus.\n"
+        )
     r = ingest(store, [path]).files[0]
     assert (r.lines, r.parsed) == (1, 1)
     new = store.query("SELECT line, code FROM events WHERE code = 79").row(0)
     assert new == (14, 79)
     assert store.count("events") == n + 1
-    path.write_bytes(b"[Sun Oct 13 01:00:00 2024] NVRM: Xid (PCI:0000:61:00): 48, pid=2, "
-                     b"name=y, DBE\n")
+    path.write_bytes(
+        b"[Sun Oct 13 01:00:00 2024] NVRM: Xid (PCI:0000:61:00): 48, pid=2, name=y, DBE\n"
+    )
     r = ingest(store, [path]).files[0]
     assert (r.status, r.lines, r.parsed) == ("ok", 1, 1)
     assert store.query("SELECT count(*) FROM events WHERE code = 48").item() == 1
@@ -406,7 +458,8 @@ def test_gzip_same_as_plain_truncated_gzip_fails(corpus, tmp_path, db_path):
         assert (ra.lines, ra.parsed, ra.noise) == (rb.lines, rb.parsed, rb.noise)
         cols = "ts, kind, code, gpu, pid, attrs, line"
         assert a.query(f"SELECT {cols} FROM events ORDER BY line").equals(
-            b.query(f"SELECT {cols} FROM events ORDER BY line"))
+            b.query(f"SELECT {cols} FROM events ORDER BY line")
+        )
     bad = tmp_path / "cut.log.gz"
     bad.write_bytes(gz.read_bytes()[:-40])
     binary = tmp_path / "blob.bin"
@@ -429,7 +482,8 @@ def test_host_storage_thermal_nic_panic_lines(store):
     f = report.files[0]
     assert (f.lines, f.parsed, f.noise, f.quarantined) == (28, 24, 3, 1)
     assert store.query("SELECT line, reason FROM quarantine").rows() == [
-        (12, "kernel GPU/RAS line with unknown shape")]
+        (12, "kernel GPU/RAS line with unknown shape")
+    ]
     ev = events(store, HOST.name)
     by_line = {r["line"]: r for r in ev.iter_rows(named=True)}
     assert sorted(set(range(1, 29)) - set(by_line)) == [12, 13, 24, 27]
@@ -438,45 +492,101 @@ def test_host_storage_thermal_nic_panic_lines(store):
         r = by_line[line]
         return r["kind"], r["subkind"], r["severity"], r["action"], json.loads(r["attrs"] or "{}")
 
-    assert row(1) == ("storage", "nvme_timeout", "warning", "none",
-                      {"device": "nvme0", "qid": 4, "tag": 123, "recovery": "aborting"})
+    assert row(1) == (
+        "storage",
+        "nvme_timeout",
+        "warning",
+        "none",
+        {"device": "nvme0", "qid": 4, "tag": 123, "recovery": "aborting"},
+    )
     assert by_line[1]["ts"] == datetime(2025, 3, 3, 4, 12, 9)
     assert by_line[1]["node"] == "gpu-21" and by_line[1]["uptime_s"] == pytest.approx(86400.123456)
     assert row(2)[4] == {"device": "nvme0", "qid": 12, "tag": 817, "recovery": "aborting"}
     assert row(3)[1:3] == ("nvme_timeout", "error")
-    assert row(4) == ("storage", "io_error", "error", "none",
-                      {"device": "nvme0n1", "error": "I/O", "op": "READ", "sector": 1953525160})
+    assert row(4) == (
+        "storage",
+        "io_error",
+        "error",
+        "none",
+        {"device": "nvme0n1", "error": "I/O", "op": "READ", "sector": 1953525160},
+    )
     assert row(5)[4] == {"device": "sda", "error": "I/O", "op": "WRITE", "sector": 2048}
     assert row(6)[4]["error"] == "critical medium"
     assert row(7)[:2] == ("storage", "buffer_io_error")
     assert row(7)[4] == {"device": "nvme0n1p2", "block": 0}
-    assert row(8) == ("storage", "nvme_error", "error", "none",
-                      {"device": "nvme0n1", "op": "Read", "lba": 3907029160, "blocks": 8,
-                       "status": "Unrecovered Read Error", "sct": "0x2", "sc": "0x81"})
-    assert row(9) == ("storage", "fs_error", "error", "none",
-                      {"fs": "EXT4", "device": "nvme0n1p2", "function": "ext4_find_entry",
-                       "inode": 2, "comm": "python3"})
+    assert row(8) == (
+        "storage",
+        "nvme_error",
+        "error",
+        "none",
+        {
+            "device": "nvme0n1",
+            "op": "Read",
+            "lba": 3907029160,
+            "blocks": 8,
+            "status": "Unrecovered Read Error",
+            "sct": "0x2",
+            "sc": "0x81",
+        },
+    )
+    assert row(9) == (
+        "storage",
+        "fs_error",
+        "error",
+        "none",
+        {
+            "fs": "EXT4",
+            "device": "nvme0n1p2",
+            "function": "ext4_find_entry",
+            "inode": 2,
+            "comm": "python3",
+        },
+    )
     assert row(10)[4] == {"fs": "EXT4", "device": "md0", "function": "ext4_reserve_inode_write"}
-    assert row(11) == ("storage", "fs_readonly", "error", "drain_node",
-                       {"fs": "EXT4", "device": "md0"})
-    assert row(14) == ("thermal", "cpu_throttled", "warning", "none",
-                       {"cpu": 12, "level": "Core", "total_events": 1})
+    assert row(11) == (
+        "storage",
+        "fs_readonly",
+        "error",
+        "drain_node",
+        {"fs": "EXT4", "device": "md0"},
+    )
+    assert row(14) == (
+        "thermal",
+        "cpu_throttled",
+        "warning",
+        "none",
+        {"cpu": 12, "level": "Core", "total_events": 1},
+    )
     assert row(15)[4] == {"cpu": 12, "level": "Package", "total_events": 7}
     assert row(16)[4] == {"cpu": 40, "level": "Core", "total_events": 42}
     assert row(17) == ("thermal", "cpu_normal", "info", "none", {"cpu": 12, "level": "Core"})
     assert row(18)[:3] == ("mce", "cmci_storm", "warning")
     assert row(19)[:2] == ("mce", "logged")
-    assert row(20) == ("ib_port", "fatal", "critical", "drain_node",
-                       {"nic_pci": "0000:5e:00.0", "fatal_error": 1})
+    assert row(20) == (
+        "ib_port",
+        "fatal",
+        "critical",
+        "drain_node",
+        {"nic_pci": "0000:5e:00.0", "fatal_error": 1},
+    )
     assert row(21)[:2] == ("ib_port", "fatal") and "fatal_error" not in row(21)[4]
-    assert row(22) == ("ib_port", "module_error", "error", "none",
-                       {"nic_pci": "0000:5e:00.0", "module": 0, "error": "High Temperature"})
+    assert row(22) == (
+        "ib_port",
+        "module_error",
+        "error",
+        "none",
+        {"nic_pci": "0000:5e:00.0", "module": 0, "error": "High Temperature"},
+    )
     assert row(23)[1:3] == ("module_plugged", "info")
     assert row(25)[:3] == ("mce", "exception", "critical")
-    assert row(26) == ("mce", "panic", "critical", "reboot_node",
-                       {"reason": "Fatal machine check"})
-    assert row(28) == ("kernel_panic", "hung_task", "critical", "reboot_node",
-                       {"reason": "hung_task: blocked tasks"})
+    assert row(26) == ("mce", "panic", "critical", "reboot_node", {"reason": "Fatal machine check"})
+    assert row(28) == (
+        "kernel_panic",
+        "hung_task",
+        "critical",
+        "reboot_node",
+        {"reason": "hung_task: blocked tasks"},
+    )
     assert by_line[28]["node"] == "gpu-22"
 
 
@@ -502,15 +612,26 @@ def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, s
     from faultlens.synth.config import LLAMA3_CAUSES
 
     host = {"CPU", "NIC", "SSD", "System Memory"}  # rare in the real mix: made common here
-    causes = tuple(dataclasses.replace(c, count=10 if c.name in host else 3, precursor_p=1.0)
-                   for c in LLAMA3_CAUSES)
-    cfg = SynthConfig(n_nodes=8, days=7, seed=0, causes=causes, benign_episodes_per_node_day=1.0,
-                      failures_per_1000_node_days=150.0, write_job_logs=False,
-                      write_training=False, write_telemetry=False)
+    causes = tuple(
+        dataclasses.replace(c, count=10 if c.name in host else 3, precursor_p=1.0)
+        for c in LLAMA3_CAUSES
+    )
+    cfg = SynthConfig(
+        n_nodes=8,
+        days=7,
+        seed=0,
+        causes=causes,
+        benign_episodes_per_node_day=1.0,
+        failures_per_1000_node_days=150.0,
+        write_job_logs=False,
+        write_training=False,
+        write_telemetry=False,
+    )
     generate(cfg, tmp_path / "synth")
     truth = json.loads((tmp_path / "synth" / "ground_truth.json").read_text())
-    report = ingest(store, sorted((tmp_path / "synth" / "nodes").glob("*/kern.log")),
-                    year=cfg.start.year)
+    report = ingest(
+        store, sorted((tmp_path / "synth" / "nodes").glob("*/kern.log")), year=cfg.start.year
+    )
     assert report.totals["quarantined"] == 0 and report.totals["failed"] == 0
     ev = store.query("SELECT node, ts, kind, subkind FROM events")
     precursors = [p for p in truth["precursors"] if p["source"] == "kernel"]
@@ -518,17 +639,23 @@ def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, s
     assert {"nvme_timeout", "cpu_throttle", "mlx5_module_temp", "mce_corrected"} <= templates
 
     def near(node: str, ts: datetime, seconds: float) -> pl.DataFrame:
-        return ev.filter((pl.col("node") == node)
-                         & pl.col("ts").is_between(ts - timedelta(seconds=seconds),
-                                                   ts + timedelta(seconds=seconds)))
+        return ev.filter(
+            (pl.col("node") == node)
+            & pl.col("ts").is_between(
+                ts - timedelta(seconds=seconds), ts + timedelta(seconds=seconds)
+            )
+        )
 
-    missed = [p for p in precursors
-              if near(p["node"], datetime.fromisoformat(p["ts"]), 1.0).height == 0]
+    missed = [
+        p for p in precursors if near(p["node"], datetime.fromisoformat(p["ts"]), 1.0).height == 0
+    ]
     assert missed == []
     # what each host failure writes at the moment it happens
-    want = {"SSD": {("storage", "nvme_timeout"), ("storage", "io_error"), ("storage", "fs_error")},
-            "CPU": {("mce", "exception"), ("mce", "panic")},
-            "NIC": {("ib_port", "fatal")}}
+    want = {
+        "SSD": {("storage", "nvme_timeout"), ("storage", "io_error"), ("storage", "fs_error")},
+        "CPU": {("mce", "exception"), ("mce", "panic")},
+        "NIC": {("ib_port", "fatal")},
+    }
     seen = set()
     for f in truth["failures"]:
         if f["cause"] in want:
@@ -539,18 +666,31 @@ def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, s
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from([
-    "EXT4-fs error (device sd{0}): f:1: comm {0}: x", "Kernel panic - not syncing: {0}",
-    "mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, {0}",
-    "nvme0n1: Write(0x1) @ LBA 9, 1 blocks, {0} (sct 0x0 / sc 0x4)",
-    "mlx5_core 0000:01:00.0: Port module event: module 1, Unknown status",
-    "EDAC MC1: 2 UE {0} on DIMM_A1 (channel:1 count:7 page:0x1 {0} channel:2)",
-    "EDAC sbridge MC0: 1 CE x on {0}",
-    "pcieport 0000:00:01.0: AER: {0} error received: 0000:01:00.0",
-    "nvidia 0000:3b:00.0: PCIe Bus Error: severity={0}, type=Data Link Layer, (Transmitter ID)",
-]), st.text(alphabet=st.characters(blacklist_characters="\n\r",
-                                                  blacklist_categories=("Cs",)), max_size=12)),
-    min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "EXT4-fs error (device sd{0}): f:1: comm {0}: x",
+                    "Kernel panic - not syncing: {0}",
+                    "mlx5_core 0000:01:00.0: Port module event[error]: module 1, Cable error, {0}",
+                    "nvme0n1: Write(0x1) @ LBA 9, 1 blocks, {0} (sct 0x0 / sc 0x4)",
+                    "mlx5_core 0000:01:00.0: Port module event: module 1, Unknown status",
+                    "EDAC MC1: 2 UE {0} on DIMM_A1 (channel:1 count:7 page:0x1 {0} channel:2)",
+                    "EDAC sbridge MC0: 1 CE x on {0}",
+                    "pcieport 0000:00:01.0: AER: {0} error received: 0000:01:00.0",
+                    "nvidia 0000:3b:00.0: PCIe Bus Error: severity={0}, type=Data Link Layer, (Transmitter ID)",
+                ]
+            ),
+            st.text(
+                alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)),
+                max_size=12,
+            ),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_family_attrs_json_same_on_both_paths(items):
     lines = [tpl.format(text) for tpl, text in items]
     ctx = ParseContext(file="f", node="n")
@@ -573,17 +713,27 @@ def test_rfc3164_fast_stamp_path_equals_the_general_one(corpus):
     lines = (DATA / "syslog-dec-jan-rollover.log").read_text().splitlines()
     lines += HOST.read_text().splitlines()
     lines += (corpus / "xid" / "syslog-azurehpc-nhc-ib6-link-flap.log").read_text().splitlines()
-    lines += ["Feb 29 01:02:03 h kernel: x", "Apr 31 23:59:59 h k: [  5.5] y",
-              "Jan  0 00:00:00 h a: z"]
-    cand = pl.DataFrame({"line": range(1, len(lines) + 1), "raw": lines},
-                        schema={"line": pl.Int64, "raw": pl.String})
-    for ctx in (ParseContext(file="f", year=2023), ParseContext(file="f", mtime=NOW),
-                ParseContext(file="f")):
+    lines += [
+        "Feb 29 01:02:03 h kernel: x",
+        "Apr 31 23:59:59 h k: [  5.5] y",
+        "Jan  0 00:00:00 h a: z",
+    ]
+    cand = pl.DataFrame(
+        {"line": range(1, len(lines) + 1), "raw": lines},
+        schema={"line": pl.Int64, "raw": pl.String},
+    )
+    for ctx in (
+        ParseContext(file="f", year=2023),
+        ParseContext(file="f", mtime=NOW),
+        ParseContext(file="f"),
+    ):
         fast = _bsd_prefix_frame(cand, ctx, fast_state := KernelState())
         slow = _generic_prefix_frame(cand, ctx, slow_state := KernelState())
         assert fast is not None and fast.height == len(lines)
         assert fast.to_dicts() == slow.to_dicts()
-        assert (fast_state.boot_time, fast_state.year_offset) == (slow_state.boot_time,
-                                                                  slow_state.year_offset)
+        assert (fast_state.boot_time, fast_state.year_offset) == (
+            slow_state.boot_time,
+            slow_state.year_offset,
+        )
     mixed = pl.concat([cand, pl.DataFrame({"line": [999], "raw": ["[  1.5] NVRM: x"]})])
     assert _bsd_prefix_frame(mixed, ParseContext(file="f"), KernelState()) is None

@@ -7,10 +7,10 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from faultlens.ingest import kernel
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
-
 from tests.conftest import CORPUS
 
 NOW = datetime(2026, 1, 1)

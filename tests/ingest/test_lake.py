@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer.testing import CliRunner
+
+from bench.bench_scale import make_tree
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.lake import attach_lake, export_lake
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
-from typer.testing import CliRunner
-
-from bench.bench_scale import make_tree
 from tests.integration_helpers.dbcompare import table_diff
 
 QUERIES = [

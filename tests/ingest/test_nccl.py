@@ -8,14 +8,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest import nccl
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.store import Store
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.conftest import CORPUS
 
 NOW = datetime(2025, 1, 1)
@@ -121,12 +121,20 @@ def test_ib_completion_status12_vendor129(corpus: Path, store: Store) -> None:
     assert len(evs) == 3
     first = evs[0]
     assert (first["node"], first["pid"], first["gpu_index"], first["line"]) == (
-        "kp-ddp-worker-0", 3468, 4, 1)
+        "kp-ddp-worker-0",
+        3468,
+        4,
+        1,
+    )
     assert first["kind"] == "nccl_error" and first["source"] == "nccl"
     assert first["ts"] is None and first["ts_flag"] == "no_ts"
     a = first["attrs"]
     assert (a["status"], a["vendor_err"], a["peer"], a["peer_port"]) == (
-        12, 129, "10.216.210.236", 54862)
+        12,
+        129,
+        "10.216.210.236",
+        54862,
+    )
     assert a["status_name"] == "IBV_WC_RETRY_EXC_ERR" and a["direction"] == "Recv"
     assert a["local_gid"] == "fd00:1148:9000:5000:4:200:3:ff22"
     assert a["remote_gid"] == "fd00:1148:9000:5000:4:200:3:ff1f"
@@ -137,7 +145,10 @@ def test_ib_completion_old_wording_error4_vendor81(corpus: Path, store: Store) -
     ingest_one(store, corpus / "nccl" / "nccl-issue928-netib-error4-vendor81-h100.log")
     evs = events(store, kind="nccl_error")
     assert [(e["node"], e["attrs"]["status"], e["attrs"]["vendor_err"]) for e in evs] == [
-        ("h100-2", 4, 81), ("h100-1", 4, 81), ("h100-5", 4, 81)]
+        ("h100-2", 4, 81),
+        ("h100-1", 4, 81),
+        ("h100-5", 4, 81),
+    ]
     assert evs[0]["attrs"]["peer"] == "fe80::966d:ae03:8b:df78%ib0"
     assert evs[0]["attrs"]["direction"] == "Send"
     assert evs[2]["gpu_index"] == 3
@@ -175,7 +186,9 @@ def test_other_warn_lines_are_nccl_warn(corpus: Path, store: Store) -> None:
     ingest_one(store, corpus / "nccl" / "nccl-issue1066-init-2.12.12-nvmlwrap-warn.log")
     evs = events(store)
     assert [(e["kind"], e["severity"], e["pid"]) for e in evs] == [
-        ("nccl_warn", "warning", 1080061), ("nccl_warn", "warning", 1080060)]
+        ("nccl_warn", "warning", 1080061),
+        ("nccl_warn", "warning", 1080060),
+    ]
     assert evs[0]["message"] == "nvmlDeviceGetHandleByPciBusId() failed: Not Found"
 
 
@@ -199,7 +212,12 @@ def test_init_2_19_3_socket_rank_busid(corpus: Path, store: Store) -> None:
     ingest_one(store, corpus / "nccl" / "nccl-issue1267-init-2.19.3-socket-gcp.log")
     (r,) = rank_map(store)
     assert (r["node"], r["pid"], r["rank"], r["nranks"], r["cuda_dev"]) == (
-        "instance-8g-96c-4", 101707, 0, 1, 0)
+        "instance-8g-96c-4",
+        101707,
+        0,
+        1,
+        0,
+    )
     assert r["bus_id"] == "0000:00:03.0" and r["comm_id"] == "0x7ef9513a104d9d97"
     assert (r["nccl_version"], r["transport"]) == ("2.19.3+cuda12.3", "Socket")
     assert r["nic"] == "ens7:10.128.0.33<0>"
@@ -217,7 +235,9 @@ def test_init_2_22_3_leonardo_two_ranks_deduplicated(corpus: Path, store: Store)
     ingest_one(store, path)
     rows = rank_map(store)  # Init START and Init COMPLETE of each rank -> one row
     assert [(r["rank"], r["nranks"], r["cuda_dev"], r["bus_id"]) for r in rows] == [
-        (0, 2, 0, "0000:1d:00.0"), (1, 2, 1, "0000:56:00.0")]
+        (0, 2, 0, "0000:1d:00.0"),
+        (1, 2, 1, "0000:56:00.0"),
+    ]
     assert {r["nccl_version"] for r in rows} == {"2.22.3+cuda12.2"}
     assert rows[0]["nic"] == "mlx5_0:1/IB mlx5_1:1/IB mlx5_2:1/IB mlx5_3:1/IB"
     assert rows[0]["comm_id"] == "0xf6bfaf5466e2b71f"
@@ -228,9 +248,15 @@ def test_nccl_tests_banner_gives_rank_map(corpus: Path, store: Store) -> None:
     rows = store.query("SELECT * FROM nccl_ranks ORDER BY rank").to_dicts()
     assert len(rows) == 12
     assert (rows[0]["node"], rows[0]["pid"], rows[0]["bus_id"]) == (
-        "worker-1", 1887, "0000:8d:00.0")
+        "worker-1",
+        1887,
+        "0000:8d:00.0",
+    )
     assert (rows[8]["node"], rows[8]["cuda_dev"], rows[8]["bus_id"]) == (
-        "worker-0", 0, "0000:8d:00.0")
+        "worker-0",
+        0,
+        "0000:8d:00.0",
+    )
 
 
 # -- nccl-tests results ---------------------------------------------------------------------------
@@ -242,7 +268,10 @@ def test_nccl_tests_rows_mooncake(corpus: Path, store: Store) -> None:
     assert len(rows) == 22
     last_oop, last_ip = rows[-2], rows[-1]
     assert (last_oop["size_bytes"], last_oop["busbw_gbs"], last_oop["in_place"]) == (
-        33554432, 300.51, False)
+        33554432,
+        300.51,
+        False,
+    )
     assert (last_ip["busbw_gbs"], last_ip["in_place"], last_ip["time_us"]) == (300.52, True, 195.4)
     assert last_oop["test"] == "all_reduce_perf"  # from the file name
     assert (last_oop["dtype"], last_oop["redop"], last_oop["wrong"]) == ("float", "sum", 0)
@@ -269,10 +298,16 @@ def test_pdsh_prefixed_and_nccl_timestamped_lines(store: Store) -> None:
     ib, ibv = evs
     assert ib["ts"] == datetime(2025, 3, 1, 12, 0, 5) and ib["node"] == "gpu-a02"
     assert (ib["attrs"]["status"], ib["attrs"]["vendor_err"], ib["attrs"]["hca"]) == (
-        12, 129, "mlx5_3")
+        12,
+        129,
+        "mlx5_3",
+    )
     assert ib["attrs"]["status_str"] == "transport retry counter exceeded"
     assert (ibv["subkind"], ibv["attrs"]["call"], ibv["attrs"]["errno"]) == (
-        "ibv", "ibv_modify_qp", 110)
+        "ibv",
+        "ibv_modify_qp",
+        110,
+    )
     (r,) = rank_map(store)
     assert (r["node"], r["rank"], r["nranks"], r["bus_id"]) == ("gpu-a01", 0, 16, "0000:18:00.0")
     assert (r["nccl_version"], r["nic"]) == ("2.26.2+cuda12.8", "mlx5_0:1/IB mlx5_3:1/IB")
@@ -310,8 +345,10 @@ def test_sniff_claims_nccl_and_not_other_sources(corpus: Path) -> None:
 def test_parse_line_reference() -> None:
     ctx = ParseContext(file="x.log")
     parser = nccl.NcclParser()
-    line = "h1:1:2 [3] net.cc:1 NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with " \
-           "status=5 opcode=0 len=0 vendor err 249 (Recv)"
+    line = (
+        "h1:1:2 [3] net.cc:1 NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with "
+        "status=5 opcode=0 len=0 vendor err 249 (Recv)"
+    )
     got = parser.parse_line(line, ctx)
     assert isinstance(got, Parsed)
     (ev,) = got.rows["events"]
@@ -322,19 +359,43 @@ def test_parse_line_reference() -> None:
 
 # -- arbitrary input ------------------------------------------------------------------------------
 
-_FRAGMENTS = st.sampled_from([
-    "h:1:2 [0] NCCL WARN ", "NCCL INFO comm 0x1 rank ", " nranks ", "NCCL version ", "Last error:",
-    "Watchdog caught collective operation timeout: WorkNCCL(", "ChildFailedError", "  time      : ",
-    "  host      : ", "  rank      : 3 (local_rank: ", "  traceback : ", "ncclRemoteError: ",
-    "   8   2   float   sum   -1   9.8   0.00   0.00   0", "#  Rank  0 Group  0 Pid 1 on h ",
-    "NCCL error in: x:1, ", "[rank1]:", "(pid=3, ip=1.2.3.4) ", "\r", "\x00", "é", "[E1129 ",
-    "Got completion from peer ", "ProcessGroupNCCL.cpp:1] ", "_perf", " Pid ", " float ",
-    "[rank1]:[E1129 13:05:01.123 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective "
-    "operation timeout: WorkNCCL(SeqNum=1, OpType=X, Timeout(ms)=5) ran for 6 milliseconds",
-    "h:1:2 [0] x.cc:1 NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with status=12 "
-    "opcode=0 len=0 vendor err 1 (Recv)", "h:1:2 [0] x.cc:1 NCCL WARN Net : Call to recv from "
-    "h<5> failed : ", "h:1:2 [0] a.h:1 NCCL WARN Cuda failure 2 '", "ibv_reg_mr failed with ",
-])
+_FRAGMENTS = st.sampled_from(
+    [
+        "h:1:2 [0] NCCL WARN ",
+        "NCCL INFO comm 0x1 rank ",
+        " nranks ",
+        "NCCL version ",
+        "Last error:",
+        "Watchdog caught collective operation timeout: WorkNCCL(",
+        "ChildFailedError",
+        "  time      : ",
+        "  host      : ",
+        "  rank      : 3 (local_rank: ",
+        "  traceback : ",
+        "ncclRemoteError: ",
+        "   8   2   float   sum   -1   9.8   0.00   0.00   0",
+        "#  Rank  0 Group  0 Pid 1 on h ",
+        "NCCL error in: x:1, ",
+        "[rank1]:",
+        "(pid=3, ip=1.2.3.4) ",
+        "\r",
+        "\x00",
+        "é",
+        "[E1129 ",
+        "Got completion from peer ",
+        "ProcessGroupNCCL.cpp:1] ",
+        "_perf",
+        " Pid ",
+        " float ",
+        "[rank1]:[E1129 13:05:01.123 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=1, OpType=X, Timeout(ms)=5) ran for 6 milliseconds",
+        "h:1:2 [0] x.cc:1 NCCL WARN NET/IB : Got completion from peer 1.2.3.4<5> with status=12 "
+        "opcode=0 len=0 vendor err 1 (Recv)",
+        "h:1:2 [0] x.cc:1 NCCL WARN Net : Call to recv from h<5> failed : ",
+        "h:1:2 [0] a.h:1 NCCL WARN Cuda failure 2 '",
+        "ibv_reg_mr failed with ",
+    ]
+)
 _LINE = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=20)), max_size=6).map("".join)
 
 

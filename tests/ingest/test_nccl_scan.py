@@ -9,11 +9,11 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.ingest import nccl, nccl_vec, registry, scan
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import ingest_paths, uses_prefilter
 from faultlens.ingest.store import Store
-
 from tests.conftest import CORPUS
 
 NOW = datetime(2025, 1, 1)
@@ -27,8 +27,9 @@ def ingest_with(
 ) -> tuple[dict, dict[str, pl.DataFrame]]:
     monkeypatch.setitem(registry.REGISTRY, "nccl", parser)
     with Store(db) as store:
-        report = ingest_paths(store, [str(path)], now=NOW, fmt="nccl",
-                              base_ctx=ParseContext(file="", year=2024))
+        report = ingest_paths(
+            store, [str(path)], now=NOW, fmt="nccl", base_ctx=ParseContext(file="", year=2024)
+        )
         (f,) = report.files
         assert f.status in ("ok", "partial"), f.error
         tables = {t: store.query(f"SELECT * FROM {t}") for t in TABLES}
@@ -67,9 +68,14 @@ def test_all_corpus_files_in_one_log(
     parts += [p.read_bytes() for p in sorted(DATA.glob("*"))]
     body = b"".join(p if p.endswith(b"\n") else p + b"\n" for p in parts)
     path = tmp_path / "mixed.log"
-    path.write_bytes(body + body.replace(b"\n", b"\r\n")
-                     + b"x NCCL WARN " + b"y" * (2 << 20) + b"\n"
-                     + b"[rank1]: Last error:\n[rank1]: bad \xff detail\nhost:1:2 [0] NCCL WARN z")
+    path.write_bytes(
+        body
+        + body.replace(b"\n", b"\r\n")
+        + b"x NCCL WARN "
+        + b"y" * (2 << 20)
+        + b"\n"
+        + b"[rank1]: Last error:\n[rank1]: bad \xff detail\nhost:1:2 [0] NCCL WARN z"
+    )
     report = assert_same_ingest(path, tmp_path, monkeypatch)
     assert report["lines"] == path.read_bytes().count(b"\n") + 1
     assert report["quarantined"] >= 1  # the over-long line
@@ -78,19 +84,34 @@ def test_all_corpus_files_in_one_log(
 
 def test_test_rows_of_a_generated_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """nccl-tests rows with no test name / host lines in the batch take the vectorized path."""
-    rows = [f"  {1 << k:>10}  {1 << k >> 2:>10}     float     sum      -1   {k + 1.5:7.2f}  "
-            f"{k / 10:6.2f}  {k / 5:6.2f}      {'N/A' if k == 3 else 0}   {k + 2.25:7.2f}  "
-            f"{k / 10:6.2f}  {k / 5:6.2f}      0" for k in range(20)]
+    rows = [
+        f"  {1 << k:>10}  {1 << k >> 2:>10}     float     sum      -1   {k + 1.5:7.2f}  "
+        f"{k / 10:6.2f}  {k / 5:6.2f}      {'N/A' if k == 3 else 0}   {k + 2.25:7.2f}  "
+        f"{k / 10:6.2f}  {k / 5:6.2f}      0"
+        for k in range(20)
+    ]
     path = tmp_path / "all_reduce.log"
-    path.write_text("\n".join(["gpu-01:10:11 [0] NCCL INFO NCCL version 2.21.5+cuda12.4", *rows,
-                               "host-a:   8  2  float sum -1 1.0 2.0 3.0 0"]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                "gpu-01:10:11 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+                *rows,
+                "host-a:   8  2  float sum -1 1.0 2.0 3.0 0",
+            ]
+        )
+        + "\n"
+    )
     assert_same_ingest(path, tmp_path, monkeypatch)
     with Store(tmp_path / "new.duckdb") as store:
         lh = store.query("SELECT * FROM link_health ORDER BY line, in_place")
     assert lh.height == 41
     first = lh.row(0, named=True)
     assert (first["test"], first["size_bytes"], first["count"], first["dtype"]) == (
-        "all_reduce_perf", 1, 0, "float")
+        "all_reduce_perf",
+        1,
+        0,
+        "float",
+    )
     assert (first["time_us"], first["in_place"], first["wrong"]) == (1.5, False, 0)
     assert lh.filter(pl.col("line") == 5)["wrong"].to_list() == [None, 0]  # N/A
     assert lh.row(-1, named=True)["node"] == "host-a"
@@ -115,13 +136,21 @@ def test_distbackend_blocks_vectorized_equal_reference(chunk_bytes: int) -> None
     first = ev.row(0, named=True)
     assert first["subkind"] == "ncclSystemError"
     assert first["message"].splitlines()[1:3] == [
-        "ncclSystemError: System call or external library call failed.", "Last error:"]
+        "ncclSystemError: System call or external library call failed.",
+        "Last error:",
+    ]
     assert json.loads(first["attrs"]) == {
-        "exception": "DistBackendError", "last_error": "socketStartConnect: Connect to "
+        "exception": "DistBackendError",
+        "last_error": "socketStartConnect: Connect to "
         "10.1.2.3<45123> failed : Software caused connection abort",
-        "nccl_version": "2.20.5", "peer": "10.1.2.3", "peer_port": 45123, "rank": 0,
-        "reason": "unhandled system error", "result_text":
-        "System call or external library call failed.", "where": "../ProcessGroupNCCL.cpp:2027"}
+        "nccl_version": "2.20.5",
+        "peer": "10.1.2.3",
+        "peer_port": 45123,
+        "rank": 0,
+        "reason": "unhandled system error",
+        "result_text": "System call or external library call failed.",
+        "where": "../ProcessGroupNCCL.cpp:2027",
+    }
 
 
 def test_distbackend_blocks_mostly_take_the_vectorized_path() -> None:
@@ -131,8 +160,9 @@ def test_distbackend_blocks_mostly_take_the_vectorized_path() -> None:
     parser = nccl.NcclParser()
     state = parser.new_state(ctx)
     cand = nccl_vec.candidates(lines, 1, state)
-    frame = nccl_vec.nccl_groups(cand.with_columns(
-        is_row=pl.col("raw").str.contains(nccl.ROW_HINT)))
+    frame = nccl_vec.nccl_groups(
+        cand.with_columns(is_row=pl.col("raw").str.contains(nccl.ROW_HINT))
+    )
     events, taken = nccl_vec.error_blocks(frame, ctx, state, frame["line"].max())
     assert events is not None
     assert events["line"].to_list() == [1, 6, 9, 13, 28]  # the plain shapes; 34 may go on

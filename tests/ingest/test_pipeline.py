@@ -17,8 +17,10 @@ BANNER = "".join(
 
 
 def _xid(node: int, code: int) -> str:
-    return (f"[ 5107.64433{node}] NVRM: Xid (PCI:0000:{node:02x}:00): {code}, pid=42, "
-            "name=python3, GPU has fallen off the bus.\n")
+    return (
+        f"[ 5107.64433{node}] NVRM: Xid (PCI:0000:{node:02x}:00): {code}, pid=42, "
+        "name=python3, GPU has fallen off the bus.\n"
+    )
 
 
 def test_look_alike_files_are_each_ingested(tmp_path: Path, store: Store) -> None:
@@ -68,7 +70,8 @@ def test_parsed_parts_are_partitioned_by_source_and_day(store, tmp_path) -> None
         "2026-01-03T23:59:58+00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has "
         "fallen off the bus.\n"
         "2026-01-04T00:00:02+00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, "
-        "DBE (double bit error) ECC error.\n")
+        "DBE (double bit error) ECC error.\n"
+    )
     task = plan(store, str(log), fmt="kernel")
     pf = parse_file(task, str(tmp_path))
     names = sorted(str(Path(p).relative_to(pf.scratch).parent) for p in pf.parts["events"])

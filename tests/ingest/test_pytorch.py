@@ -7,6 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+
 from faultlens.ingest import pytorch
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import ingest_paths
@@ -41,7 +42,11 @@ def test_new_format_watchdog_reduce_scatter(corpus: Path, store: Store) -> None:
     assert first["ts"] == datetime(2024, 12, 6, 18, 44, 12, 715298)
     a = first["attrs"]
     assert (a["seq_num"], a["op_type"], a["numel_in"], a["numel_out"]) == (
-        7753, "_REDUCE_SCATTER_BASE", 544997376, 68124672)
+        7753,
+        "_REDUCE_SCATTER_BASE",
+        544997376,
+        68124672,
+    )
     assert (a["timeout_ms"], a["ran_for_ms"]) == (600000, 600061)
     exc = events(store, subkind="watchdog_exception")
     assert [e["attrs"]["rank"] for e in exc] == [0, 4]
@@ -54,7 +59,10 @@ def test_watchdog_with_line_counter_prefix_and_short_month(corpus: Path, store: 
     (t0, t4) = events(store, kind="nccl_timeout")
     assert t0["ts"] == datetime(2025, 3, 21, 2, 7, 8, 408271)  # "E321" = March 21
     assert (t0["attrs"]["rank"], t0["attrs"]["seq_num"], t0["attrs"]["op_type"]) == (
-        0, 1580, "ALLREDUCE")
+        0,
+        1580,
+        "ALLREDUCE",
+    )
     assert (t4["attrs"]["rank"], t4["attrs"]["ran_for_ms"]) == (4, 600067)
 
 
@@ -77,7 +85,11 @@ def test_old_format_watchdog_with_tqdm_carriage_returns(corpus: Path, store: Sto
     assert first["ts"] is None and first["ts_flag"] == "no_ts"  # "[E ...]" carries no time
     a = first["attrs"]
     assert (a["seq_num"], a["op_type"], a["timeout_ms"], a["ran_for_ms"]) == (
-        96120, "ALLREDUCE", 1800000, 25624887)
+        96120,
+        "ALLREDUCE",
+        1800000,
+        25624887,
+    )
     assert "numel_in" not in a
     assert evs[-1]["attrs"]["rank"] == 7 and evs[-1]["attrs"]["seq_num"] == 64088
 
@@ -100,14 +112,18 @@ def test_torchrun_fixture(store: Store) -> None:
     assert f["lines"] == 41 and f["quarantined"] == 1
     timeouts = events(store, kind="nccl_timeout")
     assert [(e["subkind"], e["attrs"]["rank"], e["attrs"]["seq_num"]) for e in timeouts] == [
-        ("watchdog", 3, 42), ("rethrown", 3, 42)]
+        ("watchdog", 3, 42),
+        ("rethrown", 3, 42),
+    ]
     assert timeouts[0]["ts"] == datetime(2024, 11, 29, 13, 5, 1, 123456)
     (err,) = events(store, subkind="ncclSystemError")
     assert err["attrs"]["rank"] == 5 and err["attrs"]["nccl_version"] == "2.20.5"
     assert err["attrs"]["peer"] == "10.1.2.3" and "Software caused" in err["attrs"]["last_error"]
     failed = events(store, kind="process_failed")
-    assert [(e["node"], e["attrs"]["rank"], e["attrs"]["exit_code"], e["attrs"]["root_cause"])
-            for e in failed] == [("gpu-node-07", 5, 1, False), ("gpu-node-07", 3, -6, True)]
+    assert [
+        (e["node"], e["attrs"]["rank"], e["attrs"]["exit_code"], e["attrs"]["root_cause"])
+        for e in failed
+    ] == [("gpu-node-07", 5, 1, False), ("gpu-node-07", 3, -6, True)]
     root = failed[1]
     assert root["ts"] == datetime(2024, 11, 29, 13, 5, 29) and root["pid"] == 80750
     assert root["attrs"]["local_rank"] == 3
@@ -118,7 +134,8 @@ def test_torchrun_fixture(store: Store) -> None:
 def test_glog_stamp_year_rules() -> None:
     ctx = ParseContext(file="x", year=2023)
     assert pytorch.glog_ts("1129", "13:05:01", "123456", ctx) == datetime(
-        2023, 11, 29, 13, 5, 1, 123456)
+        2023, 11, 29, 13, 5, 1, 123456
+    )
     jan = ParseContext(file="x", mtime=datetime(2025, 1, 3))
     assert pytorch.glog_ts("1231", "23:59:59", None, jan) == datetime(2024, 12, 31, 23, 59, 59)
     assert pytorch.glog_ts("1129", "13:05:01", None, ParseContext(file="x")) is None
@@ -130,7 +147,12 @@ def test_launcher_prefixes() -> None:
     assert (p.host, p.rank, p.rest) == ("node7", 3, "ncclRemoteError: x")
     p = pytorch.strip_launcher("(RayWorker pid=12, ip=10.0.0.2) [default1]:hello")
     assert (p.ray_pid, p.ray_ip, p.rank, p.actor, p.rest) == (
-        12, "10.0.0.2", 1, "RayWorker", "hello")
+        12,
+        "10.0.0.2",
+        1,
+        "RayWorker",
+        "hello",
+    )
     p = pytorch.strip_launcher("torch.distributed.DistBackendError: NCCL error")
     assert p.host is None and p.rest.startswith("torch.distributed")
     assert pytorch.iso_ts("[2025-03-01 12:00:05+02:00] x") == datetime(2025, 3, 1, 10, 0, 5)

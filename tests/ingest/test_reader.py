@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
@@ -131,8 +132,9 @@ def test_abandoned_threaded_iterator_stops(tmp_path):
 @pytest.mark.parametrize("chunk_bytes", [5, 64, 1 << 20])
 @pytest.mark.parametrize("threaded", [False, True])
 def test_iter_candidates_numbers_and_counts(tricky, chunk_bytes, threaded):
-    chunks = list(iter_candidates(tricky, ["NVRM", "Xid"], chunk_bytes=chunk_bytes,
-                                  threaded=threaded))
+    chunks = list(
+        iter_candidates(tricky, ["NVRM", "Xid"], chunk_bytes=chunk_bytes, threaded=threaded)
+    )
     assert sum(c.n_lines for c in chunks) == 9
     cand = pl.concat([c.cand for c in chunks])
     assert cand["line"].to_list() == [1, 5, 7, 9]
@@ -168,8 +170,14 @@ def test_pipeline_quarantines_over_long_lines_on_the_prefilter_path(tmp_path, st
 
     path = tmp_path / "dmesg.log"
     xid = b"[  12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"
-    path.write_bytes(xid + b"[  13.0] NVRM: " + b"y" * (MAX_LINE_BYTES + 5) + b"\n"
-                     + b"[  14.0] usb 1-1: new device\n" * 3 + b"\n")
+    path.write_bytes(
+        xid
+        + b"[  13.0] NVRM: "
+        + b"y" * (MAX_LINE_BYTES + 5)
+        + b"\n"
+        + b"[  14.0] usb 1-1: new device\n" * 3
+        + b"\n"
+    )
     report = ingest_paths(store, [str(path)], now=datetime(2026, 1, 1), fmt="kernel")
     f = report.files[0]
     assert (f.status, f.lines, f.parsed, f.quarantined, f.noise) == ("partial", 6, 1, 1, 4)

@@ -12,9 +12,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
-
 from tests.integration_helpers import slurm as slurm_helper
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]

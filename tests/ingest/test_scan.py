@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.ingest import scan
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.reader import MAX_LINE_BYTES, iter_chunks
@@ -119,13 +120,24 @@ def test_over_long_lines_are_listed_not_candidates(tmp_path: Path, engine: str) 
     path = tmp_path / "long.log"
     big = b"Xid " + b"x" * MAX_LINE_BYTES + b"\n"  # holds a literal, too long: not a candidate
     grown = b"NVRM " + b"\xff" * (MAX_LINE_BYTES // 3 + 10) + b"\n"  # too long once decoded
-    path.write_bytes(b"Last error:\n" + big + b"after the long line\n" + b"Last error:\n" + grown
-                     + b"fits NVRM " + b"y" * 1000 + b"\n" + b"Last error:\nz\n")
+    path.write_bytes(
+        b"Last error:\n"
+        + big
+        + b"after the long line\n"
+        + b"Last error:\n"
+        + grown
+        + b"fits NVRM "
+        + b"y" * 1000
+        + b"\n"
+        + b"Last error:\nz\n"
+    )
     cands, n, longs, _ = scanned(path, engine=engine, block_bytes=1 << 16)
     assert (cands, n, longs) == expected(path)
     assert [c[0] for c in cands] == [1, 4, 6, 7, 8]  # the lines after 1 and 4 are too long
     assert [(line, nbytes) for line, nbytes, _ in longs] == [
-        (2, 4 + MAX_LINE_BYTES), (5, 5 + 3 * (MAX_LINE_BYTES // 3 + 10))]
+        (2, 4 + MAX_LINE_BYTES),
+        (5, 5 + 3 * (MAX_LINE_BYTES // 3 + 10)),
+    ]
     assert longs[0][2] == "Xid " + "x" * 3996
 
 
@@ -135,15 +147,20 @@ def test_long_lines_inside_one_block(tmp_path: Path, engine: str) -> None:
     the limit), and only those over the limit are listed."""
     third = MAX_LINE_BYTES // 3
     path = tmp_path / "longs.log"
-    path.write_bytes(b"".join([
-        b"NVRM short\n",
-        b"Xid " + b"a" * (third - 10) + b"\n",  # under a third: not even decoded
-        b"Xid " + b"b" * (third + 5) + b"\n",  # decoded, fits
-        b"Xid " + b"c" * MAX_LINE_BYTES + b"\n",  # too long
-        b"Xid " + b"d" * (MAX_LINE_BYTES + 1) + b"\n",  # too long, right after another
-        b"Last error:\n", b"e" * (2 * MAX_LINE_BYTES) + b"\r\n",  # a too-long detail line
-        b"NVRM end\n",
-    ]))
+    path.write_bytes(
+        b"".join(
+            [
+                b"NVRM short\n",
+                b"Xid " + b"a" * (third - 10) + b"\n",  # under a third: not even decoded
+                b"Xid " + b"b" * (third + 5) + b"\n",  # decoded, fits
+                b"Xid " + b"c" * MAX_LINE_BYTES + b"\n",  # too long
+                b"Xid " + b"d" * (MAX_LINE_BYTES + 1) + b"\n",  # too long, right after another
+                b"Last error:\n",
+                b"e" * (2 * MAX_LINE_BYTES) + b"\r\n",  # a too-long detail line
+                b"NVRM end\n",
+            ]
+        )
+    )
     cands, n, longs, _ = scanned(path, engine=engine, block_bytes=16 << 20)
     assert (cands, n, longs) == expected(path)
     assert [line for line, _, _ in longs] == [4, 5, 7]
@@ -158,8 +175,9 @@ def test_gzip_and_start_byte(tmp_path: Path, tricky: Path, engine: str) -> None:
     assert scanned(gz, engine=engine, gzipped=True, block_bytes=16)[0] == TRICKY_CANDIDATES
     start = TRICKY.index(b"[rank0]")  # a grown file read on from line 9
     for path, zipped in ((tricky, False), (gz, True)):
-        cands, n, _, end = scanned(path, engine=engine, gzipped=zipped, start_byte=start,
-                                   start_line=9, block_bytes=32)
+        cands, n, _, end = scanned(
+            path, engine=engine, gzipped=zipped, start_byte=start, start_line=9, block_bytes=32
+        )
         assert cands == TRICKY_CANDIDATES[4:]
         assert n == 11
         assert end == len(TRICKY)

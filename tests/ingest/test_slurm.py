@@ -9,6 +9,9 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined, numbered
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.slurm import PARSERS
@@ -17,8 +20,6 @@ from faultlens.ingest.slurm_daemon import daemon_chunk
 from faultlens.ingest.slurm_daemon import parse_line as daemon_line
 from faultlens.ingest.slurm_nodes import SinfoParser, sinfo_parse_line
 from faultlens.ingest.slurm_sacct import layout_from_header, parse_line, sacct_records
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 NOW = datetime(2026, 1, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"

@@ -8,6 +8,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pytest
+
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
 from faultlens.ingest.store import Store

@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.telemetry import gpu_inventory, resolve_gpu_indices
@@ -38,8 +39,7 @@ def real_line_count(path: Path) -> int:
 
 
 def ingest_one(store, path: Path, node: str | None = None):
-    report = ingest_paths(store, [str(path)], now=NOW,
-                          base_ctx=ParseContext(file="", node=node))
+    report = ingest_paths(store, [str(path)], now=NOW, base_ctx=ParseContext(file="", node=node))
     (f,) = report.files
     return f
 
@@ -94,14 +94,21 @@ def test_dcgm_exporter_injected_xid(corpus, store):
 
 
 def test_nvidia_smi_q_8xh100_inventory(corpus, store):
-    f = ingest_one(store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-8xh100-535.161.08.txt",
-                   node="hgx-01")
+    f = ingest_one(
+        store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-8xh100-535.161.08.txt", node="hgx-01"
+    )
     assert f.lines == 1647
     inv = gpu_inventory(store)
     assert inv.height == 8
     assert inv["pci_bus_id"].to_list() == [
-        "0000:19:00.0", "0000:3b:00.0", "0000:4c:00.0", "0000:5d:00.0",
-        "0000:9b:00.0", "0000:bb:00.0", "0000:cb:00.0", "0000:db:00.0",
+        "0000:19:00.0",
+        "0000:3b:00.0",
+        "0000:4c:00.0",
+        "0000:5d:00.0",
+        "0000:9b:00.0",
+        "0000:bb:00.0",
+        "0000:cb:00.0",
+        "0000:db:00.0",
     ]
     first = inv.row(0, named=True)
     assert first["serial"] == "1650124031592"
@@ -129,21 +136,28 @@ def test_page_retirement_counts(corpus, store):
     assert rows.height == 24
     assert set(rows["value"].to_list()) == {0.0}
     assert sorted(set(rows["gpu"].to_list())) == list(range(8))
-    assert store.query("SELECT pci_bus_id FROM gpus ORDER BY gpu_index")["pci_bus_id"].to_list()[
-        -1] == "0008:00:00.0"
+    assert (
+        store.query("SELECT pci_bus_id FROM gpus ORDER BY gpu_index")["pci_bus_id"].to_list()[-1]
+        == "0008:00:00.0"
+    )
 
 
 def test_titanv_and_xml_fragment(corpus, store):
-    ingest_one(store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-titanv-560.35.03.txt",
-               node="ws")
+    ingest_one(
+        store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-titanv-560.35.03.txt", node="ws"
+    )
     assert metric(store, "ws", 0, "DCGM_FI_DEV_GPU_TEMP") == 44.0
     assert metric(store, "ws", 0, "DCGM_FI_DEV_MEMORY_TEMP") == 41.0
     assert store.scalar("SELECT model FROM gpus") == "NVIDIA TITAN V"
-    f = ingest_one(store, corpus / "telemetry/nvidia-smi-q-x-netdata-issue2922-xml-fragment.xml",
-                   node="xmlnode")
+    f = ingest_one(
+        store,
+        corpus / "telemetry/nvidia-smi-q-x-netdata-issue2922-xml-fragment.xml",
+        node="xmlnode",
+    )
     assert (f.format, f.parsed, f.quarantined) == ("nvidia_smi_xml", 20, 0)
-    vals = dict(store.query(
-        "SELECT metric, value FROM telemetry WHERE node = 'xmlnode'").iter_rows())
+    vals = dict(
+        store.query("SELECT metric, value FROM telemetry WHERE node = 'xmlnode'").iter_rows()
+    )
     assert vals["DCGM_FI_DEV_PCIE_RX_THROUGHPUT"] == 185000.0
     assert vals["DCGM_FI_DEV_PSTATE"] == 5.0
     assert vals["DCGM_FI_DEV_FB_USED"] == 912.0
@@ -151,24 +165,33 @@ def test_titanv_and_xml_fragment(corpus, store):
 
 
 def test_dcgmi_diag_and_nvlink(corpus, store):
-    ingest_one(store, corpus / "telemetry/dcgmi-dcgm-issue198-nvlink-status-and-diag-r2.txt",
-               node="n198")
+    ingest_one(
+        store, corpus / "telemetry/dcgmi-dcgm-issue198-nvlink-status-and-diag-r2.txt", node="n198"
+    )
     nv = store.query("SELECT gpu_index, message FROM events WHERE kind = 'nvlink' ORDER BY 1")
-    assert nv.rows() == [(0, "18 of 18 NVLink links down (dcgmi nvlink)"),
-                         (1, "18 of 18 NVLink links down (dcgmi nvlink)")]
+    assert nv.rows() == [
+        (0, "18 of 18 NVLink links down (dcgmi nvlink)"),
+        (1, "18 of 18 NVLink links down (dcgmi nvlink)"),
+    ]
     assert metric(store, "n198", 1, "NVLINK_LINKS_DOWN") == 18.0
-    ingest_one(store, corpus / "telemetry/dcgmi-diag-go-dcgm-issue52-r2-metadata-deployment.txt",
-               node="n52")
-    diag = store.query("SELECT subkind, severity, message FROM events WHERE node = 'n52' "
-                       "AND kind = 'diag' ORDER BY line")
+    ingest_one(
+        store,
+        corpus / "telemetry/dcgmi-diag-go-dcgm-issue52-r2-metadata-deployment.txt",
+        node="n52",
+    )
+    diag = store.query(
+        "SELECT subkind, severity, message FROM events WHERE node = 'n52' "
+        "AND kind = 'diag' ORDER BY line"
+    )
     assert diag.height == 7
     assert diag.row(0) == ("pass", "info", "Deployment: Denylist: Pass")
     assert diag.row(6)[2] == "Deployment: Page Retirement/Row Remap: Pass"
 
 
 def test_hostengine_and_fabricmanager(corpus, store):
-    ingest_one(store, corpus / "telemetry/dcgm-issue149-nv-hostengine-sysmon-errors.log",
-               node="dgx-a100")
+    ingest_one(
+        store, corpus / "telemetry/dcgm-issue149-nv-hostengine-sysmon-errors.log", node="dgx-a100"
+    )
     he = store.query("SELECT * FROM events ORDER BY line")
     assert he.height == 5
     assert he["severity"].unique().to_list() == ["error"]
@@ -187,28 +210,38 @@ def test_hostengine_and_fabricmanager(corpus, store):
 
 
 def test_table_bundle_and_nvlink_s(corpus, store):
-    ingest_one(store, corpus / "telemetry/nvidia-smi-table-gpud-testdata-8xh100-550.90.07.txt",
-               node="t1")
+    ingest_one(
+        store, corpus / "telemetry/nvidia-smi-table-gpud-testdata-8xh100-550.90.07.txt", node="t1"
+    )
     assert metric(store, "t1", 1, "DCGM_FI_DEV_GPU_TEMP") == 24.0
     assert metric(store, "t1", 5, "DCGM_FI_DEV_POWER_USAGE") == 74.0
     assert metric(store, "t1", 0, "DCGM_FI_DEV_FB_TOTAL") == 81559.0
-    assert store.query("SELECT pci_bus_id FROM gpus WHERE node = 't1' AND gpu_index = 7"
-                       ).item() == "0000:db:00.0"
+    assert (
+        store.query("SELECT pci_bus_id FROM gpus WHERE node = 't1' AND gpu_index = 7").item()
+        == "0000:db:00.0"
+    )
     name = "nvidia-smi-capture-bundle-nvidia-gpu-exporter-h100-590.48.01.txt"
     ingest_one(store, corpus / "telemetry" / name, node="cap")
     inv = gpu_inventory(store).filter(gpu_inventory(store)["node"] == "cap")
     assert inv.height == 1 and inv["pci_bus_id"][0] == "0000:00:09.0"
-    assert store.scalar("SELECT max(value) FROM telemetry WHERE node = 'cap' "
-                        "AND metric = 'DCGM_FI_DEV_POWER_USAGE'") > 69
-    ingest_one(store, corpus / "telemetry/nvidia-smi-nvlink-s-azurehpc-nhc-a100-12-links.txt",
-               node="a100")
+    assert (
+        store.scalar(
+            "SELECT max(value) FROM telemetry WHERE node = 'cap' "
+            "AND metric = 'DCGM_FI_DEV_POWER_USAGE'"
+        )
+        > 69
+    )
+    ingest_one(
+        store, corpus / "telemetry/nvidia-smi-nvlink-s-azurehpc-nhc-a100-12-links.txt", node="a100"
+    )
     assert metric(store, "a100", 7, "NVLINK_LINKS_UP") == 12.0
     assert metric(store, "a100", 7, "NVSMI_NVLINK_SPEED_GBPS_MIN") == 25.0
 
 
 def test_xid_pci_events_resolve_to_index(corpus, store):
-    ingest_one(store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-8xh100-535.161.08.txt",
-               node="hgx-01")
+    ingest_one(
+        store, corpus / "telemetry/nvidia-smi-q-gpud-testdata-8xh100-535.161.08.txt", node="hgx-01"
+    )
     store.execute(
         "INSERT INTO events (ts, node, gpu, source, kind, code) VALUES "
         "('2024-07-31 12:00:00', 'hgx-01', '0000:4c:00.0', 'kernel', 'xid', 79)"

@@ -7,6 +7,9 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest.base import ChunkResult, ParseContext, Quarantined
 from faultlens.ingest.dcgm import DcgmExporterParser
 from faultlens.ingest.dcgm_logs import DcgmiParser, FabricManagerParser, NvHostengineParser
@@ -20,16 +23,23 @@ from faultlens.ingest.nvsmi_text import (
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.prom import PrometheusJsonParser
 from faultlens.ingest.telemetry import gpu_inventory
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 NOW = datetime(2025, 1, 1)
 CTX = ParseContext(file="f", node="n0", mtime=datetime(2024, 7, 1))
-ALL_PARSERS = [DcgmExporterParser(), DcgmiParser(), FabricManagerParser(), NvHostengineParser(),
-               NvidiaSmiQParser(), NvidiaSmiXmlParser(), NvidiaSmiCsvParser(),
-               NvidiaSmiTableParser(), NvidiaSmiNvlinkParser(), NvidiaSmiBundleParser(),
-               PrometheusJsonParser()]
+ALL_PARSERS = [
+    DcgmExporterParser(),
+    DcgmiParser(),
+    FabricManagerParser(),
+    NvHostengineParser(),
+    NvidiaSmiQParser(),
+    NvidiaSmiXmlParser(),
+    NvidiaSmiCsvParser(),
+    NvidiaSmiTableParser(),
+    NvidiaSmiNvlinkParser(),
+    NvidiaSmiBundleParser(),
+    PrometheusJsonParser(),
+]
 
 
 def fast_path(text: str) -> ChunkResult:
@@ -70,8 +80,11 @@ def generated_scrape(nodes: int = 3, gpus: int = 4, scrapes: int = 3) -> str:
             out += [f"# HELP {metric} help text.", f"# TYPE {metric} gauge"]
             for n in range(nodes):
                 for g in range(gpus):
-                    value = 79 if metric.endswith("XID_ERRORS") and (n, g, k) == (1, 2, 1) else (
-                        40 + g + k if not metric.endswith("XID_ERRORS") else 0)
+                    value = (
+                        79
+                        if metric.endswith("XID_ERRORS") and (n, g, k) == (1, 2, 1)
+                        else (40 + g + k if not metric.endswith("XID_ERRORS") else 0)
+                    )
                     out.append(
                         f'{metric}{{gpu="{g}",UUID="GPU-{n:04d}{g:04d}",pci_bus_id='
                         f'"00000000:{0x19 + g:02X}:00.0",device="nvidia{g}",modelName='
@@ -109,60 +122,95 @@ def test_xid_gauge_becomes_one_event_per_change(store):
     assert e["message"] == "GPU has fallen off the bus"
     assert e["ts"] == datetime(2024, 7, 15, 0, 0)
     # the odd line (spaces, "} " inside a label value) went through the reference parser
-    assert store.scalar(
-        "SELECT value FROM telemetry WHERE metric = 'DCGM_FI_DEV_POWER_USAGE'") == 412.5
+    assert (
+        store.scalar("SELECT value FROM telemetry WHERE metric = 'DCGM_FI_DEV_POWER_USAGE'")
+        == 412.5
+    )
     inv = gpu_inventory(store).select("gpu_index", "pci_bus_id", "driver_version").rows()
     assert inv == [(0, "0000:3b:00.0", "535.161.08"), (1, "0000:4c:00.0", "535.161.08")]
 
 
 def test_truncated_scrape_and_half_written_export_lose_nothing_else(store):
-    paths = [DATA / n for n in ("truncated.prom", "query-range-half-written.json",
-                                "query-range.json", "query-gpu.csv")]
+    paths = [
+        DATA / n
+        for n in (
+            "truncated.prom",
+            "query-range-half-written.json",
+            "query-range.json",
+            "query-gpu.csv",
+        )
+    ]
     report = ingest_paths(store, [str(p) for p in paths], now=NOW)
     by = {Path(f.path).name: f for f in report.files}
     t = by["truncated.prom"]
     assert (t.status, t.parsed, t.quarantined) == ("partial", 2, 1)
-    reason, line = store.query("SELECT reason, line FROM quarantine WHERE file LIKE "
-                               "'%truncated.prom'").row(0)
+    reason, line = store.query(
+        "SELECT reason, line FROM quarantine WHERE file LIKE '%truncated.prom'"
+    ).row(0)
     assert line == 4 and "truncated scrape" in reason
     h = by["query-range-half-written.json"]
-    assert (h.status, h.format, h.parsed, h.quarantined) == ("partial", "prometheus_json", 0,
-                                                             h.lines)
+    assert (h.status, h.format, h.parsed, h.quarantined) == (
+        "partial",
+        "prometheus_json",
+        0,
+        h.lines,
+    )
     assert "invalid JSON (half-written export?)" in store.scalar(
-        "SELECT min(reason) FROM quarantine WHERE file LIKE '%half-written.json'")
+        "SELECT min(reason) FROM quarantine WHERE file LIKE '%half-written.json'"
+    )
     assert by["query-range.json"].status == "ok"
     assert by["query-gpu.csv"].status == "partial"  # its last row is short
-    temps = store.query("SELECT ts, value FROM telemetry WHERE node = 'gpu-012' AND gpu = 3 "
-                        "AND metric = 'DCGM_FI_DEV_GPU_TEMP' ORDER BY ts").rows()
-    assert temps == [(datetime(2024, 7, 15, 0, 0), 47.0), (datetime(2024, 7, 15, 0, 0, 15), 48.0),
-                     (datetime(2024, 7, 15, 0, 0, 30), 49.0)]
+    temps = store.query(
+        "SELECT ts, value FROM telemetry WHERE node = 'gpu-012' AND gpu = 3 "
+        "AND metric = 'DCGM_FI_DEV_GPU_TEMP' ORDER BY ts"
+    ).rows()
+    assert temps == [
+        (datetime(2024, 7, 15, 0, 0), 47.0),
+        (datetime(2024, 7, 15, 0, 0, 15), 48.0),
+        (datetime(2024, 7, 15, 0, 0, 30), 49.0),
+    ]
     assert store.scalar("SELECT pci_bus_id FROM gpus WHERE node = 'gpu-012'") == "0000:5d:00.0"
 
 
 def test_query_gpu_csv_series(store):
-    f = ingest_paths(store, [str(DATA / "query-gpu.csv")], now=NOW,
-                     base_ctx=ParseContext(file="", node="csvnode")).files[0]
+    f = ingest_paths(
+        store,
+        [str(DATA / "query-gpu.csv")],
+        now=NOW,
+        base_ctx=ParseContext(file="", node="csvnode"),
+    ).files[0]
     assert (f.format, f.lines, f.parsed, f.quarantined) == ("nvidia_smi_csv", 5, 4, 1)
     assert "expected 13 comma-separated fields, found 9" in store.scalar(
-        "SELECT reason FROM quarantine")
-    rows = dict(store.query(
-        "SELECT metric, value FROM telemetry WHERE gpu = 1 AND ts = '2024-07-15 10:00:00'"
-    ).iter_rows())
+        "SELECT reason FROM quarantine"
+    )
+    rows = dict(
+        store.query(
+            "SELECT metric, value FROM telemetry WHERE gpu = 1 AND ts = '2024-07-15 10:00:00'"
+        ).iter_rows()
+    )
     assert rows["DCGM_FI_DEV_POWER_USAGE"] == 300.5
     assert rows["DCGM_FI_DEV_SM_CLOCK"] == 1755.0
     assert rows["DCGM_FI_DEV_GPU_TEMP"] == 35.0
     assert rows["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"] == 2.0
     assert rows["DCGM_FI_DEV_RETIRED_PENDING"] == 1.0
     assert rows["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"] == 4.0
-    inv = store.query("SELECT gpu_index, pci_bus_id, uuid, first_seen, last_seen FROM gpus "
-                      "ORDER BY 1").rows()
-    assert inv[0] == (0, "0000:19:00.0", "GPU-aaaaaaaa-0000-0000-0000-000000000000",
-                      datetime(2024, 7, 15, 10), datetime(2024, 7, 15, 10, 0, 5))
+    inv = store.query(
+        "SELECT gpu_index, pci_bus_id, uuid, first_seen, last_seen FROM gpus ORDER BY 1"
+    ).rows()
+    assert inv[0] == (
+        0,
+        "0000:19:00.0",
+        "GPU-aaaaaaaa-0000-0000-0000-000000000000",
+        datetime(2024, 7, 15, 10),
+        datetime(2024, 7, 15, 10, 0, 5),
+    )
 
 
 def test_sniffers_do_not_claim_other_logs():
-    kernel = ["Jul 15 10:00:00 gpu-001 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has "
-              "fallen off the bus."]
+    kernel = [
+        "Jul 15 10:00:00 gpu-001 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has "
+        "fallen off the bus."
+    ]
     slurm = ["JobID|JobName|State", "123|train|FAILED"]
     nccl = ["gpu-001:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"]
     for head in (kernel, slurm, nccl):
@@ -187,8 +235,11 @@ def test_parsers_never_crash_and_account_for_every_line(lines):
     st.lists(
         st.tuples(
             st.sampled_from(["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_XID_ERRORS", "x:y_z"]),
-            st.dictionaries(st.sampled_from(["gpu", "UUID", "Hostname", "err_msg", "zz"]),
-                            st.text(alphabet="ab1 }{,=\\\"", max_size=8), max_size=4),
+            st.dictionaries(
+                st.sampled_from(["gpu", "UUID", "Hostname", "err_msg", "zz"]),
+                st.text(alphabet='ab1 }{,=\\"', max_size=8),
+                max_size=4,
+            ),
             st.one_of(st.integers(-5, 10**6), st.floats(allow_nan=False, width=32)),
             st.one_of(st.none(), st.integers(0, 2 * 10**12)),
         ),
@@ -200,7 +251,8 @@ def test_fast_and_reference_agree_on_generated_samples(samples):
     for name, labels, value, ts in samples:
         esc = ",".join(
             f'{k}="{v.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-            for k, v in labels.items())
+            for k, v in labels.items()
+        )
         lines.append(f"{name}{{{esc}}} {value}" + (f" {ts}" if ts is not None else ""))
     text = "\n".join(lines) + "\n"
     assert_paths_agree(text)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import requests
+
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.prom import parse_duration, pull
 
@@ -33,22 +34,31 @@ def test_parse_duration():
 
 def test_pull_reports_an_unreachable_server(store):
     with pytest.raises(InputError, match="cannot reach Prometheus"):
-        pull(store, "http://127.0.0.1:9", since=timedelta(minutes=5), now=datetime(2025, 1, 1),
-             timeout_s=2)
+        pull(
+            store,
+            "http://127.0.0.1:9",
+            since=timedelta(minutes=5),
+            now=datetime(2025, 1, 1),
+            timeout_s=2,
+        )
 
 
 def exposition() -> bytes:
-    lines = ["# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).",
-             "# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]
+    lines = [
+        "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).",
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge",
+    ]
     for g in range(GPUS):
         lines.append(
             f'DCGM_FI_DEV_GPU_TEMP{{gpu="{g}",UUID="GPU-0000000{g}-aaaa-bbbb-cccc-dddddddddddd",'
             f'pci_bus_id="00000000:{0x19 + 0x22 * g:02X}:00.0",device="nvidia{g}",'
             f'modelName="NVIDIA H100 80GB HBM3",Hostname="{NODE}"}} {40 + g}'
         )
-    lines += ["# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
-              f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd",'
-              f'Hostname="{NODE}"}} 312.5']
+    lines += [
+        "# TYPE DCGM_FI_DEV_POWER_USAGE gauge",
+        f'DCGM_FI_DEV_POWER_USAGE{{gpu="0",UUID="GPU-00000000-aaaa-bbbb-cccc-dddddddddddd",'
+        f'Hostname="{NODE}"}} 312.5',
+    ]
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -103,16 +113,26 @@ def prometheus(tmp_path: Path):
     )
     log = (tmp_path / "prometheus.log").open("w")
     proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     try:
+
         def enough_samples() -> bool:
             assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
-            r = requests.get(f"{url}/api/v1/query", timeout=2,
-                             params={"query": "count_over_time(DCGM_FI_DEV_GPU_TEMP[1m])"})
+            r = requests.get(
+                f"{url}/api/v1/query",
+                timeout=2,
+                params={"query": "count_over_time(DCGM_FI_DEV_GPU_TEMP[1m])"},
+            )
             result = r.json()["data"]["result"] if r.status_code == 200 else []
             return len(result) == GPUS and all(float(s["value"][1]) >= 3 for s in result)
 
@@ -133,37 +153,57 @@ def prometheus(tmp_path: Path):
 @pytest.mark.integration
 def test_pull_from_a_real_prometheus(prometheus, store):
     now = datetime.now(UTC).replace(tzinfo=None)  # the server stamps with the real clock
-    report = pull(store, prometheus, since=timedelta(minutes=2), now=now, step_s=1.0,
-                  chunk=timedelta(seconds=20))
+    report = pull(
+        store,
+        prometheus,
+        since=timedelta(minutes=2),
+        now=now,
+        step_s=1.0,
+        chunk=timedelta(seconds=20),
+    )
     assert report.metrics == ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"]
     assert report.windows >= 2 * 6  # 2 minutes in 20 s windows, per metric
     temps = store.query(
         "SELECT gpu, min(value) AS lo, max(value) AS hi, count(*) AS n FROM telemetry "
-        "WHERE node = ? AND metric = 'DCGM_FI_DEV_GPU_TEMP' GROUP BY gpu ORDER BY gpu", [NODE]
+        "WHERE node = ? AND metric = 'DCGM_FI_DEV_GPU_TEMP' GROUP BY gpu ORDER BY gpu",
+        [NODE],
     ).rows()
     assert [(g, lo, hi) for g, lo, hi, _ in temps] == [(0, 40.0, 40.0), (1, 41.0, 41.0)]
     assert all(n >= 2 for *_, n in temps), (temps, report)
-    assert store.scalar("SELECT value FROM telemetry WHERE metric = 'DCGM_FI_DEV_POWER_USAGE' "
-                        "LIMIT 1") == 312.5
-    inv = store.query("SELECT DISTINCT gpu_index, pci_bus_id FROM gpus WHERE pci_bus_id IS NOT "
-                      "NULL ORDER BY 1").rows()
+    assert (
+        store.scalar("SELECT value FROM telemetry WHERE metric = 'DCGM_FI_DEV_POWER_USAGE' LIMIT 1")
+        == 312.5
+    )
+    inv = store.query(
+        "SELECT DISTINCT gpu_index, pci_bus_id FROM gpus WHERE pci_bus_id IS NOT NULL ORDER BY 1"
+    ).rows()
     assert inv == [(0, "0000:19:00.0"), (1, "0000:3b:00.0")]
     first = store.count("telemetry")
 
     def more_data() -> bool:  # wait until the server has newer samples than the first pull
-        r = requests.get(f"{prometheus}/api/v1/query", params={"query": "timestamp("
-                         "DCGM_FI_DEV_GPU_TEMP)"}, timeout=2).json()["data"]["result"]
+        r = requests.get(
+            f"{prometheus}/api/v1/query",
+            params={"query": "timestamp(DCGM_FI_DEV_GPU_TEMP)"},
+            timeout=2,
+        ).json()["data"]["result"]
         return bool(r) and float(r[0]["value"][1]) > now.replace(tzinfo=UTC).timestamp() + 2
 
     wait_until(more_data, 30, "newer samples")
     later = datetime.now(UTC).replace(tzinfo=None)
-    again = pull(store, prometheus, since=timedelta(minutes=2), now=later, step_s=1.0,
-                 chunk=timedelta(seconds=20))
+    again = pull(
+        store,
+        prometheus,
+        since=timedelta(minutes=2),
+        now=later,
+        step_s=1.0,
+        chunk=timedelta(seconds=20),
+    )
     assert again.samples > 0
     assert store.count("telemetry") == first + again.samples
-    dupes = store.scalar("SELECT count(*) - count(DISTINCT (ts, node, gpu, metric)) "
-                         "FROM telemetry")
+    dupes = store.scalar("SELECT count(*) - count(DISTINCT (ts, node, gpu, metric)) FROM telemetry")
     assert dupes == 0
     marks = store.query("SELECT path, format FROM ingested_files ORDER BY path").rows()
-    assert marks == [(f"prometheus:{prometheus}#DCGM_FI_DEV_GPU_TEMP", "prometheus_pull"),
-                     (f"prometheus:{prometheus}#DCGM_FI_DEV_POWER_USAGE", "prometheus_pull")]
+    assert marks == [
+        (f"prometheus:{prometheus}#DCGM_FI_DEV_GPU_TEMP", "prometheus_pull"),
+        (f"prometheus:{prometheus}#DCGM_FI_DEV_POWER_USAGE", "prometheus_pull"),
+    ]

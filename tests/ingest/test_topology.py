@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.ingest.errors import InputError
 from faultlens.ingest.topology import (
     TOPOLOGY_COLUMNS,
@@ -23,10 +24,24 @@ LEAF02 = ["gpu05", "gpu06", "gpu07", "gpu08"]
 ALL16 = [f"gpu{i:02d}" for i in range(1, 17)]
 
 
-def ev(node: str, kind: str, t_s: float, *, subkind: str | None = None,
-       severity: str = "error", **attrs: object) -> dict:
-    return {"ts": T0 + timedelta(seconds=t_s), "node": node, "kind": kind, "subkind": subkind,
-            "severity": severity, "source": "test", "attrs": json.dumps(attrs) if attrs else None}
+def ev(
+    node: str,
+    kind: str,
+    t_s: float,
+    *,
+    subkind: str | None = None,
+    severity: str = "error",
+    **attrs: object,
+) -> dict:
+    return {
+        "ts": T0 + timedelta(seconds=t_s),
+        "node": node,
+        "kind": kind,
+        "subkind": subkind,
+        "severity": severity,
+        "source": "test",
+        "attrs": json.dumps(attrs) if attrs else None,
+    }
 
 
 def port_down(node: str, hca: str, t_s: float) -> dict:
@@ -85,13 +100,25 @@ def test_load_reads_synth_topology_csv(tmp_path):
     from faultlens.synth.cluster import Node
     from faultlens.synth.topology import write_topology
 
-    nodes = [Node(name=f"gpu{i:04d}", index=i, gpus=[], leaf=f"leaf{i // 4 + 1:02d}",
-                  nic_pci=[f"0000:{b}:00.0" for b in ("19", "29")]) for i in range(8)]
+    nodes = [
+        Node(
+            name=f"gpu{i:04d}",
+            index=i,
+            gpus=[],
+            leaf=f"leaf{i // 4 + 1:02d}",
+            nic_pci=[f"0000:{b}:00.0" for b in ("19", "29")],
+        )
+        for i in range(8)
+    ]
     topo = load_topology(write_topology(nodes, tmp_path))
     assert topo.height == 16
     row = topo.filter(node="gpu0005", hca="mlx5_1").row(0, named=True)
     assert (row["leaf_switch"], row["spine"], row["rail"], row["hca_pci"]) == (
-        "leaf02", "spine01", "rail1", "0000:29:00.0")
+        "leaf02",
+        "spine01",
+        "rail1",
+        "0000:29:00.0",
+    )
 
 
 # -- localization with a topology ---------------------------------------------------------------
@@ -131,18 +158,24 @@ def test_single_bad_cable_is_localized_to_the_link(store):
     result = localize_network_faults(store, load_topology(DATA / "rail_optimized.yaml"), WINDOW)
     best = result.row(0, named=True)
     assert (best["component_type"], best["component"], best["score"]) == (
-        "link", "gpu10:mlx5_2", 1.0)
+        "link",
+        "gpu10:mlx5_2",
+        1.0,
+    )
     assert best["evidence_count"] == 3  # the ACTIVE (info) line is not evidence
     assert result.filter(component="leaf03")["score"][0] < 0.1
 
 
 def test_nic_pci_maps_to_the_nic_and_windows_are_separate(store):
     topo = load_topology(DATA / "rail_only.yaml")
-    insert(store, [
-        ev("gpu01", "ib_port", 0, subkind="DOWN", severity="warning", nic_pci="0000:29:00.0"),
-        ev("gpu02", "ib_port", 5, subkind="DOWN", severity="warning", nic_pci="0000:29:00.0"),
-        ev("gpu02", "nvlink", 3600, subkind="Fatal"),
-    ])
+    insert(
+        store,
+        [
+            ev("gpu01", "ib_port", 0, subkind="DOWN", severity="warning", nic_pci="0000:29:00.0"),
+            ev("gpu02", "ib_port", 5, subkind="DOWN", severity="warning", nic_pci="0000:29:00.0"),
+            ev("gpu02", "nvlink", 3600, subkind="Fatal"),
+        ],
+    )
     result = localize_network_faults(store, topo, WINDOW)
     first = result.filter(window_start=T0)
     # both nodes behind rail switch railsw1 report; rail1 also serves gpu03, which is quiet
@@ -170,19 +203,33 @@ def test_pair_only_leaf_failure_with_ip_peers(store):
 
 
 def test_without_topology_one_failing_pair_is_the_link(store):
-    insert(store, [nccl_peer("gpu03", "gpu07", 0), nccl_peer("gpu07", "gpu03", 1),
-                   nccl_peer("gpu03", "gpu07", 70)])
+    insert(
+        store,
+        [
+            nccl_peer("gpu03", "gpu07", 0),
+            nccl_peer("gpu07", "gpu03", 1),
+            nccl_peer("gpu03", "gpu07", 70),
+        ],
+    )
     result = localize_network_faults(store, None, WINDOW)
     best = result.row(0, named=True)
     assert (best["component_type"], best["component"], best["score"]) == (
-        "link", "gpu03<->gpu07", 1.0)
+        "link",
+        "gpu03<->gpu07",
+        1.0,
+    )
     assert best["evidence_count"] == 3
     assert result.filter(component_type="node")["score"].to_list() == [0.5, 0.5]
 
 
 def test_without_topology_a_node_failing_with_many_partners_is_the_node(store):
-    insert(store, [nccl_peer(r, "gpu09.cluster.local", i)
-                   for i, r in enumerate(["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"])])
+    insert(
+        store,
+        [
+            nccl_peer(r, "gpu09.cluster.local", i)
+            for i, r in enumerate(["gpu01", "gpu02", "gpu03", "gpu04", "gpu05"])
+        ],
+    )
     result = localize_network_faults(store, None, WINDOW)
     best = result.row(0, named=True)
     assert (best["component_type"], best["component"]) == ("node", "gpu09")
@@ -203,8 +250,15 @@ def test_no_evidence_gives_an_empty_frame(store):
     insert(store, [ev("gpu01", "xid", 0, code=79)])
     result = localize_network_faults(store, None, WINDOW)
     assert result.height == 0
-    assert result.columns == ["window_start", "component_type", "component", "nodes_affected",
-                              "nodes_total", "score", "evidence_count"]
+    assert result.columns == [
+        "window_start",
+        "component_type",
+        "component",
+        "nodes_affected",
+        "nodes_total",
+        "score",
+        "evidence_count",
+    ]
     with pytest.raises(InputError):
         localize_network_faults(store, None, timedelta(0))
 
@@ -219,8 +273,13 @@ def test_events_without_timestamp_take_their_jobs_end(store):
     end = T0 + timedelta(minutes=42)
     store.insert("jobs", pl.DataFrame({"job_id": ["77"], "end": [end], "state": ["FAILED"]}))
     row = nccl_peer("gpu01", "gpu02", 0)
-    insert(store, [{**row, "ts": None, "job_id": "77"},
-                   {**nccl_peer("gpu03", "gpu04", 0), "ts": None, "job_id": "unknown"}])
+    insert(
+        store,
+        [
+            {**row, "ts": None, "job_id": "77"},
+            {**nccl_peer("gpu03", "gpu04", 0), "ts": None, "job_id": "unknown"},
+        ],
+    )
     result = localize_network_faults(store, None, WINDOW)
     assert set(result["window_start"]) == {T0 + timedelta(minutes=40)}
     assert top(result) == [("link", "gpu01<->gpu02")]

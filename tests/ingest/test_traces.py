@@ -7,11 +7,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest import registry, traces
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.pipeline import ingest_paths
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 NOW = datetime(2024, 6, 1)
 DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
@@ -77,18 +78,29 @@ def test_alibaba2023_pods_real_rows(store, corpus):
     ).to_dicts()
     s = timedelta(seconds=1)
     assert rows[0] == {
-        "job_id": "openb-pod-0001", "n_gpus": 1, "partition": "LS", "state": "RUNNING",
-        "state_detail": "Running", "submit": EPOCH_2023 + 427061 * s,
-        "start": EPOCH_2023 + 427061 * s, "end": EPOCH_2023 + 12902960 * s,
-        "elapsed_s": 12902960.0 - 427061, "source": "alibaba2023", "line": 3,
+        "job_id": "openb-pod-0001",
+        "n_gpus": 1,
+        "partition": "LS",
+        "state": "RUNNING",
+        "state_detail": "Running",
+        "submit": EPOCH_2023 + 427061 * s,
+        "start": EPOCH_2023 + 427061 * s,
+        "end": EPOCH_2023 + 12902960 * s,
+        "elapsed_s": 12902960.0 - 427061,
+        "source": "alibaba2023",
+        "line": 3,
     }
-    assert (rows[1]["n_gpus"], rows[1]["state"], rows[1]["partition"]) == (8, "COMPLETED",
-                                                                            "Burstable")
+    assert (rows[1]["n_gpus"], rows[1]["state"], rows[1]["partition"]) == (
+        8,
+        "COMPLETED",
+        "Burstable",
+    )
     assert rows[1]["end"] == EPOCH_2023 + 10769854 * s
     assert (rows[2]["state"], rows[2]["start"]) == ("FAILED", EPOCH_2023 + 9965463 * s)
     # Pending pods were never scheduled: no start.
-    pending = store.query("SELECT count(*) AS n, count(start) AS started FROM jobs "
-                          "WHERE state = 'PENDING'").row(0, named=True)
+    pending = store.query(
+        "SELECT count(*) AS n, count(start) AS started FROM jobs WHERE state = 'PENDING'"
+    ).row(0, named=True)
     assert pending["n"] == 897 and pending["started"] == 0
     states = dict(store.query("SELECT state, count(*) FROM jobs GROUP BY state").rows())
     assert states == {"RUNNING": 5193, "FAILED": 1870, "PENDING": 897, "COMPLETED": 192}
@@ -110,8 +122,10 @@ def test_alibaba2023_node_lists_become_gpu_inventory(store, corpus):
     assert report.files[0].parsed == len(gpu_nodes)
     assert report.files[0].noise == len(rows) - len(gpu_nodes) + 1  # CPU-only nodes + header
     assert store.count("gpus") == sum(int(r["gpu"]) for r in gpu_nodes)
-    node = store.query("SELECT gpu_index, model, source FROM gpus WHERE node = ? "
-                       "ORDER BY gpu_index", ["openb-node-0500"])
+    node = store.query(
+        "SELECT gpu_index, model, source FROM gpus WHERE node = ? ORDER BY gpu_index",
+        ["openb-node-0500"],
+    )
     assert node["gpu_index"].to_list() == list(range(8))
     assert set(node["model"]) == {"G2"} and set(node["source"]) == {"alibaba2023"}
     assert store.scalar("SELECT count(*) FROM gpus WHERE node = ?", ["openb-node-0000"]) == 0
@@ -125,8 +139,14 @@ def test_genai_duty_cycle_becomes_gpu_util_telemetry(store, corpus):
         "SELECT ts, gpu, metric, value FROM telemetry WHERE node = ? AND ts = ?",
         ["63beb1b84354963cd40aa5fbdac96110", datetime(2022, 9, 11, 1, 12)],
     ).to_dicts()
-    assert row == [{"ts": datetime(2022, 9, 11, 1, 12), "gpu": None,
-                    "metric": "DCGM_FI_DEV_GPU_UTIL", "value": 28.2}]
+    assert row == [
+        {
+            "ts": datetime(2022, 9, 11, 1, 12),
+            "gpu": None,
+            "metric": "DCGM_FI_DEV_GPU_UTIL",
+            "value": 28.2,
+        }
+    ]
     assert store.scalar("SELECT count(DISTINCT node) FROM telemetry") == 114
 
 
@@ -152,7 +172,8 @@ def test_parse_line_agrees_with_parse_chunk_on_real_rows(corpus):
         for table, frame in chunk.tables.items():
             rows = [row for r in singles if isinstance(r, Parsed) for row in r.rows.get(table, [])]
             assert frame.drop("line", strict=False).to_dicts() == [
-                {k: v for k, v in row.items() if k != "line"} for row in rows]
+                {k: v for k, v in row.items() if k != "line"} for row in rows
+            ]
 
 
 def test_trace_parsers_claim_no_other_corpus_file(corpus):
@@ -172,13 +193,19 @@ def test_pai_job_table(store):
     report = ingest(store, [DATA / "pai_job_table.csv"])
     f = report.files[0]
     assert (f.format, f.lines, f.parsed, f.noise, f.quarantined) == ("pai2020_job", 7, 4, 1, 2)
-    jobs = store.query('SELECT job_id, user, state, state_detail, submit, start, "end" FROM jobs '
-                       "ORDER BY line").to_dicts()
+    jobs = store.query(
+        'SELECT job_id, user, state, state_detail, submit, start, "end" FROM jobs ORDER BY line'
+    ).to_dicts()
     s = timedelta(seconds=1)
-    assert jobs[0] == {"job_id": "6a1f3b0c9d2e4f5a6b7c8d9e", "user": "58540f191766",
-                       "state": "COMPLETED", "state_detail": "Terminated",
-                       "submit": EPOCH_PAI + 1739162 * s, "start": None,
-                       "end": EPOCH_PAI + 1739200 * s}
+    assert jobs[0] == {
+        "job_id": "6a1f3b0c9d2e4f5a6b7c8d9e",
+        "user": "58540f191766",
+        "state": "COMPLETED",
+        "state_detail": "Terminated",
+        "submit": EPOCH_PAI + 1739162 * s,
+        "start": None,
+        "end": EPOCH_PAI + 1739200 * s,
+    }
     assert [j["state"] for j in jobs] == ["COMPLETED", "FAILED", "RUNNING", "PENDING"]
     assert jobs[1]["end"] == EPOCH_PAI + timedelta(seconds=2003600.5)
     quarantine = store.query("SELECT line, reason FROM quarantine ORDER BY line").rows()
@@ -188,22 +215,35 @@ def test_pai_job_table(store):
 
 def test_pai_task_and_instance_tables(store):
     ingest(store, [DATA / "pai_task_table.csv", DATA / "pai_instance_table.csv"])
-    tasks = store.query("SELECT step, n_gpus, state, start FROM job_steps WHERE job_id = ? "
-                        "AND NOT contains(step, '/') ORDER BY line",
-                        ["7b2e4c1d0f3a5b6c7d8e9f0a"]).to_dicts()
+    tasks = store.query(
+        "SELECT step, n_gpus, state, start FROM job_steps WHERE job_id = ? "
+        "AND NOT contains(step, '/') ORDER BY line",
+        ["7b2e4c1d0f3a5b6c7d8e9f0a"],
+    ).to_dicts()
     assert tasks == [
-        {"step": "worker", "n_gpus": 4, "state": "FAILED",
-         "start": EPOCH_PAI + timedelta(seconds=2000000)},
-        {"step": "ps", "n_gpus": None, "state": "FAILED",
-         "start": EPOCH_PAI + timedelta(seconds=2000000)},
+        {
+            "step": "worker",
+            "n_gpus": 4,
+            "state": "FAILED",
+            "start": EPOCH_PAI + timedelta(seconds=2000000),
+        },
+        {
+            "step": "ps",
+            "n_gpus": None,
+            "state": "FAILED",
+            "start": EPOCH_PAI + timedelta(seconds=2000000),
+        },
     ]
     # 8 instances x 25% of a GPU = 2 GPUs
     assert store.scalar("SELECT n_gpus FROM job_steps WHERE step = 'PyTorchWorker'") == 2
-    inst = store.query("SELECT step, nodes, state FROM job_steps WHERE contains(step, '/') "
-                       "ORDER BY line").rows()
-    assert inst == [("worker/0", ["c1f2a3b4c5d6e7f8a9b0c1d2"], "FAILED"),
-                    ("worker/1", ["d2a3b4c5d6e7f8a9b0c1d2e3"], "COMPLETED"),
-                    ("PyTorchWorker/0", None, "RUNNING")]
+    inst = store.query(
+        "SELECT step, nodes, state FROM job_steps WHERE contains(step, '/') ORDER BY line"
+    ).rows()
+    assert inst == [
+        ("worker/0", ["c1f2a3b4c5d6e7f8a9b0c1d2"], "FAILED"),
+        ("worker/1", ["d2a3b4c5d6e7f8a9b0c1d2e3"], "COMPLETED"),
+        ("PyTorchWorker/0", None, "RUNNING"),
+    ]
     assert store.query("SELECT line, reason FROM quarantine").row(0)[0] == 5
 
 
@@ -229,32 +269,58 @@ def test_acme_seren_and_kalos(store):
     report = ingest(store, [DATA / "trace_seren.csv", DATA / "trace_kalos.csv"])
     seren, kalos = sorted(report.files, key=lambda f: f.path, reverse=True)
     assert (seren.format, seren.lines, seren.parsed, seren.noise, seren.quarantined) == (
-        "acme_jobs", 6, 3, 1, 2)
+        "acme_jobs",
+        6,
+        3,
+        1,
+        2,
+    )
     assert (kalos.parsed, kalos.quarantined) == (2, 0)
-    row = store.query('SELECT user, name, n_nodes, n_gpus, submit, start, "end", elapsed_s, '
-                      "state, source FROM jobs WHERE job_id = ?", ["dlc1001"]).row(0, named=True)
-    assert row == {"user": "u0042", "name": "Pretrain", "n_nodes": 4, "n_gpus": 32,
-                   "submit": datetime(2023, 3, 1, 8), "start": datetime(2023, 3, 1, 8, 5),
-                   "end": datetime(2023, 3, 1, 20, 5), "elapsed_s": 43200.0, "state": "FAILED",
-                   "source": "acme"}
+    row = store.query(
+        'SELECT user, name, n_nodes, n_gpus, submit, start, "end", elapsed_s, '
+        "state, source FROM jobs WHERE job_id = ?",
+        ["dlc1001"],
+    ).row(0, named=True)
+    assert row == {
+        "user": "u0042",
+        "name": "Pretrain",
+        "n_nodes": 4,
+        "n_gpus": 32,
+        "submit": datetime(2023, 3, 1, 8),
+        "start": datetime(2023, 3, 1, 8, 5),
+        "end": datetime(2023, 3, 1, 20, 5),
+        "elapsed_s": 43200.0,
+        "state": "FAILED",
+        "source": "acme",
+    }
     # Cancelled while queued: no start, still a job.
     assert store.scalar("SELECT start FROM jobs WHERE job_id = ?", ["dlc1003"]) is None
     assert store.scalar("SELECT state FROM jobs WHERE job_id = ?", ["kalos-77"]) == "NODE_FAIL"
-    reasons = store.query("SELECT line, reason FROM quarantine WHERE file LIKE ? ORDER BY line",
-                          ["%seren%"]).rows()
+    reasons = store.query(
+        "SELECT line, reason FROM quarantine WHERE file LIKE ? ORDER BY line", ["%seren%"]
+    ).rows()
     assert reasons[0] == (5, "start_time is not a time: not a time")
     assert reasons[1][0] == 6 and "expected 13" in reasons[1][1]
 
 
 def test_acme_missing_key_columns_quarantine_every_row():
     parser = registry.get("acme_jobs")
-    lines = pl.Series(["job_id,gpu_num,duration,state,submit_time,start_time,end_time",
-                       "j1,8,10,COMPLETED,2023-01-01 00:00:00,,"], dtype=pl.String)
+    lines = pl.Series(
+        [
+            "job_id,gpu_num,duration,state,submit_time,start_time,end_time",
+            "j1,8,10,COMPLETED,2023-01-01 00:00:00,,",
+        ],
+        dtype=pl.String,
+    )
     ok = parser.parse_chunk(lines, 1, ParseContext(file="t"), None)
     assert ok.parsed == 1 and ok.tables["jobs"]["n_gpus"].to_list() == [8]
     # A header that is not AcmeTrace's: read with the documented layout, every line rejected.
-    bad = parser.parse_chunk(pl.Series(["job_id,gpu_num,duration,state,submit_time",
-                                        "j1,8,10,COMPLETED,x"]), 1, ParseContext(file="t"), None)
+    bad = parser.parse_chunk(
+        pl.Series(["job_id,gpu_num,duration,state,submit_time", "j1,8,10,COMPLETED,x"]),
+        1,
+        ParseContext(file="t"),
+        None,
+    )
     assert bad.parsed == 0 and bad.quarantined == 2
     assert bad.quarantine["reason"][1].startswith("expected 13 comma-separated fields")
     # Columns forced by the caller that lack the key ones: every row says which are missing.
@@ -265,13 +331,19 @@ def test_acme_missing_key_columns_quarantine_every_row():
 
 # -- arbitrary input ------------------------------------------------------------------------------
 
-_field = st.one_of(st.text(max_size=12), st.sampled_from(
-    ["", "1.5", "nan", "inf", "-1", "1e400", "Terminated", "Failed", "Running", '"a,b"', "\x00"]))
+_field = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        ["", "1.5", "nan", "inf", "-1", "1e400", "Terminated", "Failed", "Running", '"a,b"', "\x00"]
+    ),
+)
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.lists(st.lists(_field, min_size=1, max_size=14).map(",".join), max_size=8),
-       header=st.sampled_from([None, *{p.columns for p in traces.PARSERS}]))
+@given(
+    rows=st.lists(st.lists(_field, min_size=1, max_size=14).map(",".join), max_size=8),
+    header=st.sampled_from([None, *{p.columns for p in traces.PARSERS}]),
+)
 def test_arbitrary_rows_never_crash_and_are_accounted(rows, header):
     lines = ([",".join(header)] if header else []) + [r.replace("\n", " ") for r in rows]
     series = pl.Series(lines, dtype=pl.String)

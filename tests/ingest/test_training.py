@@ -7,11 +7,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.training import PARSERS, TrainingParser
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "training"
 PARSER: TrainingParser = PARSERS[0]
@@ -127,8 +128,9 @@ def test_lightning_epoch_bars() -> None:
     assert result.quarantine is None
 
 
-@pytest.mark.parametrize("name", ["megatron.log", "torchtitan.log", "hf_trainer.log",
-                                  "lightning.log"])
+@pytest.mark.parametrize(
+    "name", ["megatron.log", "torchtitan.log", "hf_trainer.log", "lightning.log"]
+)
 def test_chunked_parse_equals_whole_file(name: str) -> None:
     whole, _ = parse(name)
     split, _ = parse(name, chunks=3)
@@ -138,8 +140,9 @@ def test_chunked_parse_equals_whole_file(name: str) -> None:
     assert split.parsed == whole.parsed
 
 
-@pytest.mark.parametrize("name", ["megatron.log", "torchtitan.log", "hf_trainer.log",
-                                  "lightning.log"])
+@pytest.mark.parametrize(
+    "name", ["megatron.log", "torchtitan.log", "hf_trainer.log", "lightning.log"]
+)
 def test_line_path_agrees_with_vectorized_path(name: str) -> None:
     result, lines = parse(name)
     ctx = ParseContext(file=str(DATA / name))
@@ -180,12 +183,22 @@ def test_sniff() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.one_of(st.text(max_size=120), st.sampled_from([
-    " [2025-01-01 12:00:00] iteration  10/ 100 | elapsed time per iteration (ms): x |",
-    "\r 10%|█         | 10/100 [00:01<00:09,  9.99it/s]\r{'loss': 1.0, 'epoch': 0.1}",
-    "[rank0]:[titan] 2025-01-01 12:00:00,123 - root - INFO - step:  1  loss:  9.1",
-    "Epoch 0:  45%|████▌     | 450/1000 [01:23<01:42, 5.39it/s, v_num=0, train_loss=2.31]",
-])), max_size=20))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=120),
+            st.sampled_from(
+                [
+                    " [2025-01-01 12:00:00] iteration  10/ 100 | elapsed time per iteration (ms): x |",
+                    "\r 10%|█         | 10/100 [00:01<00:09,  9.99it/s]\r{'loss': 1.0, 'epoch': 0.1}",
+                    "[rank0]:[titan] 2025-01-01 12:00:00,123 - root - INFO - step:  1  loss:  9.1",
+                    "Epoch 0:  45%|████▌     | 450/1000 [01:23<01:42, 5.39it/s, v_num=0, train_loss=2.31]",
+                ]
+            ),
+        ),
+        max_size=20,
+    )
+)
 def test_arbitrary_lines_never_crash_and_are_accounted(texts: list[str]) -> None:
     lines = pl.Series([t or None for t in texts], dtype=pl.String)
     ctx = ParseContext(file="fuzz.log")

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import numpy as np
 import polars as pl
+
 from faultlens.ingest.store import Store
 
 T0 = datetime(2025, 3, 1)
@@ -25,15 +26,21 @@ def insert_events(store: Store, rows: list[dict]) -> None:
 
 
 def insert_gpus(store: Store, nodes: list[str], n_gpus: int = 8) -> None:
-    store.insert("gpus", pl.DataFrame({
-        "node": [n for n in nodes for _ in range(n_gpus)],
-        "gpu_index": [g for _ in nodes for g in range(n_gpus)],
-        "pci_bus_id": [f"0000:{0x18 + g:02x}:00.0" for _ in nodes for g in range(n_gpus)],
-    }))
+    store.insert(
+        "gpus",
+        pl.DataFrame(
+            {
+                "node": [n for n in nodes for _ in range(n_gpus)],
+                "gpu_index": [g for _ in nodes for g in range(n_gpus)],
+                "pci_bus_id": [f"0000:{0x18 + g:02x}:00.0" for _ in nodes for g in range(n_gpus)],
+            }
+        ),
+    )
 
 
-def random_cluster(store: Store, *, n_nodes: int = 60, days: int = 40, seed: int = 0,
-                   start: datetime = T0) -> dict:
+def random_cluster(
+    store: Store, *, n_nodes: int = 60, days: int = 40, seed: int = 0, start: datetime = T0
+) -> dict:
     """Insert a random cluster; returns its ground truth (failure times per node)."""
     rng = np.random.default_rng(seed)
     nodes = [f"node{i:03d}" for i in range(n_nodes)]
@@ -61,17 +68,29 @@ def random_cluster(store: Store, *, n_nodes: int = 60, days: int = 40, seed: int
             rows.append((tb, node, int(rng.integers(8)), "xid", 92, "info"))
         n_app = rng.poisson(days / 3)
         for ta in rng.uniform(0, hours, size=n_app):  # application Xids and NCCL noise
-            rows.append((ta, node, int(rng.integers(8)), "xid", int(rng.choice([13, 31, 43])),
-                         "warning"))
+            rows.append(
+                (ta, node, int(rng.integers(8)), "xid", int(rng.choice([13, 31, 43])), "warning")
+            )
         if lemon[i]:
             for tb in rng.uniform(0, hours, size=days // 2):  # lemons: critical Xids that heal
                 rows.append((tb, node, int(rng.integers(8)), "xid", 74, "error"))
     hrs, node_col, gpu_col, kind, code, sev = zip(*rows, strict=True)
-    frame = pl.DataFrame({
-        "ts": [start + timedelta(hours=float(h)) for h in hrs], "node": node_col,
-        "gpu_index": gpu_col, "gpu": [str(g) for g in gpu_col], "kind": kind, "code": code,
-        "severity": sev,
-    }).with_columns(pl.lit("kernel").alias("source"))
+    frame = pl.DataFrame(
+        {
+            "ts": [start + timedelta(hours=float(h)) for h in hrs],
+            "node": node_col,
+            "gpu_index": gpu_col,
+            "gpu": [str(g) for g in gpu_col],
+            "kind": kind,
+            "code": code,
+            "severity": sev,
+        }
+    ).with_columns(pl.lit("kernel").alias("source"))
     store.insert("events", frame.sort("ts"))
-    return {"nodes": nodes, "lemons": [n for n, f in zip(nodes, lemon, strict=True) if f],
-            "failures": failures, "start": start, "end": start + timedelta(hours=hours)}
+    return {
+        "nodes": nodes,
+        "lemons": [n for n, f in zip(nodes, lemon, strict=True) if f],
+        "failures": failures,
+        "start": start,
+        "end": start + timedelta(hours=hours),
+    }

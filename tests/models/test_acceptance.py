@@ -24,6 +24,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
+
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.pipeline import ingest_paths
@@ -37,10 +38,14 @@ NOT_LOGS = {"topology.csv", "ground_truth.json"}
 
 def acceptance_config(seed: int = ACCEPTANCE_SEED) -> SynthConfig:
     return SynthConfig(
-        n_nodes=256, days=120.0, seed=seed,
+        n_nodes=256,
+        days=120.0,
+        seed=seed,
         failures_per_1000_node_days=META_RSC1_FAILURES_PER_1000_NODE_DAYS,
-        telemetry_interval_min=120.0, noise_lines_per_node_day=6.0,
-        write_job_logs=False, write_training=False,
+        telemetry_interval_min=120.0,
+        noise_lines_per_node_day=6.0,
+        write_job_logs=False,
+        write_training=False,
     )
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from faultlens.models.dask_train import fit_on_dask
 from sklearn.metrics import roc_auc_score
+
+from faultlens.models.dask_train import fit_on_dask
 
 pytestmark = pytest.mark.integration
 
@@ -18,8 +19,9 @@ def client():
     from distributed import Client, LocalCluster
 
     with (
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address=":0") as cluster,
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+        ) as cluster,
         Client(cluster) as c,
     ):
         yield c
@@ -45,17 +47,30 @@ def test_trees_trained_on_two_workers_match_local_quality(client) -> None:
 
 
 def test_cli_train_on_a_local_dask_cluster(tmp_path: Path) -> None:
-    from faultlens.app.cli import app
-    from faultlens.ingest.store import Store
     from typer.testing import CliRunner
 
+    from faultlens.app.cli import app
+    from faultlens.ingest.store import Store
     from tests.models.synthetic import random_cluster
 
     db = tmp_path / "f.duckdb"
     with Store(db) as store:
         truth = random_cluster(store, n_nodes=30, days=35, seed=2)
-    res = CliRunner().invoke(app, ["train", "--db", str(db), "--as-of", truth["end"].isoformat(),
-                                   "--dask", "local", "--workers", "2", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--db",
+            str(db),
+            "--as-of",
+            truth["end"].isoformat(),
+            "--dask",
+            "local",
+            "--workers",
+            "2",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.stderr
     doc = json.loads(res.stdout)
     card = json.loads((tmp_path / "models" / doc["model_version"] / "model_card.json").read_text())

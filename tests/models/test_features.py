@@ -7,10 +7,10 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 import pytest
+
 from faultlens.models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
 from faultlens.models.features import FeatureGrid, point_features
 from faultlens.models.target import failure_episodes
-
 from tests.models.synthetic import T0, insert_events, insert_gpus, random_cluster
 
 H = timedelta(hours=1)
@@ -22,15 +22,39 @@ XID79_AT = T0 + timedelta(hours=10, minutes=10)
 DOWN_AT = XID79_AT + timedelta(minutes=6)
 END = T0 + timedelta(hours=48)
 TIMELINE = [
-    {"ts": XID92_AT, "node": "n1", "gpu": "0000:1b:00.0", "kind": "xid", "code": 92,
-     "severity": "info"},
+    {
+        "ts": XID92_AT,
+        "node": "n1",
+        "gpu": "0000:1b:00.0",
+        "kind": "xid",
+        "code": 92,
+        "severity": "info",
+    },
     {"ts": NCCL_AT, "node": "n1", "kind": "nccl_error", "severity": "error", "source": "nccl"},
-    {"ts": XID79_AT, "node": "n1", "gpu": "0000:1b:00.0", "kind": "xid", "code": 79,
-     "severity": "critical"},
-    {"ts": DOWN_AT, "node": "n1", "kind": "node_down", "message": "Reason=GPU fell off the bus",
-     "severity": "critical", "source": "slurm"},
-    {"ts": T0 + timedelta(hours=1), "node": "n2", "gpu": "0", "kind": "xid", "code": 13,
-     "severity": "warning"},
+    {
+        "ts": XID79_AT,
+        "node": "n1",
+        "gpu": "0000:1b:00.0",
+        "kind": "xid",
+        "code": 79,
+        "severity": "critical",
+    },
+    {
+        "ts": DOWN_AT,
+        "node": "n1",
+        "kind": "node_down",
+        "message": "Reason=GPU fell off the bus",
+        "severity": "critical",
+        "source": "slurm",
+    },
+    {
+        "ts": T0 + timedelta(hours=1),
+        "node": "n2",
+        "gpu": "0",
+        "kind": "xid",
+        "code": 13,
+        "severity": "warning",
+    },
     {"ts": END - timedelta(minutes=1), "node": "n2", "kind": "nccl_warn", "severity": "info"},
 ]
 
@@ -99,15 +123,30 @@ def test_gpu_rows_hold_their_own_and_node_wide_evidence(timeline) -> None:
 def test_telemetry_counters_become_increments(store) -> None:
     # ECC SBE counter of GPU 2: +5 over an hour, then a reset to 3 (counted as +3).
     values = [(0, 10.0), (1, 10.0), (2, 15.0), (3, 3.0)]
-    store.insert("telemetry", pl.DataFrame({
-        "ts": [T0 + h * H + timedelta(minutes=5) for h, _ in values],
-        "node": ["n1"] * 4, "gpu": [2] * 4, "metric": ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] * 4,
-        "value": [v for _, v in values],
-    }))
-    store.insert("telemetry", pl.DataFrame({  # the 99 C sample is outside the 24 h window
-        "ts": [T0 - 30 * H, T0 + 2 * H, T0 + 3 * H], "node": ["n1"] * 3, "gpu": [2] * 3,
-        "metric": ["DCGM_FI_DEV_GPU_TEMP"] * 3, "value": [99.0, 70.0, 90.0],
-    }))
+    store.insert(
+        "telemetry",
+        pl.DataFrame(
+            {
+                "ts": [T0 + h * H + timedelta(minutes=5) for h, _ in values],
+                "node": ["n1"] * 4,
+                "gpu": [2] * 4,
+                "metric": ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"] * 4,
+                "value": [v for _, v in values],
+            }
+        ),
+    )
+    store.insert(
+        "telemetry",
+        pl.DataFrame(
+            {  # the 99 C sample is outside the 24 h window
+                "ts": [T0 - 30 * H, T0 + 2 * H, T0 + 3 * H],
+                "node": ["n1"] * 3,
+                "gpu": [2] * 3,
+                "metric": ["DCGM_FI_DEV_GPU_TEMP"] * 3,
+                "value": [99.0, 70.0, 90.0],
+            }
+        ),
+    )
     rows = point_features(store, T0 + 4 * H).filter(pl.col("node") == "n1")
     gpu2 = rows.filter(pl.col("gpu") == "2").row(0, named=True)
     assert gpu2["ecc_sbe_inc_24h"] == 5 + 3
@@ -121,8 +160,9 @@ def test_telemetry_counters_become_increments(store) -> None:
     from_grid = grid.table({"x": mask})["x"].row(0, named=True)
     node = rows.filter(pl.col("gpu").is_null()).row(0, named=True)
     telemetry = [f for f in FEATURES if f.startswith(("ecc_", "temp_", "throttle"))]
-    assert {f: from_grid[f] for f in telemetry} == pytest.approx({f: node[f] for f in telemetry},
-                                                                  nan_ok=True)
+    assert {f: from_grid[f] for f in telemetry} == pytest.approx(
+        {f: node[f] for f in telemetry}, nan_ok=True
+    )
 
 
 @pytest.mark.parametrize("hour", [200, 431, 700])
@@ -137,8 +177,9 @@ def test_grid_and_point_paths_agree(store, hour: int) -> None:
     assert from_grid["node"].to_list() == from_point["node"].to_list()
     a = from_grid.select(FEATURES).to_numpy()
     b = from_point.select(FEATURES).to_numpy()
-    mismatched = [f for j, f in enumerate(FEATURES) if not np.allclose(a[:, j], b[:, j],
-                                                                        equal_nan=True)]
+    mismatched = [
+        f for j, f in enumerate(FEATURES) if not np.allclose(a[:, j], b[:, j], equal_nan=True)
+    ]
     assert mismatched == []
     assert a[:, FEATURES.index("xid_all_28d")].sum() > 0  # the comparison saw real data
 

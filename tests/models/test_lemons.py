@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import polars as pl
-from faultlens.models.lemons import lemon_table
 
+from faultlens.models.lemons import lemon_table
 from tests.models.synthetic import T0, insert_events
 
 AS_OF = T0 + timedelta(days=40)
@@ -19,12 +19,30 @@ FAILS = {
 }
 ROWS = [
     {"ts": ts, "node": node, "gpu": "1", "kind": "xid", "code": code, "severity": "critical"}
-    for node, fails in FAILS.items() for ts, code in fails
+    for node, fails in FAILS.items()
+    for ts, code in fails
 ]
-ROWS += [{"ts": AS_OF - timedelta(days=2, hours=-1), "node": "n_lemon", "kind": "node_down",
-          "message": "Not responding", "severity": "error", "source": "slurm"}]
-ROWS += [{"ts": AS_OF - timedelta(hours=h), "node": "n_quiet", "gpu": "0", "kind": "xid",
-          "code": 13, "severity": "warning"} for h in (3, 30)]
+ROWS += [
+    {
+        "ts": AS_OF - timedelta(days=2, hours=-1),
+        "node": "n_lemon",
+        "kind": "node_down",
+        "message": "Not responding",
+        "severity": "error",
+        "source": "slurm",
+    }
+]
+ROWS += [
+    {
+        "ts": AS_OF - timedelta(hours=h),
+        "node": "n_quiet",
+        "gpu": "0",
+        "kind": "xid",
+        "code": 13,
+        "severity": "warning",
+    }
+    for h in (3, 30)
+]
 
 
 def test_lemon_ranking_and_evidence(store) -> None:

@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 import numpy as np
 import polars as pl
 import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
 from faultlens.models.actions import RiskAction, Thresholds, command, decide
 from faultlens.models.evaluate import (
     alert_episodes,
@@ -24,8 +26,6 @@ from faultlens.models.predictor import (
     train_failure_model,
 )
 from faultlens.models.registry import load_model, save_model
-from sklearn.utils.estimator_checks import parametrize_with_checks
-
 from tests.models.synthetic import random_cluster
 
 
@@ -54,8 +54,10 @@ def test_default_split_is_half_quarter_quarter() -> None:
 
 # Two failures; alerts on n1 at 03:00 and 06:00 before its 10:00 failure; none before n2's.
 FAIL = [("n1", datetime(2025, 1, 1, 10)), ("n2", datetime(2025, 1, 2, 5))]
-ROWS = [("n1", datetime(2025, 1, 1, h), s, int(h <= 10)) for h, s in ((1, .1), (3, .9), (6, .8),
-                                                                     (9, .2), (12, .95))]
+ROWS = [
+    ("n1", datetime(2025, 1, 1, h), s, int(h <= 10))
+    for h, s in ((1, 0.1), (3, 0.9), (6, 0.8), (9, 0.2), (12, 0.95))
+]
 ROWS += [("n2", datetime(2025, 1, 2, h), 0.3, 1) for h in (1, 2)]
 
 
@@ -74,13 +76,21 @@ def _hourly(node: str, scores: dict[int, float], hours: int = 30) -> list[tuple]
 # n2: one run of high scores 00-05 across its failure at 02:30 (two alerts: it closes at the
 # failure); n3 fails at 12:00 with no alert.
 EP_ROWS = pl.DataFrame(
-    _hourly("n1", {3: .9, 4: .8, 8: .7, 11: .9, 12: .9})
-    + _hourly("n2", {h: .9 for h in range(6)}) + _hourly("n3", {}),
-    schema=["node", "ts", "score"], orient="row",
+    _hourly("n1", {3: 0.9, 4: 0.8, 8: 0.7, 11: 0.9, 12: 0.9})
+    + _hourly("n2", {h: 0.9 for h in range(6)})
+    + _hourly("n3", {}),
+    schema=["node", "ts", "score"],
+    orient="row",
 )
-EP_FAIL = pl.DataFrame([("n1", D + timedelta(hours=10, minutes=30)),
-                        ("n2", D + timedelta(hours=2, minutes=30)),
-                        ("n3", D + timedelta(hours=12))], schema=["node", "ts"], orient="row")
+EP_FAIL = pl.DataFrame(
+    [
+        ("n1", D + timedelta(hours=10, minutes=30)),
+        ("n2", D + timedelta(hours=2, minutes=30)),
+        ("n3", D + timedelta(hours=12)),
+    ],
+    schema=["node", "ts"],
+    orient="row",
+)
 
 
 def test_alert_episodes_open_stay_and_close_at_a_failure() -> None:
@@ -90,8 +100,9 @@ def test_alert_episodes_open_stay_and_close_at_a_failure() -> None:
 
 
 def test_episode_precision_recall_and_lead_time() -> None:
-    m = episode_metrics(EP_ROWS, EP_FAIL, threshold=0.5, horizon_h=24,
-                        window=(D, D + timedelta(days=1)))
+    m = episode_metrics(
+        EP_ROWS, EP_FAIL, threshold=0.5, horizon_h=24, window=(D, D + timedelta(days=1))
+    )
     assert (m["alerts"], m["true_alerts"]) == (5, 3)  # n1 03:00, 08:00 and n2 00:00 were right
     assert m["precision"] == 3 / 5
     assert (m["failure_episodes"], m["caught"]) == (3, 2) and m["recall"] == 2 / 3
@@ -103,17 +114,21 @@ def test_threshold_needs_support_on_calibration_alerts() -> None:
     # fail (precision 1, but only two alerts); 26 alert at 0.4 and nothing happens.
     rows, fails = [], []
     for i in range(40):
-        score = .7 if i < 12 else .95 if i < 14 else .4
+        score = 0.7 if i < 12 else 0.95 if i < 14 else 0.4
         rows += _hourly(f"n{i:02d}", {h: score for h in range(20, 23)}, hours=48)
         if i < 11 or 12 <= i < 14:
             fails.append((f"n{i:02d}", D + timedelta(hours=30)))
     frame = pl.DataFrame(rows, schema=["node", "ts", "score"], orient="row")
     failures = pl.DataFrame(fails, schema=["node", "ts"], orient="row")
-    pick = {"horizon_h": 24, "window": (D, D + timedelta(hours=47)),
-            "candidates": np.array([.3, .6, .9])}
+    pick = {
+        "horizon_h": 24,
+        "window": (D, D + timedelta(hours=47)),
+        "candidates": np.array([0.3, 0.6, 0.9]),
+    }
     assert choose_threshold(frame, failures, target_precision=0.9, **pick) == 0.6  # 13 / 14
-    assert choose_threshold(frame, failures, target_precision=0.9, min_alerts=2,
-                            **pick) == 0.6  # 0.9 has 2 / 2, but 0.6 already reaches the target
+    assert (
+        choose_threshold(frame, failures, target_precision=0.9, min_alerts=2, **pick) == 0.6
+    )  # 0.9 has 2 / 2, but 0.6 already reaches the target
     assert choose_threshold(frame, failures, target_precision=0.95, **pick) == 0.6  # best
 
 
@@ -129,9 +144,11 @@ def test_actions_and_commands() -> None:
     got = decide(np.array([0.1, 0.3, 0.6, 0.6, 0.3]), feats, th)
     assert got == ["none", "watch", "drain_after_jobs", "drain_now", "watch"]
     assert command("gpu001", RiskAction.DRAIN_AFTER_JOBS, "faultlens p=0.6") == (
-        "scontrol update nodename=gpu001 state=drain reason='faultlens p=0.6'")
+        "scontrol update nodename=gpu001 state=drain reason='faultlens p=0.6'"
+    )
     assert command("gpu001", RiskAction.DRAIN_AFTER_JOBS, "x", "kubernetes") == (
-        "kubectl cordon gpu001")
+        "kubectl cordon gpu001"
+    )
     assert command("gpu001", RiskAction.WATCH, "x") is None
 
 
@@ -154,8 +171,13 @@ def test_model_beats_both_baselines(trained) -> None:
     assert m["model"]["pr_auc"] > m["lemon_baseline"]["pr_auc"]
     assert m["model"]["precision"] >= 0.7 and m["model"]["recall"] >= 0.5  # small cluster
     assert m["model"]["median_lead_time_h"] > 1.0
-    assert set(m["model"]) >= {"pr_auc", "precision", "recall", "precision_at_k",
-                               "median_lead_time_h"}
+    assert set(m["model"]) >= {
+        "pr_auc",
+        "precision",
+        "recall",
+        "precision_at_k",
+        "median_lead_time_h",
+    }
 
 
 def test_model_card_round_trip(trained, tmp_path) -> None:
@@ -167,7 +189,8 @@ def test_model_card_round_trip(trained, tmp_path) -> None:
     assert "| model |" in (folder / "MODEL_CARD.md").read_text()
     x = np.zeros((1, len(loaded.card["features"])), dtype=np.float32)
     assert loaded.estimator.predict_proba(x)[0, 1] == pytest.approx(
-        result.estimator.predict_proba(x)[0, 1])
+        result.estimator.predict_proba(x)[0, 1]
+    )
 
 
 def test_predict_explains_alerts_and_is_idempotent(trained) -> None:
@@ -183,10 +206,13 @@ def test_predict_explains_alerts_and_is_idempotent(trained) -> None:
     assert alert["top_features"] and all(f["contribution"] > 0 for f in alert["top_features"])
     n1 = save_predictions(store, pred, 24)
     n2 = save_predictions(store, pred, 24)
-    assert n1 == n2 == store.scalar("SELECT count(*) FROM predictions WHERE run_id = ?",
-                                    [pred.run_id])
-    row = store.query("SELECT top_features FROM predictions WHERE run_id = ? AND node = ? "
-                      "AND gpu IS NULL", [pred.run_id, node]).row(0)
+    assert (
+        n1 == n2 == store.scalar("SELECT count(*) FROM predictions WHERE run_id = ?", [pred.run_id])
+    )
+    row = store.query(
+        "SELECT top_features FROM predictions WHERE run_id = ? AND node = ? AND gpu IS NULL",
+        [pred.run_id, node],
+    ).row(0)
     assert json.loads(row[0])[0]["feature"] == alert["top_features"][0]["feature"]
 
 
@@ -209,16 +235,21 @@ def test_threshold_pick_smooths_a_single_dip_above_it() -> None:
     # have been pushed to 0.95 by the dip alone.
     rows, fails = [], []
     for i in range(30):
-        score = .6 if i < 10 else .9 if i < 20 else .99
+        score = 0.6 if i < 10 else 0.9 if i < 20 else 0.99
         rows += _hourly(f"n{i:02d}", {h: score for h in range(20, 23)}, hours=48)
         if i not in (10, 11):
             fails.append((f"n{i:02d}", D + timedelta(hours=30)))
     frame = pl.DataFrame(rows, schema=["node", "ts", "score"], orient="row")
     failures = pl.DataFrame(fails, schema=["node", "ts"], orient="row")
-    pick = {"horizon_h": 24, "window": (D, D + timedelta(hours=47)),
-            "candidates": np.array([.5, .8, .95])}
-    m = [episode_metrics(frame, failures, threshold=t, horizon_h=24, window=pick["window"])
-         for t in (.5, .8, .95)]
+    pick = {
+        "horizon_h": 24,
+        "window": (D, D + timedelta(hours=47)),
+        "candidates": np.array([0.5, 0.8, 0.95]),
+    }
+    m = [
+        episode_metrics(frame, failures, threshold=t, horizon_h=24, window=pick["window"])
+        for t in (0.5, 0.8, 0.95)
+    ]
     assert [(x["alerts"], x["true_alerts"]) for x in m] == [(30, 28), (20, 18), (10, 10)]
     assert choose_threshold(frame, failures, target_precision=0.91, **pick) == 0.5
     assert choose_threshold(frame, failures, target_precision=0.93, **pick) == 0.95
@@ -231,7 +262,8 @@ def test_monotone_constraint_never_lowers_the_score() -> None:
     y = ((X[:, 0] > 0.3) & (X[:, 0] < 0.6) & (rng.random(3000) < 0.8)).astype(int)
     grid = np.column_stack([np.linspace(0, 1, 50), np.full(50, 0.5)]).astype(np.float32)
     free = FailurePredictor(n_estimators=50, min_child_samples=20).fit(X, y)
-    tied = FailurePredictor(n_estimators=50, min_child_samples=20,
-                            monotone_constraints=(1, 0)).fit(X, y)
+    tied = FailurePredictor(n_estimators=50, min_child_samples=20, monotone_constraints=(1, 0)).fit(
+        X, y
+    )
     assert np.any(np.diff(free.decision_function(grid)) < -1e-9)
     assert np.all(np.diff(tied.decision_function(grid)) >= -1e-9)

@@ -10,6 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 import typer
+from typer.testing import CliRunner
+
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.prom import PARSERS as PROM_PARSERS
 from faultlens.ingest.reader import iter_chunks
@@ -18,7 +20,6 @@ from faultlens.ingest.training import PARSERS as TRAINING_PARSERS
 from faultlens.models import straggler_predict as sp
 from faultlens.models import stragglers as ms
 from faultlens.synth import training as st
-from typer.testing import CliRunner
 
 SEED = 9173  # never used while the detector was developed
 START = datetime(2025, 2, 1)
@@ -76,8 +77,9 @@ def test_jobs_without_stragglers_have_none(cluster) -> None:
     assert clean, "the seed should leave some jobs clean"
     assert not (flagged_jobs & clean)
     windows = cluster["report"].windows
-    spikes = windows.filter(pl.col("job_id").is_in(sorted(clean)) & pl.col("raw_cause")
-                            .is_not_null())
+    spikes = windows.filter(
+        pl.col("job_id").is_in(sorted(clean)) & pl.col("raw_cause").is_not_null()
+    )
     assert spikes.height > 0  # there was noise to resist
 
 
@@ -89,10 +91,15 @@ def test_predictor_beats_previous_window_baseline(cluster) -> None:
 
 
 def test_persistence_ignores_short_runs() -> None:
-    frame = pl.DataFrame({
-        "job_id": ["j"] * 8, "node": ["n"] * 8, "gpu": [0] * 8, "w": list(range(8)),
-        "slow": [True, False, True, True, False, True, True, True],
-    })
+    frame = pl.DataFrame(
+        {
+            "job_id": ["j"] * 8,
+            "node": ["n"] * 8,
+            "gpu": [0] * 8,
+            "w": list(range(8)),
+            "slow": [True, False, True, True, False, True, True, True],
+        }
+    )
     out = ms._persist(frame, ["job_id", "node", "gpu"], "slow", 3, "flag")
     assert out["flag"].to_list() == [False] * 5 + [True] * 3
 
@@ -101,10 +108,18 @@ def test_straggler_from_hand_made_telemetry(store: Store) -> None:
     """One GPU of 16 at 1500 MHz with thermal throttle reasons for an hour is a thermal
     straggler; its job's step time rises from 1.0 s to 1.3 s -> S = 1.3."""
     start = datetime(2025, 1, 1)
-    store.insert("jobs", pl.DataFrame({
-        "job_id": ["42"], "nodes": [["a", "b"]], "n_gpus": [16], "start": [start],
-        "end": [start + timedelta(hours=2)],
-    }))
+    store.insert(
+        "jobs",
+        pl.DataFrame(
+            {
+                "job_id": ["42"],
+                "nodes": [["a", "b"]],
+                "n_gpus": [16],
+                "start": [start],
+                "end": [start + timedelta(hours=2)],
+            }
+        ),
+    )
     rows = []
     for i in range(120):  # one sample a minute
         ts = start + timedelta(minutes=i)
@@ -118,12 +133,16 @@ def test_straggler_from_hand_made_telemetry(store: Store) -> None:
                     (ts, node, gpu, ms.THROTTLE, 96.0 if bad else 0.0),
                     (ts, node, gpu, ms.UTIL, 99.0),
                 ]
-    store.insert("telemetry", pl.DataFrame(rows, schema=["ts", "node", "gpu", "metric", "value"],
-                                           orient="row"))
-    steps = [(start + timedelta(seconds=s), "42", 1.3 if s >= 3600 else 1.0)
-             for s in range(0, 7200, 10)]
-    store.insert("train_steps", pl.DataFrame(steps, schema=["ts", "job_id", "step_time_s"],
-                                             orient="row"))
+    store.insert(
+        "telemetry",
+        pl.DataFrame(rows, schema=["ts", "node", "gpu", "metric", "value"], orient="row"),
+    )
+    steps = [
+        (start + timedelta(seconds=s), "42", 1.3 if s >= 3600 else 1.0) for s in range(0, 7200, 10)
+    ]
+    store.insert(
+        "train_steps", pl.DataFrame(steps, schema=["ts", "job_id", "step_time_s"], orient="row")
+    )
     report = ms.detect(store)
     row = report.stragglers.row(0, named=True)
     assert report.stragglers.height == 1
@@ -147,8 +166,9 @@ def test_cli_json(cluster) -> None:
     assert len(rows) == cluster["report"].stragglers.height
     assert set(rows[0]) >= {"job_id", "node", "gpu", "cause", "slowdown", "wasted_gpu_h"}
     one = rows[0]["job_id"]
-    result = CliRunner().invoke(app, ["stragglers", "--db", str(cluster["db"]), "--job", one,
-                                      "--json"])
+    result = CliRunner().invoke(
+        app, ["stragglers", "--db", str(cluster["db"]), "--job", one, "--json"]
+    )
     assert {r["job_id"] for r in json.loads(result.stdout)["stragglers"]} == {one}
 
 
@@ -173,24 +193,46 @@ def test_predictor_follows_sklearn_conventions() -> None:
 def _nccl_job(store: Store, start: datetime) -> None:
     """Job 7 on nodes a-d: world communicator with one rank per node (a=0 ... d=3, GPU 2), and a
     smaller communicator (nodes a, b only) numbered differently, which must not be used."""
-    store.insert("jobs", pl.DataFrame({
-        "job_id": ["7"], "nodes": [["a", "b", "c", "d"]], "n_gpus": [16], "start": [start],
-        "end": [start + timedelta(hours=2)],
-    }))
-    world = [(start, "7", n, "w0", r, 4, 2, f"0000:{0x3b + r:02x}:00.0")
-             for r, n in enumerate("abcd")]
+    store.insert(
+        "jobs",
+        pl.DataFrame(
+            {
+                "job_id": ["7"],
+                "nodes": [["a", "b", "c", "d"]],
+                "n_gpus": [16],
+                "start": [start],
+                "end": [start + timedelta(hours=2)],
+            }
+        ),
+    )
+    world = [
+        (start, "7", n, "w0", r, 4, 2, f"0000:{0x3B + r:02x}:00.0") for r, n in enumerate("abcd")
+    ]
     sub = [(start, "7", n, "s1", r, 2, 0, "0000:18:00.0") for r, n in enumerate("ba")]
-    store.insert("nccl_ranks", pl.DataFrame(
-        world + sub, schema=["ts", "job_id", "node", "comm_id", "rank", "nranks", "cuda_dev",
-                             "bus_id"], orient="row"))
+    store.insert(
+        "nccl_ranks",
+        pl.DataFrame(
+            world + sub,
+            schema=["ts", "job_id", "node", "comm_id", "rank", "nranks", "cuda_dev", "bus_id"],
+            orient="row",
+        ),
+    )
 
 
 def _timeouts(store: Store, start: datetime, ranks: list[int], at_min: float) -> None:
-    rows = [(start + timedelta(minutes=at_min, seconds=2 * i), "7", "abcd"[r], "nccl_timeout",
-             json.dumps({"rank": r, "seq_num": 7753, "ran_for_ms": 600012}))
-            for i, r in enumerate(ranks)]
-    store.insert("events", pl.DataFrame(rows, schema=["ts", "job_id", "node", "kind", "attrs"],
-                                        orient="row"))
+    rows = [
+        (
+            start + timedelta(minutes=at_min, seconds=2 * i),
+            "7",
+            "abcd"[r],
+            "nccl_timeout",
+            json.dumps({"rank": r, "seq_num": 7753, "ran_for_ms": 600012}),
+        )
+        for i, r in enumerate(ranks)
+    ]
+    store.insert(
+        "events", pl.DataFrame(rows, schema=["ts", "job_id", "node", "kind", "attrs"], orient="row")
+    )
 
 
 def test_nccl_evidence_names_the_rank_that_did_not_time_out(store: Store) -> None:
@@ -211,10 +253,17 @@ def test_nccl_evidence_repeatedly_slowest_rank(store: Store) -> None:
     (30 steps each), then all ranks are equal -> 3 windows name node b."""
     start = datetime(2025, 1, 1)
     _nccl_job(store, start)
-    rows = [(start + timedelta(seconds=10 * s), "7", "abcd"[r], r, s,
-             1.1 if r == 1 and s < 90 else 1.0) for s in range(180) for r in range(4)]
-    store.insert("train_steps", pl.DataFrame(
-        rows, schema=["ts", "job_id", "node", "rank", "step", "step_time_s"], orient="row"))
+    rows = [
+        (start + timedelta(seconds=10 * s), "7", "abcd"[r], r, s, 1.1 if r == 1 and s < 90 else 1.0)
+        for s in range(180)
+        for r in range(4)
+    ]
+    store.insert(
+        "train_steps",
+        pl.DataFrame(
+            rows, schema=["ts", "job_id", "node", "rank", "step", "step_time_s"], orient="row"
+        ),
+    )
     jobs = pl.DataFrame({"job_id": ["7"], "start": [start], "window_s": [300.0]})
     assert ms.nccl_evidence(store, jobs).rows() == [("7", "b", 3)]
 
@@ -239,8 +288,10 @@ def test_nccl_evidence_labels_ambiguous_node_straggler_link(store: Store) -> Non
                     (ts, node, gpu, ms.UTIL, 60.0 if bad and gpu >= 2 else 99.0),
                     (ts, node, gpu, ms.PCIE_TX, 2e8 if bad and gpu < 2 else 1e9 + gpu * 1e6),
                 ]
-    store.insert("telemetry", pl.DataFrame(rows, schema=["ts", "node", "gpu", "metric", "value"],
-                                           orient="row"))
+    store.insert(
+        "telemetry",
+        pl.DataFrame(rows, schema=["ts", "node", "gpu", "metric", "value"], orient="row"),
+    )
     report = ms.detect(store)
     assert report.stragglers.select("node", "gpu", "cause", "nccl_evidence").rows() == [
         ("d", None, "link", 1)

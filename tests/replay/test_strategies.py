@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+
 from faultlens.ingest.errors import ConfigError
 from faultlens.replay.model import JobSpec, Trace, daly_interval
 from faultlens.replay.score import evaluate, replay
@@ -21,19 +22,35 @@ C = TAU + W_CK
 MEM_TAU, MEM_W, MEM_R = 0.25, 0.01, 0.05
 SWAP, RECONF, STEP, MIGRATE, REPAIR = 0.05, 0.05, 0.01, 0.01, 2.0
 JOB = JobSpec(
-    gpus=16, interval_min=TAU * 60, checkpoint_write_s=W_CK * 3600, restart_s=U0 * 3600,
-    restore_s=R * 3600, repair_h=REPAIR, spare_swap_s=SWAP * 3600, mem_interval_s=MEM_TAU * 3600,
-    mem_write_s=MEM_W * 3600, mem_restore_s=MEM_R * 3600, reconfig_s=RECONF * 3600,
-    step_time_s=STEP * 3600, migrate_s=MIGRATE * 3600, spares=1,
+    gpus=16,
+    interval_min=TAU * 60,
+    checkpoint_write_s=W_CK * 3600,
+    restart_s=U0 * 3600,
+    restore_s=R * 3600,
+    repair_h=REPAIR,
+    spare_swap_s=SWAP * 3600,
+    mem_interval_s=MEM_TAU * 3600,
+    mem_write_s=MEM_W * 3600,
+    mem_restore_s=MEM_R * 3600,
+    reconfig_s=RECONF * 3600,
+    step_time_s=STEP * 3600,
+    migrate_s=MIGRATE * 3600,
+    spares=1,
 )
 
 
-def trace(times=(T,), nodes=(0,), hardware=True, warned=False, predicted=False,
-          false_alarms=()) -> Trace:
+def trace(
+    times=(T,), nodes=(0,), hardware=True, warned=False, predicted=False, false_alarms=()
+) -> Trace:
     n = len(times)
     return Trace(
-        t_h=np.array(times, float), node=np.array(nodes), hardware=np.full(n, hardware),
-        warned=np.full(n, warned), predicted=np.full(n, predicted), span_h=W, fleet_nodes=2,
+        t_h=np.array(times, float),
+        node=np.array(nodes),
+        hardware=np.full(n, hardware),
+        warned=np.full(n, warned),
+        predicted=np.full(n, predicted),
+        span_h=W,
+        fleet_nodes=2,
         false_alarm_h=np.array(false_alarms, float),
     )
 
@@ -123,11 +140,13 @@ def test_predictive_drain_true_and_false_alerts():
     drain = W_CK + U0 + R  # checkpoint, requeue, restore
     run0 = failed(T) + (T - 3 * C)
     assert ettr("predictive-drain", trace(predicted=True)) == pytest.approx(
-        (run0 + kept(W - T - drain)) / W)
+        (run0 + kept(W - T - drain)) / W
+    )
     fa = 7.0
     expected = run0 + kept(fa - T - drain) + kept(W - fa - drain)
     assert ettr("predictive-drain", trace(predicted=True, false_alarms=(fa,))) == pytest.approx(
-        expected / W)
+        expected / W
+    )
     # a missed failure costs what it always does
     assert ettr("predictive-drain", trace()) == pytest.approx(ettr("checkpoint", trace()))
 
@@ -142,8 +161,15 @@ def test_no_interruptions_leaves_only_checkpoint_cost():
 
 
 def test_registry_and_combinations():
-    assert list(STRATEGIES) == ["checkpoint", "young-daly", "in-memory", "hot-spares", "elastic",
-                                "live-migration", "predictive-drain"]
+    assert list(STRATEGIES) == [
+        "checkpoint",
+        "young-daly",
+        "in-memory",
+        "hot-spares",
+        "elastic",
+        "live-migration",
+        "predictive-drain",
+    ]
     combo = resolve("hot-spares+in-memory")
     assert (combo.node, combo.ckpt, combo.name) == ("spares", "in-memory", "hot-spares+in-memory")
     with pytest.raises(ConfigError):

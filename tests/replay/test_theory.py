@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from scipy.optimize import minimize_scalar
+
 from faultlens.replay.generate import llama3_trace, poisson_trace
 from faultlens.replay.model import JobSpec, daly_ettr, daly_interval, meta_ettr, young_interval
 from faultlens.replay.score import evaluate
 from faultlens.replay.strategies import resolve
-from scipy.optimize import minimize_scalar
 
 CHECKPOINT = resolve("checkpoint")
 
@@ -15,15 +16,17 @@ CHECKPOINT = resolve("checkpoint")
 def best_interval(mtbf_min: float, write_min: float, restart_min: float, events: int = 40_000):
     """The engine's optimum interval (minutes) and its ETTR on a stratified Poisson trace."""
     tr = poisson_trace(60.0 / mtbf_min, events * mtbf_min / 60.0, 1, stratified=True, seed=7)
-    job = JobSpec(gpus=8, checkpoint_write_s=write_min * 60, restart_s=restart_min * 60,
-                  restore_s=0.0)
+    job = JobSpec(
+        gpus=8, checkpoint_write_s=write_min * 60, restart_s=restart_min * 60, restore_s=0.0
+    )
 
     def loss(interval_min: float) -> float:
         acc = evaluate(CHECKPOINT, tr, job.with_(interval_min=interval_min))
         return -acc["productive"] / tr.span_h
 
-    res = minimize_scalar(loss, bounds=(0.2 * mtbf_min ** 0.5, 2 * mtbf_min),
-                          method="bounded", options={"xatol": 0.01})
+    res = minimize_scalar(
+        loss, bounds=(0.2 * mtbf_min**0.5, 2 * mtbf_min), method="bounded", options={"xatol": 0.01}
+    )
     return res.x, -res.fun
 
 
@@ -48,8 +51,13 @@ def test_meta_ettr_model(interval_min, write_min):
     nodes, rf, u0_min = 512, 6.5e-3, 10.0
     rate_h = nodes * rf / 24.0
     tr = poisson_trace(rate_h, 50_000 / rate_h, nodes, stratified=True, seed=3)
-    job = JobSpec(gpus=nodes * 8, interval_min=interval_min, checkpoint_write_s=write_min * 60,
-                  restart_s=u0_min * 60, restore_s=0.0)
+    job = JobSpec(
+        gpus=nodes * 8,
+        interval_min=interval_min,
+        checkpoint_write_s=write_min * 60,
+        restart_s=u0_min * 60,
+        restore_s=0.0,
+    )
     ettr = evaluate(CHECKPOINT, tr, job)["productive"] / tr.span_h
     expected = meta_ettr(nodes, rf, u0_min / 60, interval_min / 60, write_min / 60)
     assert ettr == pytest.approx(expected, rel=0.02)
@@ -67,7 +75,12 @@ def test_llama3_like_trace_keeps_ettr_above_09():
     assert ettr > 0.9
     rate_per_node_day = tr.n_events / (tr.span_h / 24) / tr.fleet_nodes
     restore_min = job.restore_s / 60
-    expected = meta_ettr(tr.fleet_nodes, rate_per_node_day, (600 + job.restore_s) / 3600,
-                         5 / 60, job.snapshot_s / 3600)
+    expected = meta_ettr(
+        tr.fleet_nodes,
+        rate_per_node_day,
+        (600 + job.restore_s) / 3600,
+        5 / 60,
+        job.snapshot_s / 3600,
+    )
     assert restore_min > 0
     assert ettr == pytest.approx(expected, rel=0.02)

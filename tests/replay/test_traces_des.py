@@ -9,13 +9,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
 from faultlens.replay.des import simulate
 from faultlens.replay.generate import block_bootstrap, fit_to_job, llama3_trace, poisson_trace
 from faultlens.replay.model import JobSpec
 from faultlens.replay.score import evaluate
 from faultlens.replay.strategies import resolve
 from faultlens.replay.traces import acme_rates, alibaba2023_trace, from_db, from_ground_truth
-from typer.testing import CliRunner
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
 T0 = datetime(2024, 5, 1)
@@ -27,21 +28,51 @@ def at(hours: float) -> datetime:
 
 @pytest.fixture
 def cluster(store):
-    store.insert("events", pl.DataFrame({
-        "ts": [at(0), at(1), at(1.01), at(5), at(9), at(30), at(40), at(40.001), at(48)],
-        "node": ["n1", "n1", "n1", "n2", "n3", "n1", "n4", "n5", "n5"],
-        "kind": ["diag", "ecc", "xid", "xid", "nccl_timeout", "node_down", "nccl_timeout",
-                 "nccl_timeout", "diag"],
-        "code": [None, None, 79, 48, None, None, None, None, None],
-        "job_id": [None, None, None, None, "j1", None, "j2", "j2", None],
-    }))
-    store.insert("predictions", pl.DataFrame({
-        "made_at": [at(2), at(20)], "node": ["n2", "n9"], "target": ["failure"] * 2,
-        "horizon": [24.0, 24.0], "score": [0.9, 0.8],
-    }))
-    store.insert("attributions", pl.DataFrame({
-        "job_id": ["j7"], "end": [at(30.05)], "node": ["n1"], "cause": ["gpu_hardware"],
-    }))
+    store.insert(
+        "events",
+        pl.DataFrame(
+            {
+                "ts": [at(0), at(1), at(1.01), at(5), at(9), at(30), at(40), at(40.001), at(48)],
+                "node": ["n1", "n1", "n1", "n2", "n3", "n1", "n4", "n5", "n5"],
+                "kind": [
+                    "diag",
+                    "ecc",
+                    "xid",
+                    "xid",
+                    "nccl_timeout",
+                    "node_down",
+                    "nccl_timeout",
+                    "nccl_timeout",
+                    "diag",
+                ],
+                "code": [None, None, 79, 48, None, None, None, None, None],
+                "job_id": [None, None, None, None, "j1", None, "j2", "j2", None],
+            }
+        ),
+    )
+    store.insert(
+        "predictions",
+        pl.DataFrame(
+            {
+                "made_at": [at(2), at(20)],
+                "node": ["n2", "n9"],
+                "target": ["failure"] * 2,
+                "horizon": [24.0, 24.0],
+                "score": [0.9, 0.8],
+            }
+        ),
+    )
+    store.insert(
+        "attributions",
+        pl.DataFrame(
+            {
+                "job_id": ["j7"],
+                "end": [at(30.05)],
+                "node": ["n1"],
+                "cause": ["gpu_hardware"],
+            }
+        ),
+    )
     return store
 
 
@@ -93,15 +124,40 @@ def test_block_bootstrap_and_job_fit():
     assert double.n_events == 2 * tr.n_events
 
 
-@pytest.mark.parametrize("name", [
-    "checkpoint", "young-daly", "in-memory", "hot-spares", "elastic", "live-migration",
-    "predictive-drain", "hot-spares+in-memory", "elastic+in-memory+predictive-drain",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "checkpoint",
+        "young-daly",
+        "in-memory",
+        "hot-spares",
+        "elastic",
+        "live-migration",
+        "predictive-drain",
+        "hot-spares+in-memory",
+        "elastic+in-memory+predictive-drain",
+    ],
+)
 def test_simpy_baseline_agrees(name):
-    tr = poisson_trace(3.0, 60, 4, seed=5, hardware_frac=0.7, warned_frac=0.2,
-                       predicted_frac=0.3, false_alarms_per_h=0.3)
-    job = JobSpec(gpus=32, checkpoint_async=True, interval_min=7, repair_h=3, spares=2,
-                  restart_s=400, buddy_window_s=3600)
+    tr = poisson_trace(
+        3.0,
+        60,
+        4,
+        seed=5,
+        hardware_frac=0.7,
+        warned_frac=0.2,
+        predicted_frac=0.3,
+        false_alarms_per_h=0.3,
+    )
+    job = JobSpec(
+        gpus=32,
+        checkpoint_async=True,
+        interval_min=7,
+        repair_h=3,
+        spares=2,
+        restart_s=400,
+        buddy_window_s=3600,
+    )
     fast, slow = evaluate(resolve(name), tr, job), simulate(resolve(name), tr, job)
     for key, value in fast.items():
         assert slow[key] == pytest.approx(value, abs=1e-9), key
@@ -109,6 +165,7 @@ def test_simpy_baseline_agrees(name):
 
 def test_cli_replay_json_and_no_data(cluster, db_path, tmp_path):
     import typer
+
     from faultlens.app import cmd_replay
 
     app = typer.Typer()
@@ -116,16 +173,37 @@ def test_cli_replay_json_and_no_data(cluster, db_path, tmp_path):
     cmd_replay.register(app)
     cluster.close()
     runner = CliRunner()
-    res = runner.invoke(app, ["replay", "--db", str(db_path), "--json", "--resamples", "5",
-                              "--strategy", "checkpoint,hot-spares+in-memory",
-                              "--sweep", "interval_min=10:60:3"])
+    res = runner.invoke(
+        app,
+        [
+            "replay",
+            "--db",
+            str(db_path),
+            "--json",
+            "--resamples",
+            "5",
+            "--strategy",
+            "checkpoint,hot-spares+in-memory",
+            "--sweep",
+            "interval_min=10:60:3",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert [s["name"] for s in doc["strategies"]] == ["checkpoint"] * 3 + \
-        ["hot-spares+in-memory"] * 3
+    assert [s["name"] for s in doc["strategies"]] == ["checkpoint"] * 3 + [
+        "hot-spares+in-memory"
+    ] * 3
     first = doc["strategies"][0]
-    assert set(first) >= {"name", "params", "ettr", "goodput_gpu_h", "badput_gpu_h", "restarts",
-                          "cost_usd", "ettr_ci"}
+    assert set(first) >= {
+        "name",
+        "params",
+        "ettr",
+        "goodput_gpu_h",
+        "badput_gpu_h",
+        "restarts",
+        "cost_usd",
+        "ettr_ci",
+    }
     assert first["params"]["sweep"] == {"interval_min": 10.0}
     assert first["ettr_ci"][0] <= first["ettr_ci"][1]
     empty = tmp_path / "empty.duckdb"

@@ -8,13 +8,13 @@ from pathlib import Path
 import plotly.graph_objects as go
 import polars as pl
 import pytest
+from typer.testing import CliRunner
+
 from faultlens.app.cli import app as cli
 from faultlens.ingest.errors import ConfigError
 from faultlens.reports import build_report, figures, parse_since, q_fleet
 from faultlens.reports.filters import Filters, bucket_for, cluster_of, nodes_for
 from faultlens.reports.render import find_chromium
-from typer.testing import CliRunner
-
 from tests.reports import smalldb
 
 WEEK = Filters(since=smalldb.START, until=smalldb.END)
@@ -58,7 +58,9 @@ def test_overview_queries(small) -> None:  # noqa: ANN001
     mtbf = q_fleet.mtbf_by_component(episodes, WEEK.node_days(len(smalldb.NODES)))
     node_h = len(smalldb.NODES) * 7 * 24
     assert dict(zip(mtbf["component"], mtbf["mtbf_node_h"], strict=True)) == {
-        "GPU memory": node_h / 2, "GPU": node_h / 1}
+        "GPU memory": node_h / 2,
+        "GPU": node_h / 1,
+    }
     assert q_fleet.jobs_lost(small, WEEK)["failed_jobs"] == 2
     xids = q_fleet.top_xids(small, WEEK)
     assert xids["xid"].to_list()[0] == 13 and xids["events"].to_list()[0] == 3
@@ -86,20 +88,35 @@ def test_every_figure_accepts_an_empty_frame(name: str) -> None:
 
 
 def _report(small_path: Path, out: Path, fmt: str = "html") -> Path:
-    return build_report(small_path, out, since=timedelta(days=30), now=datetime(2025, 4, 1),
-                        fmt=fmt, models_dir=out.parent / "models", workdir=out.parent / "snap")
+    return build_report(
+        small_path,
+        out,
+        since=timedelta(days=30),
+        now=datetime(2025, 4, 1),
+        fmt=fmt,
+        models_dir=out.parent / "models",
+        workdir=out.parent / "snap",
+    )
 
 
 def test_html_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
     db = smalldb.build(tmp_path / "small.duckdb")
     html = _report(db, tmp_path / "r.html").read_text()
-    assert html.count("<script type=\"text/javascript\">") == 1  # plotly.js inlined once
+    assert html.count('<script type="text/javascript">') == 1  # plotly.js inlined once
     assert 'src="http' not in html and "cdn.plot.ly/plotly" not in html
     assert "<script>alert" not in html  # the log line stays text
     assert "NVRM: &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in html
     assert "NVRM: Xid &lt;b&gt;garbled" in html  # quarantined raw line, escaped
-    for anchor in ("overview", "events", "nodes", "jobs", "predictions", "stragglers",
-                   "recovery", "data-health"):
+    for anchor in (
+        "overview",
+        "events",
+        "nodes",
+        "jobs",
+        "predictions",
+        "stragglers",
+        "recovery",
+        "data-health",
+    ):
         assert f'<section id="{anchor}">' in html
     assert "Jobs lost" in html and "2 of 3" in html
 
@@ -107,8 +124,9 @@ def test_html_report_is_self_contained_and_escaped(tmp_path: Path) -> None:
 def test_report_command_writes_the_path_on_stdout(tmp_path: Path) -> None:
     db = smalldb.build(tmp_path / "small.duckdb")
     out = tmp_path / "weekly.html"
-    result = CliRunner().invoke(cli, ["report", "--db", str(db), "--since", "7d", "--out",
-                                      str(out)])
+    result = CliRunner().invoke(
+        cli, ["report", "--db", str(db), "--since", "7d", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(out)
     assert out.stat().st_size > 1_000_000  # plotly.js is inside
@@ -130,8 +148,13 @@ def test_pdf_report(tmp_path: Path) -> None:
 
 def test_telemetry_line_stops_where_the_telemetry_stops() -> None:
     hours = (0, 1, 2, 3, 20, 21)  # nothing between 03:00 and 20:00
-    frame = pl.DataFrame({"ts": [smalldb.START + timedelta(hours=h) for h in hours],
-                          "gpu": [0] * len(hours), "value": [60.0, 61, 62, 63, 70, 71]})
+    frame = pl.DataFrame(
+        {
+            "ts": [smalldb.START + timedelta(hours=h) for h in hours],
+            "gpu": [0] * len(hours),
+            "value": [60.0, 61, 62, 63, 70, 71],
+        }
+    )
     trace = figures.fig_telemetry(frame, "DCGM_FI_DEV_GPU_TEMP").data[0]
     assert len(trace.y) == len(hours) + 1
     assert [v == v for v in trace.y] == [True] * 4 + [False] + [True] * 2  # NaN breaks the line

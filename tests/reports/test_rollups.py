@@ -8,12 +8,12 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
+
 from faultlens.ingest.store import Store
 from faultlens.reports import q_detail, q_fleet, rollups
 from faultlens.reports.filters import Filters
 from faultlens.reports.snapshot import SnapshotReader, SnapshotStore
-from polars.testing import assert_frame_equal
-
 from tests.reports import smalldb
 
 DAY = timedelta(days=1)
@@ -49,9 +49,11 @@ def test_snapshot_has_rollups_with_the_event_counts(stores) -> None:  # noqa: AN
     assert snap.scalar("SELECT sum(n) FROM rollup_fleet_hour") == n_events
     assert snap.scalar("SELECT sum(n) FROM rollup_node_day") == n_events
     # 3 critical Xids, the drain and the resume, the NCCL timeout, the 3 Xid 13 events
-    notable = raw.scalar("SELECT count(*) FROM events WHERE severity IN ('warning', 'error', "
-                         "'critical') OR kind IN ('node_down', 'node_drain', "
-                         "'node_not_responding', 'node_resume')")
+    notable = raw.scalar(
+        "SELECT count(*) FROM events WHERE severity IN ('warning', 'error', "
+        "'critical') OR kind IN ('node_down', 'node_drain', "
+        "'node_not_responding', 'node_resume')"
+    )
     assert snap.scalar("SELECT count(*) FROM rollup_notable") == notable == 9
     assert snap.scalar("SELECT count(*) FROM rollup_target_events") == 5  # 3 Xids, drain, job 102
 
@@ -61,8 +63,12 @@ def test_fleet_queries_agree(stores) -> None:  # noqa: ANN001
     assert q_fleet.data_range(snap) == q_fleet.data_range(raw)
     assert q_fleet.node_list(snap) == q_fleet.node_list(raw) == sorted(smalldb.NODES)
     for f in CASES:
-        _same(q_fleet.episodes_in(snap, f.since, f.until),
-              q_fleet.episodes_in(raw, f.since, f.until), "node", "ts")
+        _same(
+            q_fleet.episodes_in(snap, f.since, f.until),
+            q_fleet.episodes_in(raw, f.since, f.until),
+            "node",
+            "ts",
+        )
         _same(q_fleet.top_xids(snap, f), q_fleet.top_xids(raw, f))
         assert q_fleet.event_count(snap, f) == q_fleet.event_count(raw, f)
         for by in ("kind", "source", "severity"):
@@ -95,11 +101,16 @@ def test_node_queries_agree(stores) -> None:  # noqa: ANN001
     raw, snap = stores
     for node in ("gpu002", "dgx-b-01", "gpu003"):
         for f in CASES:
-            _same(q_detail.node_summary(snap, node, f), q_detail.node_summary(raw, node, f),
-                  "kind", "severity")
+            _same(
+                q_detail.node_summary(snap, node, f),
+                q_detail.node_summary(raw, node, f),
+                "kind",
+                "severity",
+            )
             _same(q_detail.node_events(snap, node, f), q_detail.node_events(raw, node, f))
-            _same(q_detail.node_event_points(snap, node, f),
-                  q_detail.node_event_points(raw, node, f))
+            _same(
+                q_detail.node_event_points(snap, node, f), q_detail.node_event_points(raw, node, f)
+            )
             _same(q_detail.node_outages(snap, node, f), q_detail.node_outages(raw, node, f))
     for f in CASES:
         _same(q_detail.calibration(snap, f), q_detail.calibration(raw, f))

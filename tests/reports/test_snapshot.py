@@ -9,6 +9,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+
 from faultlens.ingest.store import Store
 from faultlens.reports.snapshot import SnapshotReader
 
@@ -39,8 +40,12 @@ def _events(store: Store) -> int:
 def test_reader_follows_a_live_writer_without_blocking_it(db_path: Path, tmp_path: Path) -> None:
     with Store(db_path) as store:
         store.insert("events", pl.DataFrame({"node": ["n0"] * 10, "kind": ["xid"] * 10}))
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(db_path), "3"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db_path), "3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     reader = SnapshotReader(db_path, tmp_path / "snaps")
     try:
         assert writer.stdout.readline().strip() == "open"
@@ -92,7 +97,8 @@ def test_failed_copy_keeps_serving_the_last_snapshot(db_path: Path, tmp_path: Pa
 
 
 def test_background_refresh_serves_the_previous_snapshot_until_the_new_one_is_ready(
-        db_path: Path, tmp_path: Path) -> None:
+    db_path: Path, tmp_path: Path
+) -> None:
     import threading
 
     from faultlens.reports import q_fleet

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from faultlens.reports.source_context import (
     NO_ROOTS_MESSAGE,
     OUTSIDE_MESSAGE,
@@ -63,7 +64,8 @@ def test_traversal_out_of_the_root_is_refused(tree: dict[str, Path]) -> None:
 
 
 def test_absolute_path_outside_is_refused_without_saying_whether_it_exists(
-        tree: dict[str, Path]) -> None:
+    tree: dict[str, Path],
+) -> None:
     there = read_context(tree["secret"] / "passwd", 1, _roots(tree))
     absent = read_context(tree["secret"] / "nothing-here", 1, _roots(tree))
     assert there.status is absent.status is Status.OUTSIDE

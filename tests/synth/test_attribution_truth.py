@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+
 from faultlens.ingest.attribution import HARDWARE_CAUSES, compare_with_truth, refresh, taxonomy
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
@@ -18,8 +19,7 @@ SEED = 4242
 
 @pytest.mark.slow
 def test_attributed_causes_match_the_ground_truth(tmp_path: Path) -> None:
-    cfg = SynthConfig(n_nodes=160, days=60, seed=SEED, write_training=False,
-                      write_telemetry=False)
+    cfg = SynthConfig(n_nodes=160, days=60, seed=SEED, write_training=False, write_telemetry=False)
     result = generate(cfg, tmp_path / "synth")
     logs = [str(p) for p in result.files if p.name not in ("topology.csv", "ground_truth.json")]
     with Store(tmp_path / "db.duckdb") as store:

@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+
 from faultlens.synth import SynthConfig, generate
 
-CFG = SynthConfig(n_nodes=32, days=10, seed=22, failures_per_1000_node_days=120.0,
-                  write_training=False)
+CFG = SynthConfig(
+    n_nodes=32, days=10, seed=22, failures_per_1000_node_days=120.0, write_training=False
+)
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +21,20 @@ def run(tmp_path_factory: pytest.TempPathFactory):
     return generate(CFG, tmp_path_factory.mktemp("phase2"))
 
 
-NCCL_LINE = re.compile(r"^gpu[0-9]{4}:[0-9]+:[0-9]+ \[[0-7]\] (?:NCCL INFO |[\w/.]+:[0-9]+ NCCL "
-                       r"WARN |NCCL WARN )|^NCCL version [0-9.]+\+cuda[0-9.]+$")
-INIT = re.compile(r"ncclCommInitRank comm 0x[0-9a-f]+ rank ([0-9]+) nranks ([0-9]+) cudaDev "
-                  r"([0-7]) nvmlDev \3 busId ([0-9a-f]+) commId 0x[0-9a-f]+ - Init COMPLETE$")
-WATCHDOG = re.compile(r"^\[rank([0-9]+)\]:\[E[0-9]{3,4} [0-9:.]{18} ProcessGroupNCCL\.cpp:607\] "
-                      r"\[Rank \1\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum="
-                      r"[0-9]+, OpType=ALLREDUCE, .*Timeout\(ms\)=600000\) ran for [0-9]+ "
-                      r"milliseconds before timing out\.$")
+NCCL_LINE = re.compile(
+    r"^gpu[0-9]{4}:[0-9]+:[0-9]+ \[[0-7]\] (?:NCCL INFO |[\w/.]+:[0-9]+ NCCL "
+    r"WARN |NCCL WARN )|^NCCL version [0-9.]+\+cuda[0-9.]+$"
+)
+INIT = re.compile(
+    r"ncclCommInitRank comm 0x[0-9a-f]+ rank ([0-9]+) nranks ([0-9]+) cudaDev "
+    r"([0-7]) nvmlDev \3 busId ([0-9a-f]+) commId 0x[0-9a-f]+ - Init COMPLETE$"
+)
+WATCHDOG = re.compile(
+    r"^\[rank([0-9]+)\]:\[E[0-9]{3,4} [0-9:.]{18} ProcessGroupNCCL\.cpp:607\] "
+    r"\[Rank \1\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum="
+    r"[0-9]+, OpType=ALLREDUCE, .*Timeout\(ms\)=600000\) ran for [0-9]+ "
+    r"milliseconds before timing out\.$"
+)
 
 
 def test_nccl_logs_shapes_and_ranks(run) -> None:
@@ -48,8 +56,11 @@ def _lag_s(r: dict) -> float:
 
 
 def test_watchdog_on_surviving_ranks_when_a_gpu_hangs(run) -> None:
-    hung = [r for r in run.truth["interruptions"] if r["n_nodes"] > 1 and r["state"] == "FAILED"
-            and _lag_s(r) >= 590]
+    hung = [
+        r
+        for r in run.truth["interruptions"]
+        if r["n_nodes"] > 1 and r["state"] == "FAILED" and _lag_s(r) >= 590
+    ]
     assert hung
     for r in hung:
         text = (run.out / "jobs" / r["job_id"] / "pytorch.log").read_text()
@@ -60,8 +71,14 @@ def test_watchdog_on_surviving_ranks_when_a_gpu_hangs(run) -> None:
 
 
 def test_network_failures_show_ib_errors(run) -> None:
-    net = [r for r in run.truth["interruptions"] if r["category"] == "network"
-           and r["n_nodes"] > 1 and r["state"] == "FAILED" and _lag_s(r) < 590]
+    net = [
+        r
+        for r in run.truth["interruptions"]
+        if r["category"] == "network"
+        and r["n_nodes"] > 1
+        and r["state"] == "FAILED"
+        and _lag_s(r) < 590
+    ]
     assert net
     for r in net:
         text = (run.out / "jobs" / r["job_id"] / "nccl.log").read_text()
@@ -86,8 +103,9 @@ def test_prometheus_export_shape_and_precursor_counters(run) -> None:
     for f in run.truth["failures"]:
         if f["cause"] != "GPU HBM3 Memory" or not f["has_precursors"]:
             continue
-        pts = sorted(series.get((f["node"], str(f["gpu_index"]),
-                                 "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"), []))
+        pts = sorted(
+            series.get((f["node"], str(f["gpu_index"]), "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL"), [])
+        )
         ts = datetime.fromisoformat(f["ts"]).replace(tzinfo=UTC).timestamp()
         before = [v for t, v in pts if t < ts]
         if len(before) > 2 and before[-1] > before[0]:
@@ -114,8 +132,9 @@ def test_topology_and_switch_failures(run) -> None:
     assert switches  # a leaf-switch failure hits every node behind it
     for f in switches:
         if f["leaf"]:
-            assert sorted(f["nodes"]) == sorted(n for n, leaf in leaf_of.items()
-                                                if leaf == f["leaf"])
+            assert sorted(f["nodes"]) == sorted(
+                n for n, leaf in leaf_of.items() if leaf == f["leaf"]
+            )
 
 
 def test_job_logs_are_under_jobs_folder(run) -> None:

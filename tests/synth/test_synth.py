@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from faultlens.ingest.schema import CauseCategory
 from faultlens.synth import SynthConfig, generate, simulate
 from faultlens.synth.cluster import build_nodes
@@ -46,8 +47,15 @@ def test_layout_and_truth_keys(small) -> None:
     assert (out / "slurm" / "sacct.txt").is_file()
     assert (out / "slurm" / "slurmctld.log").is_file()
     truth = json.loads(small.ground_truth.read_text())
-    for key in ("failures", "interruptions", "stragglers", "precursors", "lemon_nodes", "config",
-                "cause_mix"):
+    for key in (
+        "failures",
+        "interruptions",
+        "stragglers",
+        "precursors",
+        "lemon_nodes",
+        "config",
+        "cause_mix",
+    ):
         assert key in truth
     assert truth["config"]["seed"] == 7 and truth["config"]["n_nodes"] == 48
     categories = {str(c) for c in CauseCategory}
@@ -75,8 +83,10 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
 
 
 def test_start_is_an_input(tmp_path: Path) -> None:
-    res = generate(SynthConfig(n_nodes=16, days=2, seed=1, start=datetime(2024, 6, 1),
-                               write_training=False), tmp_path)
+    res = generate(
+        SynthConfig(n_nodes=16, days=2, seed=1, start=datetime(2024, 6, 1), write_training=False),
+        tmp_path,
+    )
     first = (res.out / "slurm/slurmctld.log").read_text().splitlines()[0]
     assert first.startswith("[2024-06-0")
     # logs carry the mtime of their last write, so year-less syslog stamps resolve to 2024
@@ -111,8 +121,9 @@ def test_category_shares_match_mix(mid) -> None:
 def test_hardware_cause_shares_large_sample() -> None:
     cfg = SynthConfig(n_nodes=20000, days=60, seed=3)
     nodes = build_nodes(cfg, np.random.default_rng(0))
-    fails = [f for f in sample_hw_failures(cfg, nodes, np.random.default_rng(1))
-             if f.primary is None]
+    fails = [
+        f for f in sample_hw_failures(cfg, nodes, np.random.default_rng(1)) if f.primary is None
+    ]
     hw = [c for c in LLAMA3_CAUSES if not c.needs_job]
     total = sum(c.count for c in hw)
     got = Counter(f.cause.name for f in fails)
@@ -149,8 +160,11 @@ def test_precursors_precede_their_failures(mid) -> None:
 
 
 def test_benign_precursors_exist(mid) -> None:
-    benign = [e for e in mid.events if e.fid is None and e.key in ("xid63", "xid92", "ib_flap",
-                                                                  "nvlink_nonfatal")]
+    benign = [
+        e
+        for e in mid.events
+        if e.fid is None and e.key in ("xid63", "xid92", "ib_flap", "nvlink_nonfatal")
+    ]
     assert len(benign) > 200  # false-positive noise on healthy hardware
 
 
@@ -200,12 +214,18 @@ def test_interruptions_match_sacct(small) -> None:
 # -- formats ---------------------------------------------------------------------------------------
 
 _MON = "(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
-SYSLOG = re.compile(rf"^{_MON} [ 1-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9] gpu[0-9]{{4}} "
-                    r"(?:kernel: \[ *[0-9]+\.[0-9]{6}\] |[A-Za-z][\w.-]*(?:\[[0-9]+\])?: )")
-DMESG_T = re.compile(rf"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MON} [ 1-3][0-9] "
-                     r"[0-2][0-9]:[0-5][0-9]:[0-5][0-9] 20[0-9]{2}\] |^ {20,}NVRM: ")
-JOURNAL = re.compile(r"^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\+0000 "
-                     r"gpu[0-9]{4} [A-Za-z][\w.-]*(?:\[[0-9]+\])?: ")
+SYSLOG = re.compile(
+    rf"^{_MON} [ 1-3][0-9] [0-2][0-9]:[0-5][0-9]:[0-5][0-9] gpu[0-9]{{4}} "
+    r"(?:kernel: \[ *[0-9]+\.[0-9]{6}\] |[A-Za-z][\w.-]*(?:\[[0-9]+\])?: )"
+)
+DMESG_T = re.compile(
+    rf"^\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) {_MON} [ 1-3][0-9] "
+    r"[0-2][0-9]:[0-5][0-9]:[0-5][0-9] 20[0-9]{2}\] |^ {20,}NVRM: "
+)
+JOURNAL = re.compile(
+    r"^20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\+0000 "
+    r"gpu[0-9]{4} [A-Za-z][\w.-]*(?:\[[0-9]+\])?: "
+)
 XID = re.compile(r"NVRM: Xid \(PCI:0000:[0-9a-f]{2}:00\): ([0-9]+), ")
 KNOWN_XIDS = {13, 31, 43, 45, 48, 63, 64, 74, 79, 92, 94, 95, 119, 144, 145, 149}
 
@@ -267,6 +287,7 @@ def test_slurm_shapes(small) -> None:
 
 def test_hostlist() -> None:
     assert hostlist(["gpu0001"]) == "gpu0001"
-    assert hostlist(["gpu0003", "gpu0001", "gpu0002", "gpu0004", "gpu0007"]) == \
-        "gpu[0001-0004,0007]"
+    assert (
+        hostlist(["gpu0003", "gpu0001", "gpu0002", "gpu0004", "gpu0007"]) == "gpu[0001-0004,0007]"
+    )
     assert hostlist(["gpu0010", "gpu0012"]) == "gpu[0010,0012]"

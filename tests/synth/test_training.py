@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.training import PARSERS
@@ -18,8 +19,13 @@ START = datetime(2025, 3, 1)
 
 
 def job(job_id: str, nodes: list[str], hours: float) -> dict:
-    return {"job_id": job_id, "nodes": nodes, "n_gpus": 8 * len(nodes), "start": START,
-            "end": START + timedelta(hours=hours)}
+    return {
+        "job_id": job_id,
+        "nodes": nodes,
+        "n_gpus": 8 * len(nodes),
+        "start": START,
+        "end": START + timedelta(hours=hours),
+    }
 
 
 def run(tmp_path: Path, jobs: list[dict], seed: int = 5, **opts) -> list[dict]:
@@ -28,8 +34,11 @@ def run(tmp_path: Path, jobs: list[dict], seed: int = 5, **opts) -> list[dict]:
 
 
 def test_eligible_jobs_only(tmp_path: Path) -> None:
-    jobs = [job("1", ["gpu0001"], 4), job("2", ["gpu0001", "gpu0002"], 0.5),
-            job("3", ["gpu0001", "gpu0002", "gpu0003"], 3)]
+    jobs = [
+        job("1", ["gpu0001"], 4),
+        job("2", ["gpu0001", "gpu0002"], 0.5),
+        job("3", ["gpu0001", "gpu0002", "gpu0003"], 3),
+    ]
     truth = run(tmp_path, jobs)
     written = sorted(p.name for p in (tmp_path / "jobs").iterdir())
     assert written == ["3"]  # one node, or shorter than min_hours: not written
@@ -58,8 +67,13 @@ def test_prometheus_export_shape(tmp_path: Path) -> None:
     assert doc["status"] == "success" and doc["data"]["resultType"] == "matrix"
     series = doc["data"]["result"]
     names = {s["metric"]["__name__"] for s in series}
-    assert {"DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE",
-            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_PROF_PCIE_TX_BYTES"} <= names
+    assert {
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+    } <= names
     clock = [s for s in series if s["metric"]["__name__"] == "DCGM_FI_DEV_SM_CLOCK"]
     assert len(clock) == 24  # 3 nodes x 8 GPUs
     m = clock[0]["metric"]
@@ -81,18 +95,20 @@ def test_train_log_parses_and_slows_down(tmp_path: Path) -> None:
         path = tmp_path / "jobs" / t["job_id"] / "train.log"
         ctx = ParseContext(file=str(path))
         state = parser.new_state(ctx)
-        steps = pl.concat([
-            parser.parse_chunk(c.lines, c.first_line, ctx, state).tables["train_steps"]
-            for c in iter_chunks(str(path))
-        ])
+        steps = pl.concat(
+            [
+                parser.parse_chunk(c.lines, c.first_line, ctx, state).tables["train_steps"]
+                for c in iter_chunks(str(path))
+            ]
+        )
         frameworks |= set(steps["framework"].unique().to_list())
         assert steps["job_id"].unique().to_list() == [t["job_id"]]
         onset, end = datetime.fromisoformat(t["onset"]), datetime.fromisoformat(t["end"])
         timed = steps.filter(pl.col("step_time_s").is_not_null())
         before = timed.filter(pl.col("ts") < onset - timedelta(minutes=5))["step_time_s"].median()
-        during = timed.filter(
-            (pl.col("ts") > onset + timedelta(minutes=5)) & (pl.col("ts") < end)
-        )["step_time_s"].median()
+        during = timed.filter((pl.col("ts") > onset + timedelta(minutes=5)) & (pl.col("ts") < end))[
+            "step_time_s"
+        ].median()
         assert during / before == pytest.approx(t["slowdown"], rel=0.05)
     assert len(frameworks) >= 2
 
@@ -103,16 +119,30 @@ def test_same_seed_same_bytes(tmp_path: Path) -> None:
     b = run(tmp_path / "b", jobs, seed=11)
     assert a == b
     for name in ("train.log", "telemetry.json"):
-        assert (tmp_path / "a/jobs/1" / name).read_bytes() == (tmp_path / "b/jobs/1" / name)\
-            .read_bytes()
+        assert (tmp_path / "a/jobs/1" / name).read_bytes() == (
+            tmp_path / "b/jobs/1" / name
+        ).read_bytes()
 
 
 def test_accepts_cluster_dataclasses(tmp_path: Path) -> None:
     from faultlens.synth.cluster import Job
 
-    j = Job(job_id="9", name="pretrain", user="alice", uid=1001, account="llm",
-            partition="gpu", nodes=["gpu0001", "gpu0002", "gpu0003"], n_gpus=24, submit_s=0.0,
-            start_s=0.0, end_s=3 * 3600.0, state="COMPLETED", exit_code="0:0",
-            time_limit_s=4 * 3600.0, origin=START)
+    j = Job(
+        job_id="9",
+        name="pretrain",
+        user="alice",
+        uid=1001,
+        account="llm",
+        partition="gpu",
+        nodes=["gpu0001", "gpu0002", "gpu0003"],
+        n_gpus=24,
+        submit_s=0.0,
+        start_s=0.0,
+        end_s=3 * 3600.0,
+        state="COMPLETED",
+        exit_code="0:0",
+        time_limit_s=4 * 3600.0,
+        origin=START,
+    )
     run(tmp_path, [j])
     assert (tmp_path / "jobs" / "9" / "train.log").stat().st_size > 0

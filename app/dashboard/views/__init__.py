@@ -28,18 +28,35 @@ def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return ui.snapshot().call(fn, *args, **kwargs)
 
 
-def _on_trace(snap: Snapshot, fn: Callable[..., Any], since: datetime | None,
-              until: datetime | None, *args: Any, **kwargs: Any) -> Any:
+def _on_trace(
+    snap: Snapshot,
+    fn: Callable[..., Any],
+    since: datetime | None,
+    until: datetime | None,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
     from faultlens.reports.q_detail import interruption_trace
 
     trace = snap.call(interruption_trace, since, until)
-    key = ("trace", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args),
-           freeze(kwargs))
+    key = (
+        "trace",
+        f"{fn.__module__}.{fn.__qualname__}",
+        since,
+        until,
+        freeze(args),
+        freeze(kwargs),
+    )
     return snap.memo.get(key, lambda: fn(trace, *args, **kwargs))
 
 
-def on_trace(fn: Callable[..., Any], since: datetime | None, until: datetime | None,
-             *args: Any, **kwargs: Any) -> Any:
+def on_trace(
+    fn: Callable[..., Any],
+    since: datetime | None,
+    until: datetime | None,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
     """``fn(trace, *args, **kwargs)`` on the range's interruption trace (``replay.from_db``,
     shared by the overview's ETTR and the recovery what-if, whose sliders only replay it)."""
     return _on_trace(ui.snapshot(), fn, since, until, *args, **kwargs)
@@ -94,8 +111,7 @@ def _warm_filters(snap: Snapshot, f: Any) -> None:
     from faultlens.app.dashboard.views.jobs import PAGE_SIZE as JOBS_PAGE
     from faultlens.reports import q_detail, q_fleet
 
-    for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids,
-               q_detail.taxonomy):
+    for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids, q_detail.taxonomy):
         snap.call(fn, f)
     snap.call(q_fleet.event_count, f, {}, None)
     snap.call(q_fleet.event_timeline, f, {}, None, by="kind")
@@ -112,8 +128,14 @@ def _warm_node(snap: Snapshot, f: Any) -> None:
     node = snap.call(q_detail.node_to_look_at, f)
     if node is None:
         return
-    for fn in (q_detail.node_summary, q_detail.node_risk, q_detail.node_event_points,
-               q_detail.node_outages, q_detail.node_jobs, q_detail.node_events):
+    for fn in (
+        q_detail.node_summary,
+        q_detail.node_risk,
+        q_detail.node_event_points,
+        q_detail.node_outages,
+        q_detail.node_jobs,
+        q_detail.node_events,
+    ):
         snap.call(fn, node, f)
     metrics = snap.call(q_detail.node_metrics, node)
     if metrics:

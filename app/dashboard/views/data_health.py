@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_fleet
@@ -15,8 +16,10 @@ def render() -> None:
     ui.filters()  # shown for a consistent sidebar; ingest health is not time-filtered
     totals = query(q_fleet.ingest_totals)
     counts = query(q_fleet.table_counts)
-    ui.stop_if(totals["files"] == 0 and counts["events"] == 0,
-               "Nothing ingested yet: run `faultlens ingest PATH...` or `faultlens demo`.")
+    ui.stop_if(
+        totals["files"] == 0 and counts["events"] == 0,
+        "Nothing ingested yet: run `faultlens ingest PATH...` or `faultlens demo`.",
+    )
     c = st.columns(5)
     c[0].metric("Files", f"{totals['files']:,}")
     c[1].metric("Lines", f"{totals['lines']:,}")
@@ -44,8 +47,9 @@ def quarantine_browser(reasons: list[str]) -> None:
     total, _ = query(q_fleet.quarantine_page, reason, search, limit=0)
     offset = ui.paginate(total, "q_page", PAGE_SIZE)
     _, page = query(q_fleet.quarantine_page, reason, search, offset=offset, limit=PAGE_SIZE)
-    picked = st.dataframe(page, hide_index=True, on_select="rerun", selection_mode="single-row",
-                          key="q_table")
+    picked = st.dataframe(
+        page, hide_index=True, on_select="rerun", selection_mode="single-row", key="q_table"
+    )
     rows = picked.selection.rows if picked is not None else []
     if rows and rows[0] < page.height:
         row = page.row(rows[0], named=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_fleet
@@ -24,8 +25,9 @@ def explorer(f: Filters) -> None:
     chosen: dict[str, list] = {}
     for col, name in zip(cols[:4], ("source", "kind", "code", "severity"), strict=True):
         options = facet_counts[name]["value"].to_list()
-        chosen[name] = col.multiselect(name.capitalize() if name != "code" else "Xid code",
-                                       options, key=f"ev_{name}")
+        chosen[name] = col.multiselect(
+            name.capitalize() if name != "code" else "Xid code", options, key=f"ev_{name}"
+        )
     search = cols[4].text_input("Search messages and files", key="ev_search").strip() or None
     facets = {k: tuple(v) for k, v in chosen.items() if v}
     by = st.radio("Timeline by", ("kind", "source", "severity"), horizontal=True, key="ev_by")
@@ -35,8 +37,9 @@ def explorer(f: Filters) -> None:
     st.subheader(f"{total:,} events")
     offset = ui.paginate(total, "ev_page", PAGE_SIZE)
     page = query(q_fleet.event_page, f, facets, search, offset=offset, limit=PAGE_SIZE)
-    picked = st.dataframe(page, hide_index=True, on_select="rerun", selection_mode="single-row",
-                          key="ev_table")
+    picked = st.dataframe(
+        page, hide_index=True, on_select="rerun", selection_mode="single-row", key="ev_table"
+    )
     rows = picked.selection.rows if picked is not None else []
     if rows and rows[0] < page.height:
         row = page.row(rows[0], named=True)

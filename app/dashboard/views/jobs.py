@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_detail, q_fleet
@@ -14,8 +15,11 @@ def render() -> None:
     st.title("Failed jobs")
     f = ui.filters()
     lost = query(q_fleet.jobs_lost, f)
-    ui.stop_if(lost["jobs"] == 0, "No jobs in this range: ingest Slurm records (`faultlens "
-               "ingest sacct.txt`) or widen the time range.")
+    ui.stop_if(
+        lost["jobs"] == 0,
+        "No jobs in this range: ingest Slurm records (`faultlens "
+        "ingest sacct.txt`) or widen the time range.",
+    )
     c = st.columns(3)
     c[0].metric("Jobs in range", f"{lost['jobs']:,}")
     c[1].metric("Failed / NODE_FAIL / TIMEOUT", f"{lost['failed_jobs']:,}")

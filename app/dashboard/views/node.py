@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import default_metric, query
 from faultlens.reports import figures, q_detail, q_fleet, sections
@@ -32,18 +33,25 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     c[0].metric("Events in range", f"{int(summary['events'].sum() or 0):,}")
     bad = summary.filter(summary["severity"].is_in(["error", "critical"]))["events"].sum()
     c[1].metric("Errors / critical", f"{int(bad or 0):,}")
-    c[2].metric("Risk score", f"{risk['score'][0]:.2f}" if risk.height else "-",
-                help="newest prediction run for this node")
-    c[3].metric("Lemon", ("yes" if lemon["flagged"] else "no") if lemon else "-",
-                help="models.lemons over the 28 days before the range's end")
+    c[2].metric(
+        "Risk score",
+        f"{risk['score'][0]:.2f}" if risk.height else "-",
+        help="newest prediction run for this node",
+    )
+    c[3].metric(
+        "Lemon",
+        ("yes" if lemon["flagged"] else "no") if lemon else "-",
+        help="models.lemons over the 28 days before the range's end",
+    )
     fig = figures.fig_node_events(query(q_detail.node_event_points, node, f))
     if f.since and f.until:
         fig.update_xaxes(range=[f.since, f.until])
     ui.chart(st, fig, key="node_events")
     metrics = query(q_detail.node_metrics, node)
     if metrics:
-        metric = st.selectbox("Telemetry metric", metrics,
-                              index=metrics.index(default_metric(metrics)), key="node_m")
+        metric = st.selectbox(
+            "Telemetry metric", metrics, index=metrics.index(default_metric(metrics)), key="node_m"
+        )
         tel = query(q_detail.node_telemetry, node, metric, f)
         ui.chart(st, figures.fig_telemetry(tel, metric), key="node_tel")
     else:
@@ -65,8 +73,10 @@ def _risk_and_lemon(risk: pl.DataFrame, lemon: dict | None) -> str:
     if risk.height:
         for r in sections.risk_table(risk).iter_rows(named=True):
             gpu = f" gpu {r['gpu']}" if r.get("gpu") not in (None, "") else ""
-            lines.append(f"- **{r['score']:.3f}**{gpu} · action `{r.get('action') or '-'}` · "
-                         f"`{r.get('reasons') or 'no reasons'}`")
+            lines.append(
+                f"- **{r['score']:.3f}**{gpu} · action `{r.get('action') or '-'}` · "
+                f"`{r.get('reasons') or 'no reasons'}`"
+            )
     else:
         lines.append("No prediction for this node: run `faultlens predict`.")
     lines.append("#### Lemon evidence")

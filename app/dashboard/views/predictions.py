@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import streamlit as st
+
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_detail, q_fleet, sections
@@ -14,12 +15,16 @@ def render() -> None:
     f = ui.filters()
     card = q_detail.model_card(ui.models_dir())
     at_risk = query(q_fleet.latest_predictions, f, n=200)
-    ui.stop_if(card is None and at_risk.height == 0,
-               f"No trained model in `{ui.models_dir()}` and no predictions: run "
-               "`faultlens train` then `faultlens predict`.")
+    ui.stop_if(
+        card is None and at_risk.height == 0,
+        f"No trained model in `{ui.models_dir()}` and no predictions: run "
+        "`faultlens train` then `faultlens predict`.",
+    )
     if at_risk.height:
-        st.caption(f"Run of {at_risk['made_at'][0]:%Y-%m-%d %H:%M} UTC, model "
-                   f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h")
+        st.caption(
+            f"Run of {at_risk['made_at'][0]:%Y-%m-%d %H:%M} UTC, model "
+            f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h"
+        )
     left, right = st.columns(2)
     ui.chart(left, figures.fig_at_risk(at_risk), key="risk")
     fleet = Filters(since=f.since, until=f.until)  # calibration is fleet-wide: one result per range
