@@ -141,35 +141,60 @@ def _rank_case(col: str) -> str:
     )
 
 
-def link_events_to_jobs(store: Store) -> int:
-    """Fill ``events.job_id`` from the job running on the event's node at its time."""
+_JOB_NODES = """(SELECT rowid AS jrid, job_id, unnest(nodes) AS node, start, "end",
+                   coalesce(n_gpus, 0) AS n_gpus FROM jobs WHERE start IS NOT NULL)"""
+_EVENT_IN_JOB = """e.node = j.node AND e.ts >= j.start
+             AND e.ts <= coalesce(j."end", TIMESTAMP '9999-12-31') + INTERVAL 5 MINUTE"""
+
+
+def link_events_to_jobs(
+    store: Store, *, events_above: int | None = None, jobs_above: int | None = None
+) -> int:
+    """Fill ``events.job_id`` from the job running on the event's node at its time.
+
+    Of several, the job with the most GPUs (then the highest job id) wins. With watermarks
+    (rowids, from the last refresh) only the new events are matched with all jobs, and the
+    still-unlinked old events only with the new jobs: an old event no old job covered stays out.
+    """
     before = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
+    unlinked = "e.job_id IS NULL AND e.ts IS NOT NULL"
+    if events_above is None or jobs_above is None:
+        pairs = f"FROM events e JOIN {_JOB_NODES} j ON {_EVENT_IN_JOB} WHERE {unlinked}"
+        params: list[int] = []
+    else:
+        pairs = (
+            f"FROM events e JOIN {_JOB_NODES} j ON {_EVENT_IN_JOB} WHERE {unlinked} AND e.rowid > ?"
+        )
+        params = [events_above]
+        if store.scalar("SELECT count(*) FROM jobs WHERE rowid > ?", [jobs_above]):
+            pairs += (
+                f" UNION ALL SELECT e.rowid AS rid, j.job_id, j.n_gpus FROM events e "
+                f"JOIN (SELECT * FROM {_JOB_NODES} WHERE jrid > ?) j ON {_EVENT_IN_JOB} "
+                f"WHERE {unlinked} AND e.rowid <= ?"
+            )
+            params += [jobs_above, events_above]
     store.execute(
-        """
+        f"""
         UPDATE events SET job_id = m.job_id FROM (
-            SELECT e.rowid AS rid, arg_max(j.job_id, j.n_gpus) AS job_id
-            FROM events e
-            JOIN (SELECT job_id, unnest(nodes) AS node, start, "end", coalesce(n_gpus, 0) AS n_gpus
-                  FROM jobs WHERE start IS NOT NULL) j
-              ON e.node = j.node AND e.ts >= j.start
-             AND e.ts <= coalesce(j."end", TIMESTAMP '9999-12-31') + INTERVAL 5 MINUTE
-            WHERE e.job_id IS NULL AND e.ts IS NOT NULL
-            GROUP BY e.rowid
+            SELECT rid, arg_max(job_id, struct_pack(g := n_gpus, j := job_id)) AS job_id
+            FROM (SELECT e.rowid AS rid, j.job_id, j.n_gpus {pairs})
+            GROUP BY rid
         ) m WHERE events.rowid = m.rid
-        """
+        """,
+        params,
     )
     after = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
     return int(after - before)
 
 
-def attribute_failures(store: Store) -> pl.DataFrame:
-    """Rebuild ``attributions``: one row per failed job with its cause and deciding evidence."""
+def _attribution_sql(only: str) -> str:
+    """The attribution of failed jobs (``only``: an extra condition on ``jobs``)."""
     states = ", ".join(f"'{s}'" for s in FAILED_STATES)
-    sql = f"""
+    return f"""
         WITH failed AS (
             SELECT job_id, state, "end", nodes, coalesce(n_gpus, 0) AS n_gpus,
                    coalesce(elapsed_s, epoch("end") - epoch(start), 0) AS elapsed_s
-            FROM jobs WHERE state IN ({states}) AND "end" IS NOT NULL
+            FROM jobs WHERE state IN ({states}) AND "end" IS NOT NULL {only}
         ),
         hang AS (
             -- how long the job's collectives hung before the watchdog fired (ms)
@@ -196,7 +221,7 @@ def attribute_failures(store: Store) -> pl.DataFrame:
         ),
         ranked AS (
             SELECT *, row_number() OVER (
-                PARTITION BY job_id ORDER BY {_rank_case("cause")}, ts, node) AS rn
+                PARTITION BY job_id ORDER BY {_rank_case("cause")}, ts, node, kind, code) AS rn
             FROM ev e WHERE cause IS NOT NULL
         )
         SELECT f.job_id, f.state, f."end", r.node,
@@ -206,11 +231,59 @@ def attribute_failures(store: Store) -> pl.DataFrame:
         FROM failed f LEFT JOIN ranked r ON r.job_id = f.job_id AND r.rn = 1
         ORDER BY f."end", f.job_id
     """
-    frame = store.query(sql)
+
+
+def attribute_failures(store: Store, only_jobs: list[str] | None = None) -> pl.DataFrame:
+    """Rebuild ``attributions``: one row per failed job with its cause and deciding evidence.
+
+    With ``only_jobs`` only those jobs' rows are replaced (the others' evidence has not changed).
+    """
+    if only_jobs is None:
+        frame = store.query(_attribution_sql(""))
+        with store.transaction():
+            store.execute("DELETE FROM attributions")
+            store.insert("attributions", frame)
+        return frame
+    if not only_jobs:
+        return store.query(_attribution_sql("AND false"))
+    only = "AND job_id IN (SELECT unnest(?::VARCHAR[]))"
+    frame = store.query(_attribution_sql(only), [only_jobs])
     with store.transaction():
-        store.execute("DELETE FROM attributions")
+        store.execute(
+            "DELETE FROM attributions WHERE job_id IN (SELECT unnest(?::VARCHAR[]))", [only_jobs]
+        )
         store.insert("attributions", frame)
     return frame
+
+
+def jobs_to_reattribute(store: Store, *, events_above: int, jobs_above: int) -> list[str]:
+    """Failed jobs whose evidence may have changed since the watermarks: new failed jobs, and
+    those with a new event on one of their nodes in the widest window (a maximal watchdog hang
+    before it) or a new watchdog timeout of their own."""
+    states = ", ".join(f"'{s}'" for s in FAILED_STATES)
+    before_s = int(WINDOW_BEFORE.total_seconds()) + MAX_HANG_MS // 1000
+    after_s = int(WINDOW_AFTER.total_seconds())
+    frame = store.query(
+        f"""
+        WITH failed AS (
+            SELECT rowid AS jrid, job_id, "end", nodes FROM jobs
+            WHERE state IN ({states}) AND "end" IS NOT NULL
+        ), new_events AS (
+            SELECT node, ts, kind, job_id FROM events WHERE rowid > ? AND ts IS NOT NULL
+        )
+        SELECT job_id FROM failed WHERE jrid > ?
+        UNION
+        SELECT f.job_id FROM (SELECT job_id, "end", unnest(nodes) AS node FROM failed) f
+          JOIN new_events e ON e.node = f.node
+           AND e.ts BETWEEN f."end" - INTERVAL {before_s} SECOND
+                        AND f."end" + INTERVAL {after_s} SECOND
+        UNION
+        SELECT f.job_id FROM failed f JOIN new_events e
+          ON e.job_id = f.job_id AND e.kind = 'nccl_timeout'
+        """,
+        [events_above, jobs_above],
+    )
+    return sorted(frame["job_id"].to_list())
 
 
 def taxonomy(store: Store) -> pl.DataFrame:
@@ -312,13 +385,60 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
     }
 
 
-def refresh(store: Store) -> dict[str, int]:
+def _resolve_gpu_indices_since(store: Store, *, events_above: int, gpus_above: int) -> int:
+    """``resolve_gpu_indices`` for the new events and the events of nodes with new inventory."""
+    from faultlens.ingest.telemetry import ensure_inventory_view
+
+    ensure_inventory_view(store)
+    scope = "events.rowid > ?"
+    params: list[int] = [events_above]
+    if store.scalar("SELECT count(*) FROM gpus WHERE rowid > ?", [gpus_above]):
+        scope = f"({scope} OR events.node IN (SELECT DISTINCT node FROM gpus WHERE rowid > ?))"
+        params.append(gpus_above)
+    before = store.scalar("SELECT count(*) FROM events WHERE gpu_index IS NOT NULL")
+    store.execute(
+        "UPDATE events SET gpu_index = m.gpu_index FROM (SELECT node, pci_bus_id, "
+        "min(gpu_index) AS gpu_index FROM gpu_inventory WHERE pci_bus_id IS NOT NULL "
+        "GROUP BY ALL HAVING count(DISTINCT gpu_index) = 1) m "
+        "WHERE events.gpu_index IS NULL AND events.node = m.node "
+        f"AND lower(events.gpu) = m.pci_bus_id AND {scope}",
+        params,
+    )
+    return int(store.scalar("SELECT count(*) FROM events WHERE gpu_index IS NOT NULL") - before)
+
+
+def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
     """After an ingest: GPU indices from the inventory, events linked to jobs, failed jobs
-    attributed. Idempotent; each step is one statement or one transaction."""
+    attributed. Idempotent.
+
+    Incremental by default: only the rows loaded since the last refresh (its watermarks, see
+    ``ingest.watermarks``) and the failed jobs whose window they fall in are touched; when the
+    old rows may have changed, or with ``full``, everything is rebuilt. Both give the same tables.
+    """
+    from faultlens.ingest import watermarks
     from faultlens.ingest.telemetry import resolve_gpu_indices
 
-    gpus = resolve_gpu_indices(store)
+    reason = "requested" if full else watermarks.why_full(store, watermarks.load(store))
+    if reason is not None:
+        log.info("full refresh: %s", reason)
+        gpus = resolve_gpu_indices(store)
+        with store.transaction():
+            linked = link_events_to_jobs(store)
+        attributed = attribute_failures(store).height
+    else:
+        prior = watermarks.load(store)
+        ev, jb, gp = (prior[t].max_rowid for t in ("events", "jobs", "gpus"))
+        with store.transaction():
+            gpus = _resolve_gpu_indices_since(store, events_above=ev, gpus_above=gp)
+            linked = link_events_to_jobs(store, events_above=ev, jobs_above=jb)
+        jobs = jobs_to_reattribute(store, events_above=ev, jobs_above=jb)
+        attributed = attribute_failures(store, jobs).height
     with store.transaction():
-        linked = link_events_to_jobs(store)
-    attributed = attribute_failures(store).height
-    return {"gpu_indices": gpus, "events_linked": linked, "jobs_attributed": attributed}
+        watermarks.save(store, watermarks.current(store))
+    return {
+        "mode": "full" if reason else "incremental",
+        "reason": reason or "",
+        "gpu_indices": gpus,
+        "events_linked": linked,
+        "jobs_attributed": attributed,
+    }

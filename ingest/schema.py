@@ -357,6 +357,18 @@ ATTRIBUTIONS = Table(
     ),
 )
 
+# What ``refresh()`` had seen of each table it reads, so the next one touches only what is new.
+REFRESH_STATE = Table(
+    "refresh_state",
+    (
+        _c("tbl", "VARCHAR"),
+        _c("max_rowid", "BIGINT"),  # the highest rowid seen (rows above it are new)
+        _c("n_rows", "BIGINT"),
+        _c("untimed", "BIGINT"),  # events without ts at or below max_rowid
+        _c("mark", "VARCHAR"),  # identity of the row at max_rowid, or a small table's digest
+    ),
+)
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -373,6 +385,7 @@ TABLES: dict[str, Table] = {
         XID_CATALOG,
         PREDICTIONS,
         ATTRIBUTIONS,
+        REFRESH_STATE,
     )
 }
 
