@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,11 +24,10 @@ from faultlens.app.common import (
     is_tty,
     utc_now,
 )
-from faultlens.ingest.attribution import refresh
-from faultlens.ingest.base import ParseContext
-from faultlens.ingest.catalog import load_catalog
-from faultlens.ingest.pipeline import FileReport, expand_paths, ingest_paths
-from faultlens.ingest.store import Store
+
+if TYPE_CHECKING:  # the commands import what they use: `faultlens --help` loads no DuckDB
+    from faultlens.ingest.pipeline import FileReport
+    from faultlens.ingest.store import Store
 
 err = Console(stderr=True)
 
@@ -36,6 +35,7 @@ err = Console(stderr=True)
 def register(app: typer.Typer) -> None:
     app.command()(ingest)
     app.command()(status)
+    app.command("refresh")(refresh_cmd)
 
 
 @boundary
@@ -104,6 +104,12 @@ def ingest(
             return
     if not paths:
         raise typer.BadParameter("give PATHS to ingest, or --prometheus URL")
+    from faultlens.ingest.attribution import refresh
+    from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.catalog import load_catalog
+    from faultlens.ingest.pipeline import expand_paths, ingest_paths
+    from faultlens.ingest.store import Store
+
     ctx = ParseContext(
         file="",
         node=node,
@@ -141,6 +147,34 @@ def ingest(
         raise typer.Exit(ExitCode.PARTIAL)
 
 
+@boundary
+def refresh_cmd(
+    db: DbOption = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="Rebuild everything instead of only what is new.")
+    ] = False,
+    json: JsonOption = False,
+) -> None:
+    """Join events to GPUs and jobs and attribute failed jobs (ingest does this after each load).
+
+    Incremental: only the rows loaded since the last refresh, and the failed jobs whose
+    attribution window they fall in, are touched; old rows that changed under it (a reparse,
+    a learned boot time, a new Xid catalog) make it rebuild everything. --full always rebuilds.
+    Prints what was done (mode, and why a full rebuild).
+
+    Example: faultlens refresh --full --db data/faultlens.duckdb
+    """
+    from faultlens.ingest.attribution import refresh
+    from faultlens.ingest.store import Store
+
+    with Store(db_path(db)) as store:
+        done = refresh(store, full=full)
+    if json:
+        emit_json(done)
+    else:
+        typer.echo(" ".join(f"{k}={v}" for k, v in done.items() if v != ""))
+
+
 @contextmanager
 def _file_progress(total: int) -> Iterator[Any]:
     """A per-file progress bar on stderr (``total`` files), or no callback when ``total`` is 0."""
@@ -176,6 +210,8 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
 
     Example: faultlens status --db data/faultlens.duckdb
     """
+    from faultlens.ingest.store import Store
+
     with Store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
     if json:

@@ -21,7 +21,6 @@ from faultlens.app.common import (
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError
-from faultlens.ingest.store import Store
 
 err = Console(stderr=True)
 
@@ -105,6 +104,7 @@ def train(
         raise ConfigError("--test-fraction must be in (0, 0.8) and --horizon-h positive")
     # imported here: LightGBM / scikit-learn take seconds to import, which every other command
     # (``faultlens ingest`` from cron) would pay
+    from faultlens.ingest.store import Store
     from faultlens.models.predictor import TrainConfig, train_failure_model
     from faultlens.models.registry import default_models_dir, save_model
 
@@ -176,6 +176,7 @@ def predict(
     """
     if scheduler not in SCHEDULERS:
         raise ConfigError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
+    from faultlens.ingest.store import Store
     from faultlens.models.predictor import predict_failures, save_predictions
     from faultlens.models.registry import default_models_dir, load_model
 

@@ -6,15 +6,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.console import Console
 
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
 from faultlens.ingest.errors import ConfigError
-from faultlens.ingest.store import Store
-from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
-from faultlens.replay.score import replay as run_replay
 
 err = Console(stderr=True)
 
@@ -25,6 +21,8 @@ def register(app: typer.Typer) -> None:
 
 def parse_sweep(text: str) -> tuple[str, list[float]]:
     """``PARAM=START:STOP:N`` -> (param, N evenly spaced values)."""
+    import numpy as np
+
     try:
         name, rng = text.split("=", 1)
         start, stop, n = rng.split(":")
@@ -40,8 +38,12 @@ def parse_sweep(text: str) -> tuple[str, list[float]]:
 def replay_cmd(
     db: DbOption = None,
     strategy: Annotated[
-        str, typer.Option(help="Strategies, comma-separated; combine with '+'.")
-    ] = ",".join(ALL_STRATEGIES),
+        str | None,
+        typer.Option(
+            help="Strategies, comma-separated; combine with '+' [default: all of them].",
+            show_default=False,
+        ),
+    ] = None,
     sweep: Annotated[
         str | None, typer.Option(help="PARAM=START:STOP:N, e.g. interval_min=5:240:48.")
     ] = None,
@@ -78,6 +80,17 @@ def replay_cmd(
 
     Example: faultlens replay --strategy checkpoint,hot-spares+in-memory --json
     """
+    from faultlens.ingest.store import Store
+    from faultlens.replay import (
+        ALL_STRATEGIES,
+        JobSpec,
+        from_db,
+        from_ground_truth,
+        rank,
+        replay_table,
+    )
+    from faultlens.replay.score import replay as run_replay
+
     changes = {
         "gpus": job_gpus,
         "checkpoint_write_s": checkpoint_write_s,
@@ -101,6 +114,7 @@ def replay_cmd(
             err=True,
         )
         raise typer.Exit(ExitCode.NO_DATA)
+    strategy = strategy or ",".join(ALL_STRATEGIES)
     names = [s.strip() for s in strategy.split(",") if s.strip()]
     scores = run_replay(
         tr, names, job, sweep=parse_sweep(sweep) if sweep else None, resamples=resamples, seed=seed

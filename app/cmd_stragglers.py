@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
-from faultlens.ingest.store import Store
-from faultlens.models.stragglers import StragglerReport, detect
+
+if TYPE_CHECKING:
+    from faultlens.models.stragglers import StragglerReport
 
 err = Console(stderr=True)
 
@@ -39,6 +40,9 @@ def stragglers(
 
     Example: faultlens stragglers --since 2025-01-01 --json
     """
+    from faultlens.ingest.store import Store
+    from faultlens.models.stragglers import detect
+
     with Store(db_path(db), read_only=True) as store:
         report = detect(store, job_id=job, since=since.replace(tzinfo=None) if since else None)
     if report.windows.height == 0:

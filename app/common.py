@@ -16,7 +16,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
-from faultlens.ingest.store import default_db_path
 
 log = logging.getLogger("faultlens")
 
@@ -45,6 +44,8 @@ JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on s
 
 
 def db_path(db: Path | None) -> Path:
+    from faultlens.ingest.store import default_db_path  # DuckDB and polars load on demand
+
     return db if db is not None else default_db_path()
 
 

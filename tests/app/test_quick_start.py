@@ -1,0 +1,44 @@
+"""`faultlens --help` loads none of the heavy libraries: each command imports what it uses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("polars", "duckdb", "pyarrow", "numpy", "lightgbm", "sklearn", "streamlit", "plotly")
+
+PROBE = """
+import json, sys
+from typer.testing import CliRunner
+from faultlens.app.cli import app
+result = CliRunner().invoke(app, sys.argv[1:])
+print(json.dumps({"exit": result.exit_code, "out": result.output,
+                  "loaded": sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)}))
+"""
+
+
+def _probe(*args: str) -> dict:
+    code = f"HEAVY = {HEAVY!r}\n{PROBE}"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [("--help",), ("ingest", "--help"), ("replay", "--help")])
+def test_help_imports_no_heavy_library(args: tuple[str, ...]) -> None:
+    doc = _probe(*args)
+    assert doc["exit"] == 0
+    assert "Example:" in doc["out"] or "Commands" in doc["out"]
+    assert {m.split(".")[0] for m in doc["loaded"]} == set(), doc["loaded"]
+
+
+def test_the_probe_sees_a_command_that_does_load_them(tmp_path) -> None:
+    """The same probe, on a command that opens a database, does see DuckDB loaded."""
+    doc = _probe("refresh", "--db", str(tmp_path / "t.duckdb"), "--json")
+    assert doc["exit"] == 0, doc["out"]
+    assert "duckdb" in {m.split(".")[0] for m in doc["loaded"]}
