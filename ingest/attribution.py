@@ -29,6 +29,7 @@ import polars as pl
 
 from faultlens.ingest.schema import CauseCategory as C
 from faultlens.ingest.schema import Kind as K
+from faultlens.ingest.schema import empty_frame
 from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,6 @@ def link_events_to_jobs(
     (rowids, from the last refresh) only the new events are matched with all jobs, and the
     still-unlinked old events only with the new jobs: an old event no old job covered stays out.
     """
-    before = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
     unlinked = "e.job_id IS NULL AND e.ts IS NOT NULL"
     if events_above is None or jobs_above is None:
         pairs = f"FROM events e JOIN {_JOB_NODES} j ON {_EVENT_IN_JOB} WHERE {unlinked}"
@@ -173,7 +173,7 @@ def link_events_to_jobs(
                 f"WHERE {unlinked} AND e.rowid <= ?"
             )
             params += [jobs_above, events_above]
-    store.execute(
+    updated = store.scalar(  # an UPDATE returns the number of rows it changed
         f"""
         UPDATE events SET job_id = m.job_id FROM (
             SELECT rid, arg_max(job_id, struct_pack(g := n_gpus, j := job_id)) AS job_id
@@ -183,8 +183,7 @@ def link_events_to_jobs(
         """,
         params,
     )
-    after = store.scalar("SELECT count(*) FROM events WHERE job_id IS NOT NULL")
-    return int(after - before)
+    return int(updated or 0)
 
 
 def _attribution_sql(only: str) -> str:
@@ -245,7 +244,7 @@ def attribute_failures(store: Store, only_jobs: list[str] | None = None) -> pl.D
             store.insert("attributions", frame)
         return frame
     if not only_jobs:
-        return store.query(_attribution_sql("AND false"))
+        return empty_frame("attributions")
     only = "AND job_id IN (SELECT unnest(?::VARCHAR[]))"
     frame = store.query(_attribution_sql(only), [only_jobs])
     with store.transaction():
@@ -270,10 +269,14 @@ def jobs_to_reattribute(store: Store, *, events_above: int, jobs_above: int) -> 
             WHERE state IN ({states}) AND "end" IS NOT NULL
         ), new_events AS (
             SELECT node, ts, kind, job_id FROM events WHERE rowid > ? AND ts IS NOT NULL
+        ), near AS (  -- failed jobs that ended near a new event (the rest cannot be affected)
+            SELECT job_id, "end", unnest(nodes) AS node FROM failed
+            WHERE "end" BETWEEN (SELECT min(ts) FROM new_events) - INTERVAL {after_s} SECOND
+                            AND (SELECT max(ts) FROM new_events) + INTERVAL {before_s} SECOND
         )
         SELECT job_id FROM failed WHERE jrid > ?
         UNION
-        SELECT f.job_id FROM (SELECT job_id, "end", unnest(nodes) AS node FROM failed) f
+        SELECT f.job_id FROM near f
           JOIN new_events e ON e.node = f.node
            AND e.ts BETWEEN f."end" - INTERVAL {before_s} SECOND
                         AND f."end" + INTERVAL {after_s} SECOND
@@ -395,8 +398,7 @@ def _resolve_gpu_indices_since(store: Store, *, events_above: int, gpus_above: i
     if store.scalar("SELECT count(*) FROM gpus WHERE rowid > ?", [gpus_above]):
         scope = f"({scope} OR events.node IN (SELECT DISTINCT node FROM gpus WHERE rowid > ?))"
         params.append(gpus_above)
-    before = store.scalar("SELECT count(*) FROM events WHERE gpu_index IS NOT NULL")
-    store.execute(
+    updated = store.scalar(
         "UPDATE events SET gpu_index = m.gpu_index FROM (SELECT node, pci_bus_id, "
         "min(gpu_index) AS gpu_index FROM gpu_inventory WHERE pci_bus_id IS NOT NULL "
         "GROUP BY ALL HAVING count(DISTINCT gpu_index) = 1) m "
@@ -404,7 +406,7 @@ def _resolve_gpu_indices_since(store: Store, *, events_above: int, gpus_above: i
         f"AND lower(events.gpu) = m.pci_bus_id AND {scope}",
         params,
     )
-    return int(store.scalar("SELECT count(*) FROM events WHERE gpu_index IS NOT NULL") - before)
+    return int(updated or 0)
 
 
 def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
