@@ -46,9 +46,16 @@ def _labels(d: dict[str, str]) -> str:
 
 
 def textfile_lines(
-    rows: pl.DataFrame, *, horizon_h: float, model_version: str, run_id: str, now: datetime
+    rows: pl.DataFrame,
+    *,
+    horizon_h: float,
+    model_version: str,
+    run_id: str,
+    now: datetime,
+    last_seen: pl.DataFrame | None = None,
 ) -> list[str]:
-    """The exposition text; ``rows``: node, gpu (null on node rows), score, action."""
+    """The exposition text; ``rows``: node, gpu (null on node rows), score, action;
+    ``last_seen``: node, source, last_seen (the newest row per node and source)."""
     h = f"{horizon_h:g}"
     out = [
         "# HELP faultlens_risk_score Calibrated probability of a hardware failure within the "
@@ -68,6 +75,16 @@ def textfile_lines(
         .iter_rows()
     ):
         out.append(f"faultlens_risk_action{{{_labels({'node': node, 'action': action})}}} 1")
+    if last_seen is not None and last_seen.height:
+        out += [
+            "# HELP faultlens_source_last_seen_timestamp_seconds Newest ingested row per node "
+            "and source.",
+            "# TYPE faultlens_source_last_seen_timestamp_seconds gauge",
+        ]
+        for node, source, ts in last_seen.select("node", "source", "last_seen").iter_rows():
+            sec = (ts - datetime(1970, 1, 1)).total_seconds()
+            labels = _labels({"node": node, "source": source})
+            out.append(f"faultlens_source_last_seen_timestamp_seconds{{{labels}}} {sec:.0f}")
     epoch = (now - datetime(1970, 1, 1)).total_seconds()
     out += [
         "# HELP faultlens_last_run_timestamp_seconds When the last prediction run finished.",
@@ -144,19 +161,70 @@ def fingerprint(labels: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
 
 
+XID_RUNBOOK_URL = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+LOGS_STOPPED = "FaultlensLogsStopped"
+
+
 def annotations(
-    alert: dict[str, Any], run_id: str, model_version: str, horizon_h: float
+    alert: dict[str, Any],
+    run_id: str,
+    model_version: str,
+    horizon_h: float,
+    runbook_url: str = XID_RUNBOOK_URL,
 ) -> dict[str, str]:
-    feats = ", ".join(f"{f['feature']}={f['value']:g}" for f in alert.get("top_features", []))
-    return {
+    """Annotations of a risk alert: the reasons in words, the command with the node's current
+    Slurm state, the evidence lines, the catalog's runbook action, links. ``generatorURL``
+    (the node's dashboard page) travels in the ``_generator_url`` key, which ``reconcile``
+    moves to the alert itself."""
+    reasons = "; ".join(alert.get("reasons") or []) or "model score (no single driver)"
+    state = alert.get("slurm_state")
+    rb = alert.get("runbook")
+    notes = {
         "summary": f"{alert['node']}: {alert['score']:.0%} risk of a hardware failure within "
         f"{horizon_h:g} h; suggested action {alert['action']}",
-        "description": f"top features: {feats or '-'}",
+        "description": f"why: {reasons}",
         "command": alert.get("command") or "",
+        "slurm_state": f"{state['state']} since {state['since']}" if state else "unknown",
+        "evidence": ", ".join(ev["at"] for ev in alert.get("evidence") or []) or "-",
+        "runbook": f"Xid {rb['xid']} ({rb['name']}): {rb['action']}. {rb['notes']}"
+        if rb
+        else "no catalogued Xid in the last 7 days",
+        "runbook_url": runbook_url,
         "score": f"{alert['score']:.4f}",
         "run_id": run_id,
         "model_version": model_version,
     }
+    if alert.get("dashboard_url"):
+        notes["dashboard_url"] = alert["dashboard_url"]
+        notes["_generator_url"] = alert["dashboard_url"]
+    return notes
+
+
+def logs_stopped_alert(
+    quiet: dict[str, Any], run_id: str, dashboard_url: str | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) of a "logs stopped" alert: a source silent on the whole fleet
+    (``node`` None) or on one node."""
+    labels = {
+        "alertname": LOGS_STOPPED,
+        "source_kind": str(quiet["source"]),
+        "severity": "warning",
+        "source": "faultlens",
+    }
+    where = "every node" if quiet["node"] is None else quiet["node"]
+    if quiet["node"] is not None:
+        labels["node"] = str(quiet["node"])
+    notes = {
+        "summary": f"logs stopped: no {quiet['source']} data from {where} for "
+        f"{quiet['age_h']:g} h (newest {quiet['last_seen']})",
+        "description": "predictions for these nodes are as stale as their logs; check the "
+        "collector / log shipping before trusting a quiet risk score",
+        "run_id": run_id,
+    }
+    if dashboard_url:
+        notes["runbook_url"] = f"{dashboard_url.rstrip('/')}/data-health"
+        notes["_generator_url"] = notes["runbook_url"]
+    return labels, notes
 
 
 @dataclass
@@ -185,15 +253,18 @@ def reconcile(
     plan = Plan()
     seen = set()
     for labels, notes in current:
+        notes = dict(notes)
+        url = notes.pop("_generator_url", None)
+        extra = {"generatorURL": url} if url else {}
         fp = fingerprint(labels)
         seen.add(fp)
         prev = state.get(fp)
         if prev is None:
             entry = {"labels": labels, "startsAt": _iso(now), "endsAt": _iso(now + ttl)}
-            plan.new.append({**entry, "annotations": notes})
+            plan.new.append({**entry, **extra, "annotations": notes})
         elif datetime.fromisoformat(prev["endsAt"].rstrip("Z")) - now < refresh_before:
             entry = {**prev, "endsAt": _iso(now + ttl)}
-            plan.refreshed.append({**entry, "annotations": notes})
+            plan.refreshed.append({**entry, **extra, "annotations": notes})
         else:
             entry = prev
             plan.unchanged += 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -20,7 +20,10 @@ from faultlens.app.common import (
     emit_json,
     utc_now,
 )
-from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.errors import ConfigError, ModelError
+
+if TYPE_CHECKING:
+    from faultlens.ingest.store import Store
 
 err = Console(stderr=True)
 
@@ -35,7 +38,9 @@ ModelsDirOption = Annotated[
 AsOfOption = Annotated[
     datetime | None,
     typer.Option(
-        "--as-of", help="Use only data before this UTC time [default: now].", show_default=False
+        "--as-of",
+        help="Use only data before this UTC time [default: the newest data in the database].",
+        show_default=False,
     ),
 ]
 SCHEDULERS = ("slurm", "kubernetes")
@@ -46,8 +51,17 @@ def register(app: typer.Typer) -> None:
     app.command()(predict)
 
 
-def _as_of(value: datetime | None) -> datetime:
-    return value.replace(tzinfo=None) if value is not None else utc_now()
+def _as_of(value: datetime | None, store: Store) -> datetime:
+    """The given time, else just after the newest data (never the wall clock: logs that ended
+    months ago must not look like a quiet fleet)."""
+    from faultlens.models.freshness import default_as_of
+
+    if value is not None:
+        return value.replace(tzinfo=None)
+    newest = default_as_of(store)
+    if newest is None:
+        raise ModelError("the database holds no events or telemetry: run `faultlens ingest` first")
+    return newest
 
 
 def train_doc(card: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +132,9 @@ def train(
     path = db_path(db)
     now = utc_now()
     with dask_client(dask, workers) as client, Store(path, read_only=True) as store:
-        result = train_failure_model(store, as_of=_as_of(as_of), cfg=cfg, now=now, client=client)
+        result = train_failure_model(
+            store, as_of=_as_of(as_of, store), cfg=cfg, now=now, client=client
+        )
     folder = save_model(models_dir or default_models_dir(path), result.estimator, result.card)
     doc = train_doc(result.card)
     if json:
@@ -168,6 +184,7 @@ def predict(
 ) -> None:
     """Score every node and GPU for a hardware failure within the model's horizon.
 
+    As of --as-of, by default just after the newest data in the database (not the clock).
     Writes every score to the `predictions` table under one run id, and lists the alerts
     (watch / drain after jobs / drain now) with the features that drove each score and the
     `scontrol` or `kubectl` command an SRE would run. Commands are printed, never executed.
@@ -184,7 +201,7 @@ def predict(
     model = load_model(models_dir or default_models_dir(path), model_version)
     with Store(path) as store:
         pred = predict_failures(
-            store, model.estimator, model.card, as_of=_as_of(as_of), scheduler=scheduler
+            store, model.estimator, model.card, as_of=_as_of(as_of, store), scheduler=scheduler
         )
         save_predictions(store, pred, model.card["horizon_h"])
     if json:
@@ -199,18 +216,28 @@ def print_alerts(out: Console, doc: dict[str, Any], top: int) -> None:
         "gpu",
         "score",
         "action",
-        "top features",
+        "why",
+        "Slurm now",
         "command",
         title=f"{doc['run_id']} as of {doc['as_of']}: {len(doc['alerts'])} alerts",
     )
     for a in doc["alerts"][:top]:
-        feats = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
+        state = a.get("slurm_state")
         t.add_row(
             a["node"],
             a["gpu"] or "-",
             f"{a['score']:.3f}",
             a["action"],
-            feats,
+            "; ".join(a.get("reasons") or []) or "-",
+            f"{state['state']} since {state['since'][:16]}" if state else "no state event",
             a.get("command") or "",
         )
     out.print(t)
+    for a in doc["alerts"][:top]:
+        if a.get("evidence") or a.get("runbook"):
+            out.print(f"[bold]{a['node']}[/bold]", highlight=False)
+        if a.get("runbook"):
+            rb = a["runbook"]
+            out.print(f"  runbook: Xid {rb['xid']} x{rb['n']} -> {rb['action']}: {rb['notes']}")
+        for ev in a.get("evidence") or []:
+            out.print(f"  {ev['ts'][:19]}  {ev['what']:<16} {ev['at']}", highlight=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
+import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -29,6 +30,14 @@ def stragglers(
         datetime | None, typer.Option("--since", help="Only jobs that ended after this (UTC).")
     ] = None,
     top: Annotated[int, typer.Option("--top", help="Rows in the table (not --json).", min=1)] = 20,
+    predict: Annotated[
+        bool,
+        typer.Option(
+            "--predict",
+            help="Also predict which GPUs straggle in the next window (trained on these jobs' "
+            "windows, evaluated on a time split beside the previous-window baseline).",
+        ),
+    ] = False,
     json: JsonOption = False,
 ) -> None:
     """Detect stragglers: GPUs or nodes slower than their peers in the same job, for k windows
@@ -36,9 +45,12 @@ def stragglers(
     slowdown while they straggled, and the GPU-hours they wasted.
 
     Needs jobs (Slurm), per-GPU telemetry (DCGM / Prometheus) and, for the cost, training-progress
-    logs. Exit code 5 when the database holds no job telemetry to compare.
+    logs. With --predict, the straggler predictor is trained on the windows of these jobs and
+    lists the GPUs likely to straggle in the next window, with its test-split PR-AUC beside the
+    "straggled in the previous window" baseline. Exit code 5 when the database holds no job
+    telemetry to compare.
 
-    Example: faultlens stragglers --since 2025-01-01 --json
+    Example: faultlens stragglers --since 2025-01-01 --predict --json
     """
     from faultlens.ingest.store import Store
     from faultlens.models.stragglers import detect
@@ -50,10 +62,56 @@ def stragglers(
         if json:
             emit_json({"stragglers": []})
         raise typer.Exit(ExitCode.NO_DATA)
+    forecast = _forecast(report) if predict else None
     if json:
-        emit_json(report.to_json())
+        doc = report.to_json()
+        if forecast is not None:
+            doc["prediction"] = _forecast_doc(forecast)
+        emit_json(doc)
         return
     _print(report, top)
+    if forecast is not None:
+        _print_forecast(forecast, top)
+
+
+def _forecast(report: StragglerReport) -> dict | None:
+    from faultlens.models.straggler_predict import forecast  # scikit-learn: imported on demand
+
+    try:
+        return forecast(report.windows)
+    except ValueError as e:  # too few windows
+        err.print(f"straggler prediction skipped: {e}")
+        return None
+
+
+def _forecast_doc(fc: dict | None) -> dict | None:
+    if fc is None:
+        return None
+    nxt = fc["next"].with_columns(pl.col("win_start").dt.to_string("%Y-%m-%dT%H:%M:%S"))
+    return {
+        "evaluation": fc["evaluation"],
+        "threshold": fc["threshold"],
+        "scored": fc["scored"],
+        "next": nxt.to_dicts(),
+    }
+
+
+def _print_forecast(fc: dict, top: int) -> None:
+    out = Console()
+    ev = fc["evaluation"]
+    t = Table("scorer", "PR-AUC", "precision", "recall", title="straggler predictor, test split")
+    for name, m in ev["metrics"].items():
+        t.add_row(name, *(f"{m[k]:.3f}" for k in ("pr_auc", "precision", "recall")))
+    out.print(t)
+    nxt = Table(
+        "job", "node", "gpu", "score", "latest window", title="likely to straggle next window"
+    )
+    for r in fc["next"].head(top).iter_rows(named=True):
+        nxt.add_row(
+            r["job_id"], r["node"], str(r["gpu"]), f"{r['score']:.2f}", f"{r['win_start']:%H:%M}"
+        )
+    out.print(nxt)
+    out.print(f"{fc['next'].height} of {fc['scored']} GPUs at or above {fc['threshold']:g}")
 
 
 def _print(report: StragglerReport, top: int) -> None:

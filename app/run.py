@@ -30,13 +30,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from faultlens.app import alerts as am
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
-from faultlens.ingest.errors import ConfigError, LockedError
+from faultlens.ingest.errors import ConfigError, LockedError, ModelError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
 from faultlens.models.actions import ACTION_RANK, RiskAction
+from faultlens.models.freshness import default_as_of, quiet_sources, source_last_seen
 from faultlens.models.predictor import Prediction, predict_failures, save_predictions
 from faultlens.models.registry import LoadedModel, default_models_dir, load_model
 
@@ -58,6 +61,12 @@ class RunConfig:
     timeout_s: float = 10.0
     state_file: Path | None = None
     db_wait_s: float = 60.0
+    # "logs stopped": a source silent for this long before now (fleet-wide, or per node for
+    # telemetry) is an alert of its own; ``quiet_sources`` limits the fleet-wide check.
+    logs_quiet_h: float = 6.0
+    quiet_sources: list[str] | None = None
+    dashboard_url: str = "http://127.0.0.1:8501"  # alerts link to the node's page (generatorURL)
+    runbook_url: str = am.XID_RUNBOOK_URL
 
     @property
     def lock_file(self) -> Path:
@@ -99,6 +108,10 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
             timeout_s=float(amc.get("timeout_s", 10.0)),
             state_file=rel(amc.get("state_file")),
             db_wait_s=float(top.get("db_wait_s", 60.0)),
+            logs_quiet_h=float(top.get("logs_quiet_h", 6.0)),
+            quiet_sources=top.get("quiet_sources"),
+            dashboard_url=str(doc.get("dashboard", {}).get("url", "http://127.0.0.1:8501")),
+            runbook_url=str(amc.get("runbook_url", am.XID_RUNBOOK_URL)),
         )
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid value in {path}: {e}") from e
@@ -162,11 +175,12 @@ def run_once(
     emit: Callable[[dict[str, Any]], None] = lambda _d: None,
 ) -> RunOutcome:
     """One scheduled run (see the module doc). ``now`` is wall-clock time; ``as_of`` the time
-    the prediction is for (default ``now``)."""
-    as_of = as_of or now
+    the prediction is for (default: just after the newest data, never ``now``)."""
     with run_lock(cfg.lock_file):
         model = load_model(cfg.models_dir or default_models_dir(cfg.db), cfg.model_version)
-        report, pred = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
+        report, pred, last_seen = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
+        as_of = pred.as_of
+        stopped = _logs_stopped(cfg, last_seen, now)
         horizon_h = float(model.card["horizon_h"])
         if cfg.textfile is not None:
             am.remove_stale_temporaries(cfg.textfile)  # left by a run killed mid-write
@@ -179,6 +193,7 @@ def run_once(
                     model_version=pred.model_version,
                     run_id=pred.run_id,
                     now=now,
+                    last_seen=last_seen,
                 ),
             )
             log.info("textfile written")
@@ -186,14 +201,21 @@ def run_once(
         paged = [a for a in pred.alerts if ACTION_RANK[RiskAction(a["action"])] >= floor]
         for a in pred.alerts:
             emit({"type": "alert", "run_id": pred.run_id, **a})
+        for q in stopped:
+            emit({"type": "logs_stopped", "run_id": pred.run_id, **q})
         plan, delivery_error = _alertmanager(
-            cfg, paged, pred.run_id, pred.model_version, horizon_h, now
+            cfg, paged, pred.run_id, pred.model_version, horizon_h, now, stopped
         )
     ingest_failed = bool(report and any(f.status == "failed" for f in report.files))
     new_actionable = [
-        a["labels"]["node"] for a in plan.new if a["labels"]["severity"] in ("warning", "critical")
+        a["labels"].get("node", a["labels"].get("source", ""))
+        for a in plan.new
+        if a["labels"]["severity"] in ("warning", "critical")
     ]
     needs = [f"new alert: {n}" for n in new_actionable]
+    needs += [
+        f"logs stopped: {q['source']}" + (f" on {q['node']}" if q["node"] else "") for q in stopped
+    ]
     if ingest_failed:
         needs.append("some inputs failed to ingest")
     if delivery_error:
@@ -203,6 +225,8 @@ def run_once(
         "run_id": pred.run_id,
         "as_of": as_of.isoformat(),
         "now": now.isoformat(),
+        "data_age_h": round((now - as_of).total_seconds() / 3600.0, 2),
+        "logs_stopped": len(stopped),
         "model_version": pred.model_version,
         "ingest": report.totals if report else None,
         "scored": pred.rows.height,
@@ -222,9 +246,11 @@ def run_once(
 
 
 def _ingest_and_predict(
-    cfg: RunConfig, model: LoadedModel, *, now: datetime, as_of: datetime
-) -> tuple[IngestReport | None, Prediction]:
-    """Ingest the configured paths, score, and store the run's predictions (one transaction)."""
+    cfg: RunConfig, model: LoadedModel, *, now: datetime, as_of: datetime | None
+) -> tuple[IngestReport | None, Prediction, pl.DataFrame]:
+    """Ingest the configured paths, score as of ``as_of`` (default: just after the newest
+    data), and store the run's predictions (one transaction); also returns the newest row per
+    node and source."""
     with open_store(cfg.db, cfg.db_wait_s) as store:
         report = None
         if cfg.ingest_paths:
@@ -235,22 +261,55 @@ def _ingest_and_predict(
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):
                 refresh(store)
+        last_seen = source_last_seen(store)
+        as_of = as_of or default_as_of(store)
+        if as_of is None:
+            raise ModelError("the database holds no events or telemetry yet: nothing to score")
         pred = predict_failures(
-            store, model.estimator, model.card, as_of=as_of, scheduler=cfg.scheduler
+            store,
+            model.estimator,
+            model.card,
+            as_of=as_of,
+            scheduler=cfg.scheduler,
+            dashboard_url=cfg.dashboard_url,
         )
         log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
         save_predictions(store, pred, model.card["horizon_h"])
         log.info("predictions written")
-    return report, pred
+    return report, pred, last_seen
+
+
+def _logs_stopped(cfg: RunConfig, last_seen: pl.DataFrame, now: datetime) -> list[dict]:
+    found = quiet_sources(last_seen, now=now, quiet_h=cfg.logs_quiet_h)
+    if cfg.quiet_sources is not None:
+        found = [q for q in found if q["node"] is not None or q["source"] in cfg.quiet_sources]
+    for q in found:
+        log.warning(
+            "logs stopped: %s on %s since %s",
+            q["source"],
+            q["node"] or "every node",
+            q["last_seen"],
+        )
+    return [{**q, "last_seen": q["last_seen"].isoformat()} for q in found]
 
 
 def _alertmanager(
-    cfg: RunConfig, paged: list[dict], run_id: str, version: str, horizon_h: float, now: datetime
+    cfg: RunConfig,
+    paged: list[dict],
+    run_id: str,
+    version: str,
+    horizon_h: float,
+    now: datetime,
+    stopped: list[dict] | None = None,
 ) -> tuple[am.Plan, str | None]:
     if not cfg.alertmanager_url:
         return am.Plan(), None
     state = am.load_state(cfg.alert_state)
-    current = [(am.alert_labels(a), am.annotations(a, run_id, version, horizon_h)) for a in paged]
+    current = [
+        (am.alert_labels(a), am.annotations(a, run_id, version, horizon_h, cfg.runbook_url))
+        for a in paged
+    ]
+    current += [am.logs_stopped_alert(q, run_id, cfg.dashboard_url) for q in stopped or []]
     plan = am.reconcile(
         state,
         current,

@@ -69,7 +69,8 @@ def command(node: str, action: str, reason: str, scheduler: str = "slurm") -> st
         if action == RiskAction.DRAIN_NOW:
             return f"kubectl drain {shlex.quote(node)} --ignore-daemonsets --delete-emptydir-data"
         return f"kubectl cordon {shlex.quote(node)}"
-    state = "down" if action == RiskAction.DRAIN_NOW else "drain"
-    return (
-        f"scontrol update nodename={shlex.quote(node)} state={state} reason={shlex.quote(reason)}"
-    )
+    # Always DRAIN, never DOWN: DOWN kills the jobs running on the node; DRAIN lets them
+    # finish and takes no new ones (drain now: the reason says so, the SRE requeues by hand).
+    if action == RiskAction.DRAIN_NOW:
+        reason = f"drain now: {reason}"
+    return f"scontrol update nodename={shlex.quote(node)} state=drain reason={shlex.quote(reason)}"

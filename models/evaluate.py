@@ -20,7 +20,9 @@ the model card):
   ``end`` (the last alerting hour + 1 h) and a failure episode of the same node at ``f``
   **match** when ``start <= f < end + horizon``: the alert was open at some time in the horizon
   before the failure.
-- ``precision``: alert episodes that match a failure episode / all alert episodes.
+- ``precision``: alert episodes that match a failure episode / all alert episodes that could
+  match a failure of the window (started before its end, open or within a horizon after its
+  start), the same alerts recall counts: a caught failure always comes with a true alert.
 - ``recall``: failure episodes matched by an alert episode / all failure episodes.
 - ``median_lead_time_h``: over caught failures, ``f - start`` of the earliest matching alert.
 - ``precision_at_k``: each day, the ``k`` highest-scoring nodes; the share of them with a failure
@@ -59,7 +61,7 @@ METRIC_DEFINITIONS = {
     "alert": "an episode per node: opens when the hourly score reaches the threshold, stays "
     "open while it stays there, closes when it drops or when the node fails",
     "precision": "alert episodes followed by a failure of that node while open or within the "
-    "horizon after / all alert episodes",
+    "horizon after / all alert episodes that could match a failure of the window",
     "recall": "failure episodes with an alert open within the horizon before them / all "
     "failure episodes",
     "median_lead_time_h": "median over caught failures of failure time - start of the "
@@ -199,12 +201,16 @@ def episode_metrics(
     horizon_h: float,
     window: tuple[datetime, datetime],
 ) -> dict[str, float | None]:
-    """Precision, recall and median lead time of alert episodes (module doc). Alerts are counted
-    when they start in ``window``, failures when they happen in it; matching may use alerts
-    that opened before the window (``rows`` may start a horizon early) and failures after it."""
+    """Precision, recall and median lead time of alert episodes (module doc). Failures are
+    counted when they happen in ``window``; alerts when they could match one (they start
+    before its end and are open, or ended less than a horizon, after its start: ``rows`` may
+    start a horizon early); matching may also use failures after the window."""
     lo, hi = window
     alerts, fails = match_alerts(alert_episodes(rows, threshold, failures), failures, horizon_h)
-    alerts = alerts.filter(pl.col("start").is_between(lo, hi))
+    # Counted: every alert that could match a failure of the window (the same alerts recall
+    # uses), so that a caught failure always comes with a true alert.
+    reach = pl.col("end") + timedelta(hours=horizon_h)
+    alerts = alerts.filter((pl.col("start") <= hi) & (reach > lo))
     fails = fails.filter(pl.col("ts").is_between(lo, hi))
     caught = fails.filter(pl.col("lead_h").is_not_null())
     return {
@@ -366,3 +372,50 @@ def baseline_thresholds(
         candidates=np.unique(rows["score"].to_numpy()),
     )
     return {"rule_baseline": 1.0, "lemon_baseline": max(1.0, lemon)}
+
+
+# -- over seeds ------------------------------------------------------------------------------------
+
+SEED_METRICS = ("pr_auc", "precision", "recall", "median_lead_time_h")
+
+
+def mean_interval(values: list[float], level: float = 0.95) -> dict[str, float | int | None]:
+    """Mean and Student-t ``level`` interval of the mean over independent runs (seeds)."""
+    from scipy import stats
+
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    if x.size == 0:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    mean = float(x.mean())
+    if x.size == 1:
+        return {"mean": _round(mean), "lo": None, "hi": None, "n": 1}
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return {"mean": _round(mean), "lo": _round(mean - half), "hi": _round(mean + half), "n": x.size}
+
+
+def summarize_seeds(per_seed: list[dict[str, dict]]) -> dict[str, dict]:
+    """Per scorer: mean and 95% interval over seeds of each metric in ``SEED_METRICS``, and the
+    pooled precision / recall (alert and failure-episode counts summed over seeds).
+    ``per_seed``: one ``evaluate_all`` result per seed."""
+    out: dict[str, dict] = {}
+    for name in per_seed[0] if per_seed else ():
+        runs = [s[name] for s in per_seed]
+        counts = {
+            k: int(sum(r[k] for r in runs))
+            for k in ("alerts", "true_alerts", "failure_episodes", "caught")
+        }
+        pooled = {
+            "precision": _round(counts["true_alerts"] / counts["alerts"])
+            if counts["alerts"]
+            else None,
+            "recall": _round(counts["caught"] / counts["failure_episodes"])
+            if counts["failure_episodes"]
+            else None,
+            **counts,
+        }
+        out[name] = {
+            "seeds": len(runs),
+            **{m: mean_interval([r[m] for r in runs]) for m in SEED_METRICS},
+            "pooled": pooled,
+        }
+    return out

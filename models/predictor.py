@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from faultlens.ingest.errors import ModelError
 from faultlens.ingest.store import Store
-from faultlens.models.actions import RiskAction, Thresholds, command, decide
+from faultlens.models.actions import RiskAction, Thresholds, decide
 from faultlens.models.evaluate import (
     METRIC_DEFINITIONS,
     Split,
@@ -35,6 +35,7 @@ from faultlens.models.evaluate import (
     evaluate_all,
     time_split,
 )
+from faultlens.models.explain import build_alerts
 from faultlens.models.feature_catalog import FEATURES, monotone_constraints
 from faultlens.models.features import FeatureGrid, floor_hour, point_features
 from faultlens.models.target import DEFAULT_HORIZON_H
@@ -477,24 +478,6 @@ def run_id_for(as_of: datetime, model_version: str) -> str:
     return f"run-{as_of:%Y%m%dT%H%M%S}-{digest[:8]}"
 
 
-def top_features(contrib: np.ndarray, values: np.ndarray, n: int = 5) -> list[list[dict]]:
-    out = []
-    for c_row, v_row in zip(contrib, values, strict=True):
-        order = np.argsort(-c_row[:-1])[:n]
-        out.append(
-            [
-                {
-                    "feature": FEATURES[j],
-                    "value": round(float(v_row[j]), 3),
-                    "contribution": round(float(c_row[j]), 4),
-                }
-                for j in order
-                if c_row[j] > 0
-            ]
-        )
-    return out
-
-
 def predict_failures(
     store: Store,
     estimator: FailurePredictor,
@@ -503,8 +486,11 @@ def predict_failures(
     as_of: datetime,
     scheduler: str = "slurm",
     min_action: str = RiskAction.WATCH,
+    dashboard_url: str | None = None,
 ) -> Prediction:
-    """Score every node and GPU as of ``as_of``; alerts for nodes at ``min_action`` or above."""
+    """Score every node and GPU as of ``as_of``; alerts for nodes at ``min_action`` or above,
+    each with its reasons, evidence lines, runbook action and Slurm state (``models.explain``)
+    and, given the dashboard's base URL, a link to the node's page."""
     rows = point_features(store, as_of)
     if rows.height == 0:
         raise ModelError(f"no nodes with data in the 28 days before {as_of:%Y-%m-%d %H:%M}")
@@ -517,52 +503,18 @@ def predict_failures(
         pl.Series("action", actions, dtype=pl.String),
         pl.Series("_i", np.arange(rows.height)),
     )
-    alerts = _alerts(scored, X, estimator, scheduler, min_action)
+    alerts = build_alerts(
+        store,
+        scored,
+        X,
+        estimator,
+        as_of=as_of,
+        scheduler=scheduler,
+        min_action=min_action,
+        dashboard_url=dashboard_url,
+    )
     version = card["model_version"]
     return Prediction(run_id_for(as_of, version), as_of, version, scored.drop("_i"), alerts)
-
-
-def _alerts(
-    scored: pl.DataFrame, X: np.ndarray, est: FailurePredictor, scheduler: str, min_action: str
-) -> list[dict[str, Any]]:
-    from faultlens.models.actions import ACTION_RANK
-
-    floor = ACTION_RANK[RiskAction(min_action)]
-    ranks = pl.Series([ACTION_RANK[RiskAction(a)] for a in scored["action"]])
-    nodes = scored.filter(pl.col("gpu").is_null() & (ranks >= floor)).sort("score", descending=True)
-    if nodes.height == 0:
-        return []
-    best_gpu = (
-        scored.filter(pl.col("gpu").is_not_null())
-        .sort("score", descending=True)
-        .group_by("node", maintain_order=True)
-        .first()
-        .select(
-            "node",
-            pl.col("gpu").alias("top_gpu"),
-            pl.col("score").alias("gpu_score"),
-            pl.col("action").alias("gpu_action"),
-        )
-    )
-    nodes = nodes.join(best_gpu, on="node", how="left", maintain_order="left")
-    idx = nodes["_i"].to_numpy()
-    tops = top_features(est.contributions(X[idx]), X[idx])
-    out = []
-    for row, feats in zip(nodes.iter_rows(named=True), tops, strict=True):
-        gpu = row["top_gpu"] if row["gpu_action"] not in (None, RiskAction.NONE) else None
-        why = ",".join(f["feature"] for f in feats[:2]) or "model"
-        reason = f"faultlens p={row['score']:.2f} {why}"
-        out.append(
-            {
-                "node": row["node"],
-                "gpu": gpu,
-                "score": round(float(row["score"]), 4),
-                "action": row["action"],
-                "top_features": feats,
-                "command": command(row["node"], row["action"], reason, scheduler),
-            }
-        )
-    return out
 
 
 def save_predictions(store: Store, pred: Prediction, horizon_h: float) -> int:
@@ -644,7 +596,7 @@ def demo_stage(
         f"{result.thresholds.watch:.2f})",
     )
     for a in pred.alerts[:10]:
-        why = ", ".join(f"{f['feature']}={f['value']:g}" for f in a["top_features"][:3])
+        why = "; ".join(f["text"] for f in a["top_features"][:3]) or "-"
         risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
     console.print(risk)
     lemons = lemon_table(store, hi).filter(pl.col("flagged"))

@@ -126,26 +126,60 @@ def _metrics(y: np.ndarray, score: np.ndarray) -> dict[str, float]:
     }
 
 
-def evaluate(
+def split_fit(
     windows: pl.DataFrame, *, train_frac: float = 0.6, random_state: int = 0
-) -> dict[str, Any]:
-    """Fit on the earliest windows, score the later ones; the model beside the baseline."""
+) -> tuple[StragglerPredictor, pl.DataFrame, Any]:
+    """Fit on the earliest ``train_frac`` of the windows (by start time); returns the model,
+    the later windows' features with their ``score``, and the cut time."""
     feats = window_features(windows).sort("win_start")
     if feats.height < 10:
         raise ValueError("too few windows to evaluate the straggler predictor")
     cut = feats["win_start"][int(feats.height * train_frac)]
     train, test = feats.filter(pl.col("win_start") < cut), feats.filter(pl.col("win_start") >= cut)
-    y_train, y_test = train["target"].to_numpy(), test["target"].to_numpy()
-    model = StragglerPredictor(random_state=random_state).fit(to_matrix(train), y_train)
+    model = StragglerPredictor(random_state=random_state).fit(
+        to_matrix(train), train["target"].to_numpy()
+    )
     proba = model.predict_proba(to_matrix(test))
     score = proba[:, 1] if proba.shape[1] == 2 else np.zeros(test.height)
+    return model, test.with_columns(score=pl.Series(score)), cut
+
+
+def evaluate(
+    windows: pl.DataFrame, *, train_frac: float = 0.6, random_state: int = 0
+) -> dict[str, Any]:
+    """Fit on the earliest windows, score the later ones; the model beside the baseline."""
+    model, test, cut = split_fit(windows, train_frac=train_frac, random_state=random_state)
+    y_test = test["target"].to_numpy()
     baseline = test["flagged_now"].to_numpy()
     return {
         "test_window": [str(cut), str(test["win_start"].max())],
-        "n_train": train.height,
+        "n_train": int(window_features(windows).height - test.height),
         "n_test": test.height,
         "positives_test": int(y_test.sum()),
-        "metrics": {"model": _metrics(y_test, score), "baseline": _metrics(y_test, baseline)},
+        "metrics": {
+            "model": _metrics(y_test, test["score"].to_numpy()),
+            "baseline": _metrics(y_test, baseline),
+        },
+    }
+
+
+def forecast(
+    windows: pl.DataFrame, *, threshold: float = 0.5, random_state: int = 0
+) -> dict[str, Any]:
+    """`faultlens stragglers --predict`: the time-split evaluation (model beside "straggled in
+    the previous window"), then the model refit on every window and each GPU's latest window
+    scored for the next one; ``next`` lists the GPUs at or above ``threshold``."""
+    ev = evaluate(windows, random_state=random_state)
+    feats = window_features(windows)
+    model = StragglerPredictor(random_state=random_state).fit(
+        to_matrix(feats), feats["target"].to_numpy()
+    )
+    nxt = predict_next(model, windows)
+    return {
+        "evaluation": ev,
+        "threshold": threshold,
+        "next": nxt.filter(pl.col("score") >= threshold).with_columns(pl.col("score").round(4)),
+        "scored": nxt.height,
     }
 
 

@@ -100,6 +100,12 @@ VARIANT_PRECURSOR_P: dict[tuple[str, str], float] = {
 }
 
 
+def default_warning_share(causes: tuple[Cause, ...]) -> float:
+    """Count-weighted precursor probability over the node hardware causes (not software)."""
+    hw = [c for c in causes if not c.needs_job]
+    return sum(c.count * c.precursor_p for c in hw) / max(sum(c.count for c in hw), 1)
+
+
 @dataclass
 class SynthConfig:
     """Everything the generator needs; same config + same seed -> byte-identical output."""
@@ -136,6 +142,12 @@ class SynthConfig:
     write_telemetry: bool = True
     nodes_per_leaf: int = 16
     switch_share: float = 0.15  # share of network failures that take a whole leaf switch down
+    # Warnings: ``warning_share`` None keeps each cause's precursor_p (about 0.6 of node hardware
+    # failures warn, ``default_warning_share``); a share scales every cause's probability by
+    # share / default (capped at 1), e.g. 0.15 for the real-trace profile. ``warning_lead_scale``
+    # multiplies every precursor's lead time (0.5: warnings come half as early).
+    warning_share: float | None = None
+    warning_lead_scale: float = 1.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -147,6 +159,12 @@ class SynthConfig:
     @property
     def node_days(self) -> float:
         return self.n_nodes * self.days
+
+    def precursor_scale(self) -> float:
+        """Factor on every cause's precursor probability (1 unless ``warning_share`` is set)."""
+        if self.warning_share is None:
+            return 1.0
+        return self.warning_share / default_warning_share(self.causes)
 
     def cause_mix(self) -> dict[str, float]:
         """Configured share of each cause (by count)."""

@@ -70,7 +70,7 @@ _GPU_KEYS = {"xid92", "xid63", "xid94", "xid94_sram", "nvlink_nonfatal", "xid119
 
 
 def failure_events(
-    failures: list[Failure], nodes: list[Node], rng: np.random.Generator
+    failures: list[Failure], nodes: list[Node], rng: np.random.Generator, lead_scale: float = 1.0
 ) -> list[KEvent]:
     out: list[KEvent] = []
     for f in failures:
@@ -99,17 +99,19 @@ def failure_events(
         if f.repair_s > 0 and f.variant != "switch":
             node.boot_s.append(f.end_s)  # hardware repairs end with a reboot
         if f.has_precursors:
-            out.extend(_precursors(f, node, rng))
+            out.extend(_precursors(f, node, rng, lead_scale))
     return out
 
 
-def _precursors(f: Failure, node: Node, rng: np.random.Generator) -> list[KEvent]:
+def _precursors(
+    f: Failure, node: Node, rng: np.random.Generator, lead_scale: float = 1.0
+) -> list[KEvent]:
     name = f.cause.name
     key = f"{name}/{f.variant}" if f"{name}/{f.variant}" in _PRECURSORS else name
     out = []
     for pkey, n_min, n_max, lo_h, hi_h in _PRECURSORS.get(key, []):
         n = int(rng.integers(n_min, n_max + 1))
-        leads = np.sort(rng.uniform(lo_h, hi_h, size=n))[::-1]
+        leads = np.sort(rng.uniform(lo_h, hi_h, size=n))[::-1] * lead_scale
         for lead in leads:
             extra = {"port": int(rng.integers(len(node.nic_pci)))} if pkey == "ib_flap" else {}
             out.append(

@@ -89,7 +89,7 @@ def sample_hw_failures(
     failures = _expand_switch_failures(config, nodes, failures, rng)
     for k, f in enumerate(failures):
         f.fid = k
-        _pick_variant(f, nodes[f.node], rng)
+        _pick_variant(f, nodes[f.node], rng, config.precursor_scale())
     return failures
 
 
@@ -127,7 +127,7 @@ def _expand_switch_failures(
     return out
 
 
-def _pick_variant(f: Failure, node: Node, rng: np.random.Generator) -> None:
+def _pick_variant(f: Failure, node: Node, rng: np.random.Generator, scale: float = 1.0) -> None:
     name = f.cause.name
     gpu_level = f.cause.category in ("gpu_hardware", "gpu_memory")
     f.gpu = int(rng.integers(len(node.gpus))) if gpu_level else None
@@ -140,7 +140,7 @@ def _pick_variant(f: Failure, node: Node, rng: np.random.Generator) -> None:
     elif name in ("Network Switch/Cable", "NIC"):
         f.variant = f.variant or "link"
         f.gpu = None
-    p = VARIANT_PRECURSOR_P.get((name, f.variant), f.cause.precursor_p)
+    p = min(1.0, scale * VARIANT_PRECURSOR_P.get((name, f.variant), f.cause.precursor_p))
     f.has_precursors = f.primary is None and rng.random() < p
 
 

@@ -96,7 +96,7 @@ def simulate(config: SynthConfig) -> Cluster:
     assign_job_ids(jobs)
     sw = place_job_failures(config, nodes, jobs, len(hw), rng["sw_failures"])
     failures = sorted(hw + sw, key=lambda f: (f.ts_s, f.node))
-    events = failure_events(failures, nodes, rng["evidence"])
+    events = failure_events(failures, nodes, rng["evidence"], config.warning_lead_scale)
     events += benign_events(config, nodes, rng["benign"])
     events += app_events(jobs, nodes, rng["app"])
     events = _visible(config, events, failures)

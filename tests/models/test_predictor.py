@@ -267,3 +267,18 @@ def test_monotone_constraint_never_lowers_the_score() -> None:
     )
     assert np.any(np.diff(free.decision_function(grid)) < -1e-9)
     assert np.all(np.diff(tied.decision_function(grid)) >= -1e-9)
+
+
+def test_alerts_opened_before_the_window_count_in_precision_too() -> None:
+    # Window from 06:00: n1's 03:00 alert opened before it but caught its 10:30 failure, so it
+    # counts for recall and therefore for precision; n2's alerts (00:00, 03:00) ended within a
+    # horizon of the window's start and are counted as well.
+    window = (D + timedelta(hours=6), D + timedelta(days=1))
+    m = episode_metrics(EP_ROWS, EP_FAIL, threshold=0.5, horizon_h=24, window=window)
+    assert (m["failure_episodes"], m["caught"]) == (2, 1)  # n1 10:30 caught, n3 12:00 not
+    assert (m["alerts"], m["true_alerts"]) == (5, 3)
+    short = episode_metrics(EP_ROWS, EP_FAIL, threshold=0.5, horizon_h=2, window=window)
+    # with a 2 h horizon only alerts open after 04:00 can match: n1 03-05, 08, 11 and n2 03-06;
+    # n1's 08:00 alert (open until 09:00) still catches 10:30
+    assert (short["alerts"], short["true_alerts"]) == (4, 1)
+    assert short["caught"] == 1

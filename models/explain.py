@@ -1,0 +1,284 @@
+"""What an on-call SRE needs beside a risk score: the reasons in words, the evidence lines, the
+runbook action and the node's current Slurm state.
+
+- ``reason_text``: a feature and its value in words ("3 Xid 48 in 24 h"); ``is_quiet`` says when
+  a value is the "nothing happened" value (0 for counts, 28 days for the time since a failure),
+  which is never a reason, whatever its contribution.
+- ``alert_context``: per node, from the database as of a time: the newest warning-or-worse
+  events with their ``file:line`` (the evidence), the most severe Xid of the last week with its
+  catalog action and notes (the runbook), and the newest Slurm node-state event.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import numpy as np
+import polars as pl
+
+from faultlens.ingest.schema import Action
+from faultlens.ingest.store import Store
+from faultlens.models.actions import ACTION_RANK, RiskAction, command
+from faultlens.models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
+
+_WINDOW = re.compile(r"^(?P<base>.+?)_(?P<n>\d+)(?P<unit>[hd])$")
+# Counted things per base column (the feature is "<n> <noun> in <window>").
+_NOUNS: dict[str, str] = {
+    "xid_all": "Xid errors",
+    "xid_critical": "critical Xids (GPU reset or worse)",
+    "xid_drain": "Xids that call for a drain",
+    "ecc": "ECC error events",
+    "row_remap": "row-remap events",
+    "nvlink": "NVLink errors",
+    "pcie": "PCIe AER errors",
+    "pcie_w": "PCIe AER errors",
+    "off_bus": "GPU off-the-bus / init failures",
+    "gsp": "GSP RPC timeouts",
+    "gsp_w": "GSP RPC timeouts",
+    "thermal": "thermal events",
+    "host_mem": "host memory errors (EDAC / MCE)",
+    "ib_port": "InfiniBand port changes",
+    "hung_task": "hung tasks",
+    "unhealthy": "device-unhealthy reports",
+    "nccl_error": "NCCL errors",
+    "nccl_timeout": "NCCL watchdog timeouts",
+    "process_failed": "failed ranks",
+    "node_down": "node down / not responding events",
+    "node_drain": "drains",
+    "job_requeue": "requeued jobs",
+    "severe": "error / critical events",
+    "warn": "hardware warnings",
+    "warn_streak": "hours in a row with hardware warnings (max)",
+    "ecc_sbe_inc": "new correctable ECC errors",
+    "ecc_dbe_inc": "new uncorrectable ECC errors",
+    "retired_inc": "newly retired pages",
+    "remap_corr_inc": "new correctable row remaps",
+    "remap_uncorr_inc": "new uncorrectable row remaps",
+    "remap_fail_inc": "row-remap failures / pending",
+    "pcie_replay_inc": "new PCIe replays",
+    "nvlink_err_inc": "new NVLink CRC / replay errors",
+    "violation_inc": "new clock-violation time (us)",
+    "throttle_hw": "hours of hardware clock throttling",
+    "node_fail_single": "single-node jobs ended NODE_FAIL",
+    "node_fail_multi": "multi-node jobs ended NODE_FAIL",
+    "jobs_failed": "failed jobs",
+    "attr_any": "job failures attributed to the node",
+    "attr_hw": "job failures attributed to its hardware",
+    "fail": "earlier hardware failures",
+}
+_SPECIAL = {
+    "warn_kinds_7d": "{v:g} kinds of hardware warning in 7 d",
+    "warn_escalation": "warnings escalating (score {v:g})",
+    "temp_hot_mean_24h": "mean GPU temperature {v:g} C above normal over 24 h",
+}
+# Slurm node-state event kinds, newest first wins.
+SLURM_STATE_KINDS = {
+    "node_down": "DOWN",
+    "node_not_responding": "NOT_RESPONDING",
+    "node_drain": "DRAIN",
+    "node_resume": "RESUMED",
+}
+# Catalog actions from least to most severe (the ``Action`` vocabulary, in its order).
+_ACTION_ORDER = tuple(a.value for a in Action)
+EVIDENCE_LINES = 5
+
+
+def _window_text(n: str, unit: str) -> str:
+    return f"{n} {'h' if unit == 'h' else 'd'}"
+
+
+def is_quiet(feature: str, value: float) -> bool:
+    """True when ``value`` says nothing happened (never a reason to alert)."""
+    if feature == "hours_since_fail":
+        return value >= HOURS_SINCE_CAP
+    return value == 0
+
+
+def reason_text(feature: str, value: float) -> str:
+    """A feature and its value in words, e.g. ``xid48_24h`` = 3 -> "3 Xid 48 in 24 h"."""
+    v = round(float(value), 2)
+    if feature == "hours_since_fail":
+        return f"last hardware failure {v:g} h ago"
+    if feature in _SPECIAL:
+        return _SPECIAL[feature].format(v=v)
+    m = _WINDOW.match(feature)
+    if m is None:
+        return f"{feature} = {v:g}"
+    base, window = m["base"], _window_text(m["n"], m["unit"])
+    if base == "temp_hot":
+        return f"GPU temperature {v:g} C above {TEMP_NORMAL_C:g} C in {window}"
+    xid = re.fullmatch(r"xid(\d+)(_w)?", base)
+    if xid:
+        return f"{v:g} Xid {xid[1]} in {window}"
+    if base.startswith("xid_") and base not in _NOUNS:
+        return f"{v:g} {base[4:]} Xids in {window}"
+    return f"{v:g} {_NOUNS.get(base, base)} in {window}"
+
+
+def window_h(feature: str) -> float | None:
+    m = _WINDOW.match(feature)
+    if m is None:
+        return None
+    return float(m["n"]) * (24.0 if m["unit"] == "d" else 1.0)
+
+
+def _evidence(store: Store, nodes: list[str], lo: datetime, hi: datetime) -> dict[str, list]:
+    frame = store.query(
+        "SELECT node, ts, kind, code, file, line FROM events "
+        "WHERE list_contains(?::VARCHAR[], node) AND ts >= ? AND ts < ? AND file IS NOT NULL "
+        "AND severity IN ('warning', 'error', 'critical') ORDER BY node, ts DESC",
+        [nodes, lo, hi],
+    )
+    out: dict[str, list] = {}
+    for r in frame.group_by("node", maintain_order=True).head(EVIDENCE_LINES).iter_rows(named=True):
+        what = r["kind"] + (f" {r['code']}" if r["code"] is not None else "")
+        out.setdefault(r["node"], []).append(
+            {"ts": r["ts"].isoformat(), "what": what, "at": f"{r['file']}:{r['line']}"}
+        )
+    return out
+
+
+def _runbooks(store: Store, nodes: list[str], lo: datetime, hi: datetime) -> dict[str, dict]:
+    frame = store.query(
+        "SELECT e.node, e.code AS xid, count(*) AS n, any_value(c.name) AS name, "
+        "any_value(c.typical_action) AS action, any_value(c.notes) AS notes "
+        "FROM events e JOIN xid_catalog c ON c.xid = e.code "
+        "WHERE e.kind = 'xid' AND list_contains(?::VARCHAR[], e.node) AND e.ts >= ? "
+        "AND e.ts < ? GROUP BY ALL",
+        [nodes, lo, hi],
+    )
+    if frame.height == 0:
+        return {}
+    rank = {a: i for i, a in enumerate(_ACTION_ORDER)}
+    frame = frame.with_columns(
+        pl.col("action").replace_strict(rank, default=0, return_dtype=pl.Int32).alias("_rank")
+    ).sort(["node", "_rank", "n"], descending=[False, True, True])
+    return {
+        r["node"]: {k: r[k] for k in ("xid", "name", "action", "notes", "n")}
+        for r in frame.group_by("node", maintain_order=True).first().iter_rows(named=True)
+    }
+
+
+def _slurm_states(store: Store, nodes: list[str], hi: datetime) -> dict[str, dict]:
+    frame = store.query(
+        "SELECT node, arg_max(kind, ts) AS kind, max(ts) AS ts FROM events "
+        "WHERE list_contains(?::VARCHAR[], node) AND list_contains(?::VARCHAR[], kind) "
+        "AND ts < ? GROUP BY node",
+        [nodes, list(SLURM_STATE_KINDS), hi],
+    )
+    return {
+        r["node"]: {"state": SLURM_STATE_KINDS[r["kind"]], "since": r["ts"].isoformat()}
+        for r in frame.iter_rows(named=True)
+    }
+
+
+def alert_context(
+    store: Store, nodes: list[str], as_of: datetime, lookback_h: float = 168.0
+) -> dict[str, dict[str, Any]]:
+    """Per node: ``evidence`` (newest warning-or-worse lines of the last ``lookback_h``, with
+    ``file:line``), ``runbook`` (the most severe catalogued Xid in that time, or None) and
+    ``slurm_state`` (the newest Slurm node-state event before ``as_of``, or None)."""
+    if not nodes:
+        return {}
+    lo = as_of - timedelta(hours=lookback_h)
+    evidence = _evidence(store, nodes, lo, as_of)
+    runbooks = _runbooks(store, nodes, lo, as_of)
+    states = _slurm_states(store, nodes, as_of)
+    return {
+        n: {
+            "evidence": evidence.get(n, []),
+            "runbook": runbooks.get(n),
+            "slurm_state": states.get(n),
+        }
+        for n in nodes
+    }
+
+
+def top_features(contrib: np.ndarray, values: np.ndarray, n: int = 5) -> list[list[dict]]:
+    """Per row, the ``n`` features that raised the score most: positive contribution and a value
+    that is not the "nothing happened" value, each with its window and the reason in words."""
+    out = []
+    for c_row, v_row in zip(contrib, values, strict=True):
+        order = np.argsort(-c_row[:-1])
+        feats = []
+        for j in order:
+            if c_row[j] <= 0 or len(feats) == n:
+                break
+            name, value = FEATURES[j], float(v_row[j])
+            if np.isnan(value) or is_quiet(name, value):
+                continue
+            feats.append(
+                {
+                    "feature": name,
+                    "value": round(value, 3),
+                    "window_h": window_h(name),
+                    "contribution": round(float(c_row[j]), 4),
+                    "text": reason_text(name, value),
+                }
+            )
+        out.append(feats)
+    return out
+
+
+def node_url(dashboard_url: str, node: str) -> str:
+    return f"{dashboard_url.rstrip('/')}/node?{urlencode({'node': node})}"
+
+
+def build_alerts(
+    store: Store,
+    scored: pl.DataFrame,
+    X: np.ndarray,
+    est: Any,
+    *,
+    as_of: datetime,
+    scheduler: str,
+    min_action: str,
+    dashboard_url: str | None = None,
+) -> list[dict[str, Any]]:
+    """One alert per node at ``min_action`` or above (``scored``: node, gpu, score, action, _i
+    = its row in ``X``), highest score first, with its GPU, reasons, command and context."""
+    floor = ACTION_RANK[RiskAction(min_action)]
+    ranks = pl.Series([ACTION_RANK[RiskAction(a)] for a in scored["action"]])
+    nodes = scored.filter(pl.col("gpu").is_null() & (ranks >= floor)).sort("score", descending=True)
+    if nodes.height == 0:
+        return []
+    best_gpu = (
+        scored.filter(pl.col("gpu").is_not_null())
+        .sort("score", descending=True)
+        .group_by("node", maintain_order=True)
+        .first()
+        .select(
+            "node",
+            pl.col("gpu").alias("top_gpu"),
+            pl.col("score").alias("gpu_score"),
+            pl.col("action").alias("gpu_action"),
+        )
+    )
+    nodes = nodes.join(best_gpu, on="node", how="left", maintain_order="left")
+    idx = nodes["_i"].to_numpy()
+    tops = top_features(est.contributions(X[idx]), X[idx])
+    context = alert_context(store, nodes["node"].to_list(), as_of)
+    out = []
+    for row, feats in zip(nodes.iter_rows(named=True), tops, strict=True):
+        gpu = row["top_gpu"] if row["gpu_action"] not in (None, RiskAction.NONE) else None
+        why = "; ".join(f["text"] for f in feats[:2]) or "model score"
+        ctx = context[row["node"]]
+        alert = {
+            "node": row["node"],
+            "gpu": gpu,
+            "score": round(float(row["score"]), 4),
+            "action": row["action"],
+            "top_features": feats,
+            "reasons": [f["text"] for f in feats],
+            "command": command(
+                row["node"], row["action"], f"faultlens p={row['score']:.2f}: {why}", scheduler
+            ),
+            **ctx,
+        }
+        if dashboard_url:
+            alert["dashboard_url"] = node_url(dashboard_url, row["node"])
+        out.append(alert)
+    return out

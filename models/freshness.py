@@ -1,0 +1,93 @@
+"""How fresh the data is: the newest line per node and source, and sources that went quiet.
+
+A prediction is only as current as its inputs. ``predict`` and ``run`` default their ``as_of`` to
+``newest_data`` (never the wall clock: on a database whose logs ended months ago a wall-clock
+prediction sees an empty window and reports a healthy fleet), and ``quiet_sources`` turns a log
+pipeline that stopped into an alert of its own ("logs stopped").
+
+Sources are the ``events.source`` values (kernel, slurm, nccl, ...) plus ``telemetry`` for the
+``telemetry`` table. Events are only the meaningful lines, so a quiet kernel log on one node is
+normal; per node, only the sources in ``per_node_sources`` (periodic ones: telemetry) raise an
+alert, while any source raises one when it went quiet on the whole fleet.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import polars as pl
+
+from faultlens.ingest.store import Store
+
+TELEMETRY_SOURCE = "telemetry"
+PER_NODE_SOURCES = (TELEMETRY_SOURCE,)
+_SCHEMA = {"node": pl.String, "source": pl.String, "last_seen": pl.Datetime("us")}
+
+
+def source_last_seen(store: Store) -> pl.DataFrame:
+    """node, source, last_seen (the newest row's time) for every node and source."""
+    frame = store.query(
+        "SELECT node, source, max(ts) AS last_seen FROM events "
+        "WHERE ts IS NOT NULL AND node IS NOT NULL GROUP BY ALL "
+        "UNION ALL "
+        "SELECT node, ? AS source, max(ts) AS last_seen FROM telemetry "
+        "WHERE ts IS NOT NULL AND node IS NOT NULL GROUP BY ALL",
+        [TELEMETRY_SOURCE],
+    )
+    if frame.height == 0:
+        return pl.DataFrame(schema=_SCHEMA)
+    return frame.with_columns(pl.col("last_seen").cast(pl.Datetime("us"))).sort("node", "source")
+
+
+def newest_data(store: Store) -> datetime | None:
+    """The newest timestamp in ``events`` or ``telemetry`` (None on an empty database)."""
+    row = store.query(
+        "SELECT max(ts) FROM (SELECT max(ts) AS ts FROM events UNION ALL "
+        "SELECT max(ts) AS ts FROM telemetry)"
+    ).row(0)
+    return row[0]
+
+
+def default_as_of(store: Store) -> datetime | None:
+    """``as_of`` of a prediction when none is given: just after the newest data (whole second)."""
+    newest = newest_data(store)
+    if newest is None:
+        return None
+    return newest.replace(microsecond=0) + timedelta(seconds=1)
+
+
+def with_age(last_seen: pl.DataFrame, now: datetime) -> pl.DataFrame:
+    """``last_seen`` with ``age_h``: hours between the newest row and ``now``."""
+    return last_seen.with_columns(
+        ((pl.lit(now) - pl.col("last_seen")).dt.total_seconds() / 3600.0).round(2).alias("age_h")
+    )
+
+
+def quiet_sources(
+    last_seen: pl.DataFrame,
+    *,
+    now: datetime,
+    quiet_h: float,
+    per_node_sources: tuple[str, ...] = PER_NODE_SOURCES,
+) -> list[dict[str, object]]:
+    """ "Logs stopped" findings: ``{"node", "source", "last_seen", "age_h"}`` for a source whose
+    newest row anywhere is older than ``quiet_h`` before ``now`` (``node`` None: the whole
+    source), and for a node whose ``per_node_sources`` row is that old while the rest of the
+    fleet still reports the source."""
+    if last_seen.height == 0:
+        return []
+    aged = with_age(last_seen, now)
+    limit = quiet_h
+    fleet = aged.group_by("source").agg(pl.col("last_seen").max(), pl.col("age_h").min())
+    out: list[dict[str, object]] = []
+    dead = set()
+    for r in fleet.filter(pl.col("age_h") > limit).sort("source").iter_rows(named=True):
+        dead.add(r["source"])
+        out.append({"node": None, **r})
+    nodes = aged.filter(
+        pl.col("source").is_in(list(per_node_sources))
+        & ~pl.col("source").is_in(list(dead))
+        & (pl.col("age_h") > limit)
+    ).sort("node", "source")
+    out += nodes.select("node", "source", "last_seen", "age_h").to_dicts()
+    return out
