@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -87,6 +86,8 @@ def _forecast(report: StragglerReport) -> dict | None:
 def _forecast_doc(fc: dict | None) -> dict | None:
     if fc is None:
         return None
+    import polars as pl
+
     nxt = fc["next"].with_columns(pl.col("win_start").dt.to_string("%Y-%m-%dT%H:%M:%S"))
     return {
         "evaluation": fc["evaluation"],
