@@ -82,6 +82,22 @@ def ingest(
     since: Annotated[
         str, typer.Option(help="With --prometheus: how far back (30m, 12h, 7d).")
     ] = "7d",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="FILE",
+            help="faultlens.toml: with --prometheus, its \\[prometheus] http_config (TLS, "
+            "basic auth, bearer token) and database; \\[prometheus] url is pulled too.",
+        ),
+    ] = None,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks", help="Follow symlinks in folders that lead out of the folder."
+        ),
+    ] = False,
     json: JsonOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table.")] = False,
 ) -> None:
@@ -96,10 +112,12 @@ def ingest(
 
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
     """
-    if prometheus is not None:
+    if prometheus is not None or (config is not None and not paths):
         from faultlens.app.cmd_prom import pull_prometheus
 
-        pull_prometheus(prometheus, since=since, db=db, node=node, json=json, quiet=quiet)
+        pull_prometheus(
+            prometheus, since=since, db=db, node=node, json=json, quiet=quiet, config=config
+        )
         if not paths:
             return
     if not paths:
@@ -116,7 +134,8 @@ def ingest(
     with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
         if xid_catalog is not None or store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(xid_catalog))
-        with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
+        n_files = len(expand_paths(paths, follow_symlinks=follow_symlinks)) if show else 0
+        with _file_progress(n_files) as on_file:
             report = ingest_paths(
                 store,
                 paths,
@@ -127,6 +146,7 @@ def ingest(
                 on_file=on_file,
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
+                follow_symlinks=follow_symlinks,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs

@@ -23,7 +23,7 @@ import logging
 import os
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -34,6 +34,7 @@ from faultlens.app import alerts as am
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError, LockedError
+from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_config
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
 from faultlens.models.actions import ACTION_RANK, RiskAction
@@ -58,6 +59,11 @@ class RunConfig:
     timeout_s: float = 10.0
     state_file: Path | None = None
     db_wait_s: float = 60.0
+    prometheus_url: str | None = None
+    prometheus_http: HttpConfig = field(default_factory=HttpConfig)
+    alertmanager_http: HttpConfig = field(default_factory=HttpConfig)
+    # where *_env secrets are looked up (the CLI passes os.environ); never printed
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def lock_file(self) -> Path:
@@ -68,8 +74,11 @@ class RunConfig:
         return self.state_file or self.db.with_name(self.db.name + ".alerts.json")
 
 
-def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
-    """Read ``faultlens.toml``; relative paths are relative to the file's folder."""
+def load_config(
+    path: Path, *, db: Path | None = None, environ: Mapping[str, str] | None = None
+) -> RunConfig:
+    """Read ``faultlens.toml``; relative paths are relative to the file's folder. ``environ``:
+    where ``http_config`` secrets given as ``*_env`` are read from."""
     try:
         doc = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
@@ -99,6 +108,14 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
             timeout_s=float(amc.get("timeout_s", 10.0)),
             state_file=rel(amc.get("state_file")),
             db_wait_s=float(top.get("db_wait_s", 60.0)),
+            prometheus_url=prom.get("url") or None,
+            prometheus_http=parse_http_config(
+                prom.get("http_config"), base=base, where="prometheus.http_config"
+            ),
+            alertmanager_http=parse_http_config(
+                amc.get("http_config"), base=base, where="alertmanager.http_config"
+            ),
+            environ=dict(environ or {}),
         )
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid value in {path}: {e}") from e
@@ -259,7 +276,10 @@ def _alertmanager(
         refresh_before=timedelta(hours=cfg.refresh_h),
     )
     try:
-        am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s)
+        session = build_session(
+            cfg.alertmanager_http, environ=cfg.environ, where="alertmanager.http_config"
+        )
+        am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s, session=session)
     except am.DeliveryError as e:
         log.warning("%s", e)
         return am.Plan(unchanged=len(current)), str(e)
