@@ -10,18 +10,19 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from faultlens.app.common import (
     DaskOption,
     DbOption,
     ExitCode,
     JsonOption,
+    Table,
     boundary,
     dask_client,
     db_path,
     emit_json,
     is_tty,
+    terminal_text,
     utc_now,
 )
 from faultlens.ingest.attribution import refresh
@@ -156,7 +157,10 @@ def ingest(
         _print_report(report.files)
     for f in report.files:
         if f.status == "failed":
-            err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
+            err.print(
+                f"[red]failed[/red] {terminal_text(f.path)}: {terminal_text(f.error)}",
+                highlight=False,
+            )
     if any(f.status == "failed" for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
 

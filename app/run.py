@@ -130,6 +130,18 @@ def load_config(
     return cfg
 
 
+def load_section(path: Path, name: str) -> dict[str, Any]:
+    """One table of ``faultlens.toml`` (``{}`` when it has none), e.g. ``[dashboard]``."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read config {path}: {e}") from e
+    section = doc.get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    return section
+
+
 @contextmanager
 def run_lock(path: Path) -> Iterator[None]:
     """An exclusive, non-blocking ``fcntl`` lock; the kernel releases it if the process dies."""
