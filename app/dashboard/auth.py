@@ -25,7 +25,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +177,7 @@ class Viewer:
     name: str | None
     operator: bool
     refused: str | None = None  # why no page is shown (None: let in)
-    notes: list[str] = field(default_factory=list)
+    oidc: bool = False  # signed in through st.login (so st.logout applies)
 
 
 def peer_trusted(peer: str | None, trusted: tuple[str, ...]) -> bool:
@@ -222,7 +222,8 @@ def current_viewer() -> Viewer:
     if settings.mode == "oidc":
         if not st.user.is_logged_in:
             return Viewer(None, False, "oidc")
-        return viewer_for(settings, str(st.user.get("email") or st.user.get("name") or ""))
+        user = str(st.user.get("email") or st.user.get("name") or "")
+        return replace(viewer_for(settings, user), oidc=True)
     return Viewer(None, True)  # no login: the person at this machine
 
 
@@ -243,6 +244,6 @@ def gate() -> Viewer:
         with st.sidebar:
             role = "operator" if viewer.operator else "viewer"
             st.caption(f"signed in as {viewer.name} ({role})")
-            if st.user.is_logged_in:
+            if viewer.oidc:  # st.user.is_logged_in exists only with an [auth] table
                 st.button("Log out", on_click=st.logout)
     return viewer
