@@ -129,13 +129,15 @@ class _Exporter(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def pki(tmp_path: Path) -> tls.Pki:
-    return tls.make_pki(tmp_path / "pki")
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> tls.Pki:
+    return tls.make_pki(tmp_path_factory.mktemp("pki"))
 
 
-@pytest.fixture
-def secure_prometheus(tmp_path: Path, pki: tls.Pki):
+@pytest.fixture(scope="module")
+def secure_prometheus(tmp_path_factory: pytest.TempPathFactory, pki: tls.Pki):
+    """One server for the module's tests (starting it and waiting for scrapes takes ~10 s)."""
+    tmp_path = tmp_path_factory.mktemp("prometheus")
     binary = tls.need("prometheus", "prometheus")
     exporter = ThreadingHTTPServer(("127.0.0.1", 0), _Exporter)
     threading.Thread(target=exporter.serve_forever, daemon=True).start()
