@@ -89,8 +89,8 @@ def ingest(
             "--config",
             "-c",
             metavar="FILE",
-            help="faultlens.toml: with --prometheus, its \\[prometheus] http_config (TLS, "
-            "basic auth, bearer token) and database; \\[prometheus] url is pulled too.",
+            help="faultlens.toml: its database, and its \\[prometheus] url (pulled like "
+            "--prometheus) with the http_config credentials (TLS, basic auth, bearer token).",
         ),
     ] = None,
     follow_symlinks: Annotated[
@@ -113,11 +113,18 @@ def ingest(
 
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
     """
-    if prometheus is not None or (config is not None and not paths):
+    http = None
+    if config is not None:
+        from faultlens.app.run import load_config
+
+        cfg = load_config(config, db=db)
+        db, http = cfg.db, cfg.prometheus_http
+        prometheus = prometheus or cfg.prometheus_url
+    if prometheus is not None:
         from faultlens.app.cmd_prom import pull_prometheus
 
         pull_prometheus(
-            prometheus, since=since, db=db, node=node, json=json, quiet=quiet, config=config
+            prometheus, since=since, db=db, node=node, json=json, quiet=quiet, http=http
         )
         if not paths:
             return

@@ -8,7 +8,6 @@ from pathlib import Path
 from rich.console import Console
 
 from faultlens.app.common import db_path, emit_json, utc_now
-from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.http_config import HttpConfig, build_session
 from faultlens.ingest.prom import parse_duration, pull
 from faultlens.ingest.store import Store
@@ -16,28 +15,21 @@ from faultlens.ingest.telemetry import resolve_gpu_indices
 
 
 def pull_prometheus(
-    url: str | None,
+    url: str,
     *,
     since: str,
     db: Path | None,
     node: str | None,
     json: bool,
     quiet: bool,
-    config: Path | None = None,
+    http: HttpConfig | None = None,
 ) -> None:
     """Pull the DCGM series of ``url`` for the last ``since`` into the database and report.
-    ``config``: faultlens.toml, whose ``[prometheus]`` ``url`` and ``http_config`` (TLS, basic
-    auth, bearer token; secrets from files or the environment) are used."""
-    http = HttpConfig()
-    if config is not None:
-        from faultlens.app.run import load_config
-
-        cfg = load_config(config, db=db)
-        url, http = url or cfg.prometheus_url, cfg.prometheus_http
-        db = cfg.db
-    if not url:
-        raise ConfigError("no Prometheus URL: give --prometheus URL or [prometheus] url")
-    session = build_session(http, environ=os.environ, where="prometheus.http_config")
+    ``http``: TLS settings and credentials (faultlens.toml's ``[prometheus.http_config]``);
+    secrets given as ``*_env`` are read from the environment here, at the CLI boundary."""
+    session = build_session(
+        http or HttpConfig(), environ=os.environ, where="prometheus.http_config"
+    )
     with Store(db_path(db)) as store:
         report = pull(
             store, url, since=parse_duration(since), now=utc_now(), node=node, session=session
