@@ -239,7 +239,7 @@ def post_alerts(
     try:
         resp = (session or requests).post(endpoint, json=alerts, timeout=timeout_s)
     except requests.RequestException as e:
-        raise DeliveryError(f"Alertmanager: {request_error(endpoint, e)}") from e
+        raise DeliveryError(str(request_error("Alertmanager", endpoint, e))) from e
     if resp.status_code in (401, 403):
         hint = explain_status(resp.status_code, getattr(session, "http_config", None))
         raise DeliveryError(f"Alertmanager {endpoint} answered {resp.status_code}: {hint}")

@@ -249,14 +249,14 @@ def explain_status(status: int, cfg: HttpConfig | None) -> str:
     return ""
 
 
-def request_error(url: str, e: requests.RequestException) -> InputError:
+def request_error(service: str, url: str, e: requests.RequestException) -> InputError:
     """A one-line message for a failed request; TLS problems say which setting to look at."""
     if isinstance(e, requests.exceptions.SSLError):
         return InputError(
-            f"TLS handshake with {url} failed ({_short(e)}): check tls_config "
+            f"TLS handshake with {service} at {url} failed ({_short(e)}): check tls_config "
             "(ca_file, server_name, cert_file / key_file)"
         )
-    return InputError(f"cannot reach {url}: {_short(e)}")
+    return InputError(f"cannot reach {service} at {url}: {_short(e)}")
 
 
 def _short(e: Exception) -> str:
