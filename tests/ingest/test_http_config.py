@@ -318,3 +318,45 @@ def test_push_over_tls_with_basic_auth(secure_alertmanager, tmp_path: Path, pki)
         post_alerts(url, [_alert("gpu-tls-10")], session=anonymous)
     shown = client.get(f"{url}/api/v2/alerts", timeout=5).json()
     assert [a["labels"]["node"] for a in shown] == ["gpu-tls-07"]
+
+
+@pytest.mark.integration
+def test_run_pushes_with_the_configured_credentials(
+    secure_alertmanager, tmp_path: Path, pki
+) -> None:
+    """`faultlens run`'s delivery step: faultlens.toml's [alertmanager.http_config], the
+    password from the environment the CLI passes."""
+    from faultlens.app.run import _alertmanager
+
+    url, client = secure_alertmanager
+    toml = tmp_path / "faultlens.toml"
+    toml.write_text(
+        f'[alertmanager]\nurl = "{url}"\nmin_action = "watch"\n'
+        f'[alertmanager.http_config.tls_config]\nca_file = "{pki.ca}"\n'
+        f'server_name = "{tls.SERVER_NAME}"\n'
+        f'[alertmanager.http_config.basic_auth]\nusername = "{tls.USER}"\n'
+        'password_env = "FAULTLENS_TEST_AM_PASSWORD"\n'
+    )
+    alert = {
+        "node": "gpu-run-01",
+        "gpu": None,
+        "action": "drain_now",
+        "score": 0.97,
+        "top_features": [],
+    }
+    now = datetime.now(UTC).replace(tzinfo=None)
+    cfg = load_config(
+        toml, db=tmp_path / "f.duckdb", environ={"FAULTLENS_TEST_AM_PASSWORD": "wrong-password"}
+    )
+    plan, error = _alertmanager(cfg, [alert], "run-1", "v1", 24.0, now)
+    assert error is not None and "authentication failed" in error
+    assert "wrong-password" not in error
+    cfg = load_config(
+        toml, db=tmp_path / "f.duckdb", environ={"FAULTLENS_TEST_AM_PASSWORD": PASSWORD}
+    )
+    plan, error = _alertmanager(cfg, [alert], "run-1", "v1", 24.0, now)
+    assert error is None and len(plan.new) == 1
+    shown = client.get(f"{url}/api/v2/alerts", timeout=5).json()
+    assert [(a["labels"]["node"], a["labels"]["severity"]) for a in shown] == [
+        ("gpu-run-01", "critical")
+    ]
