@@ -26,6 +26,7 @@ import polars as pl
 import requests
 
 from faultlens.ingest.errors import FaultlensError
+from faultlens.ingest.http_config import explain_status, request_error
 
 log = logging.getLogger(__name__)
 
@@ -298,15 +299,21 @@ def save_state(path: Path, state: dict[str, dict]) -> None:
     write_textfile(path, [json.dumps(state, indent=1, sort_keys=True)])
 
 
-def post_alerts(url: str, alerts: list[dict], timeout_s: float = 10.0) -> None:
-    """POST to ``<url>/api/v2/alerts``; raises ``DeliveryError`` on failure."""
+def post_alerts(
+    url: str, alerts: list[dict], timeout_s: float = 10.0, session: requests.Session | None = None
+) -> None:
+    """POST to ``<url>/api/v2/alerts``; raises ``DeliveryError`` on failure. ``session``: one
+    from ``ingest.http_config.build_session`` (TLS, basic auth or a bearer token)."""
     if not alerts:
         return
     endpoint = url.rstrip("/") + "/api/v2/alerts"
     try:
-        resp = requests.post(endpoint, json=alerts, timeout=timeout_s)
+        resp = (session or requests).post(endpoint, json=alerts, timeout=timeout_s)
     except requests.RequestException as e:
-        raise DeliveryError(f"cannot reach Alertmanager at {endpoint}: {e}") from e
+        raise DeliveryError(str(request_error("Alertmanager", endpoint, e))) from e
+    if resp.status_code in (401, 403):
+        hint = explain_status(resp.status_code, getattr(session, "http_config", None))
+        raise DeliveryError(f"Alertmanager {endpoint} answered {resp.status_code}: {hint}")
     if resp.status_code >= 300:
         raise DeliveryError(
             f"Alertmanager {endpoint} answered {resp.status_code}: {resp.text[:200]}"

@@ -10,18 +10,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from faultlens.app.common import (
     DaskOption,
     DbOption,
     ExitCode,
     JsonOption,
+    Table,
     boundary,
     dask_client,
     db_path,
     emit_json,
     is_tty,
+    terminal_text,
     utc_now,
 )
 
@@ -82,6 +83,22 @@ def ingest(
     since: Annotated[
         str, typer.Option(help="With --prometheus: how far back (30m, 12h, 7d).")
     ] = "7d",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            metavar="FILE",
+            help="faultlens.toml: its database, and its \\[prometheus] url (pulled like "
+            "--prometheus) with the http_config credentials (TLS, basic auth, bearer token).",
+        ),
+    ] = None,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks", help="Follow symlinks in folders that lead out of the folder."
+        ),
+    ] = False,
     json: JsonOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table.")] = False,
 ) -> None:
@@ -96,10 +113,19 @@ def ingest(
 
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
     """
+    http = None
+    if config is not None:
+        from faultlens.app.run import load_config
+
+        cfg = load_config(config, db=db)
+        db, http = cfg.db, cfg.prometheus_http
+        prometheus = prometheus or cfg.prometheus_url
     if prometheus is not None:
         from faultlens.app.cmd_prom import pull_prometheus
 
-        pull_prometheus(prometheus, since=since, db=db, node=node, json=json, quiet=quiet)
+        pull_prometheus(
+            prometheus, since=since, db=db, node=node, json=json, quiet=quiet, http=http
+        )
         if not paths:
             return
     if not paths:
@@ -122,7 +148,8 @@ def ingest(
     with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
         if xid_catalog is not None or store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(xid_catalog))
-        with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
+        n_files = len(expand_paths(paths, follow_symlinks=follow_symlinks)) if show else 0
+        with _file_progress(n_files) as on_file:
             report = ingest_paths(
                 store,
                 paths,
@@ -133,6 +160,7 @@ def ingest(
                 on_file=on_file,
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
+                follow_symlinks=follow_symlinks,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
@@ -142,7 +170,10 @@ def ingest(
         _print_report(report.files)
     for f in report.files:
         if f.status == "failed":
-            err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
+            err.print(
+                f"[red]failed[/red] {terminal_text(f.path)}: {terminal_text(f.error)}",
+                highlight=False,
+            )
     if any(f.status == "failed" for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
 

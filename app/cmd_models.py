@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from faultlens.app.common import (
     DaskOption,
     DbOption,
     JsonOption,
+    Table,
     boundary,
     dask_client,
     db_path,

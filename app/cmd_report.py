@@ -52,9 +52,53 @@ def dashboard(
             "-c",
             metavar="FILE",
             help="faultlens.toml: its \\[ingest] paths are log "
-            "folders too, and its database is used when --db is not given.",
+            "folders too, its database is used when --db is not given, and its \\[dashboard] "
+            "table sets auth, trusted_proxies, proxy_header, operators, secrets_file.",
         ),
     ] = None,
+    auth: Annotated[
+        str | None,
+        typer.Option(
+            "--auth",
+            help="Login: none (loopback only), proxy (a login proxy names the user in a "
+            "header) or oidc (Streamlit's OpenID Connect login) \\[default: none].",
+            show_default=False,
+        ),
+    ] = None,
+    trusted_proxy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trusted-proxy",
+            metavar="ADDR",
+            help="With --auth proxy: address or network the proxy connects from (repeatable) "
+            "\\[default: 127.0.0.1 and ::1].",
+            show_default=False,
+        ),
+    ] = None,
+    proxy_header: Annotated[
+        str | None,
+        typer.Option(
+            "--proxy-header",
+            help="With --auth proxy: the header naming the user \\[default: X-Forwarded-User].",
+            show_default=False,
+        ),
+    ] = None,
+    operator: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--operator",
+            metavar="USER",
+            help="A user who may also see raw log lines (repeatable); without any, everyone "
+            "signed in may.",
+        ),
+    ] = None,
+    insecure_no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-no-auth",
+            help="Serve a network address without any login (warns on every start).",
+        ),
+    ] = False,
 ) -> None:
     """Start the Streamlit dashboard: overview, events, node, jobs, predictions, stragglers,
     recovery what-if and data health, each with time / cluster / node / GPU / job filters.
@@ -65,18 +109,37 @@ def dashboard(
     The Events and Data health pages show the lines around a selected event or quarantined line,
     read from its log file, only for files under --logs folders or the --config \\[ingest] paths.
 
+    On any address but loopback a login is required (exit code 2 otherwise): --auth proxy
+    behind oauth2-proxy / nginx, or --auth oidc (README "Deploying for a team").
+
     Example: faultlens dashboard --db data/faultlens.duckdb --port 8501 --logs /var/log/cluster
     """
+    from faultlens.app.dashboard.auth import AUTH_ENV, check_bind, settings_from
     from faultlens.reports.source_context import ROOTS_ENV, resolve_roots
 
     env = dict(os.environ)
     entries: list[str] = [str(p) for p in logs or []]
+    section: dict = {}
     if config is not None:
-        from faultlens.app.run import load_config
+        from faultlens.app.run import load_config, load_section
 
         cfg = load_config(config, db=db)
         entries += cfg.ingest_paths
         db = cfg.db
+        section = load_section(config, "dashboard")
+    settings = settings_from(
+        section,
+        auth=auth,
+        trusted_proxies=trusted_proxy,
+        proxy_header=proxy_header,
+        operators=operator,
+        insecure=insecure_no_auth,
+    )
+    secrets = _secrets_file(section, config)
+    for warning in check_bind(host, settings, secrets):
+        typer.echo(warning, err=True)
+    env[AUTH_ENV] = settings.to_env()
+    env["FORWARDED_ALLOW_IPS"] = ""  # the peer address stays the TCP peer (proxy mode's check)
     env["FAULTLENS_DB"] = str(db_path(db).resolve())
     env[ROOTS_ENV] = json.dumps([str(r) for r in resolve_roots(entries)])
     if models_dir is not None:
@@ -106,6 +169,8 @@ def dashboard(
         "--runner.postScriptGC",
         "false",
     ]
+    if secrets is not None:
+        cmd += ["--secrets.files", str(secrets)]
     typer.echo(f"faultlens dashboard on http://{host}:{port} (Ctrl-C to stop)", err=True)
     if not entries:
         typer.echo(
@@ -118,6 +183,16 @@ def dashboard(
     except KeyboardInterrupt:
         code = 0
     raise typer.Exit(code)
+
+
+def _secrets_file(section: dict, config: Path | None) -> Path | None:
+    """The Streamlit secrets file of ``--auth oidc``: ``[dashboard] secrets_file`` (relative to
+    the config's folder) or ``.streamlit/secrets.toml`` in the working folder."""
+    if section.get("secrets_file"):
+        base = config.resolve().parent if config is not None else Path.cwd()
+        return (base / str(section["secrets_file"])).resolve()
+    default = Path(".streamlit/secrets.toml")
+    return default.resolve() if default.is_file() else None
 
 
 @boundary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -43,7 +44,7 @@ def run(
         run_once,
     )
 
-    cfg = load_config(config, db=db)
+    cfg = load_config(config, db=db, environ=os.environ)
     now = utc_now()
     outcome = run_once(
         cfg, now=now, as_of=as_of.replace(tzinfo=None) if as_of else None, emit=emit_json

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.app.common import DbOption, ExitCode, JsonOption, Table, boundary, db_path, emit_json
 
 if TYPE_CHECKING:
     from faultlens.models.stragglers import StragglerReport

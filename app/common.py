@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -13,7 +14,9 @@ from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+import rich.table
 import typer
+from rich.markup import escape
 
 from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
 
@@ -161,3 +164,30 @@ def dask_client(dask: str | None, workers: int) -> Iterator[Any]:
     else:
         with Client(dask) as client:
             yield client
+
+
+# ANSI / VT escape sequences (CSI, OSC with its BEL or ST end, two-byte ESC forms), then any other
+# C0 / C1 control character: what a log line could use to rewrite a terminal (move the cursor,
+# set the title, hide text, paste into the clipboard with OSC 52).
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|\x9b[0-?]*[ -/]*[@-~]"
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(value: Any) -> str:
+    """``value`` as inert terminal text: escape sequences and control characters removed,
+    line breaks and tabs as spaces, rich markup (``[link=...]``) escaped."""
+    text = "" if value is None else str(value)
+    text = _CONTROLS.sub("", _ESCAPES.sub("", text)).replace("\n", " ").replace("\t", " ")
+    return escape(text)
+
+
+class Table(rich.table.Table):
+    """``rich.table.Table`` whose string cells go through ``terminal_text``: what the CLI
+    prints from logs (node names, file names, messages) cannot drive the terminal."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        super().add_row(
+            *(terminal_text(r) if isinstance(r, str) else r for r in renderables), **kwargs
+        )

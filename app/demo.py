@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
+from faultlens.app.common import Table
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths

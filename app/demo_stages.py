@@ -10,8 +10,8 @@ from typing import Any
 
 import polars as pl
 from rich.console import Console
-from rich.table import Table
 
+from faultlens.app.common import Table
 from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
 from faultlens.ingest.store import Store
 

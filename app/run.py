@@ -23,7 +23,7 @@ import logging
 import os
 import time
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from faultlens.app import alerts as am
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError, LockedError, ModelError
+from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_config
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
 from faultlens.models.actions import ACTION_RANK, RiskAction
@@ -67,6 +68,11 @@ class RunConfig:
     quiet_sources: list[str] | None = None
     dashboard_url: str = "http://127.0.0.1:8501"  # alerts link to the node's page (generatorURL)
     runbook_url: str = am.XID_RUNBOOK_URL
+    prometheus_url: str | None = None
+    prometheus_http: HttpConfig = field(default_factory=HttpConfig)
+    alertmanager_http: HttpConfig = field(default_factory=HttpConfig)
+    # where *_env secrets are looked up (the CLI passes os.environ); never printed
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def lock_file(self) -> Path:
@@ -77,8 +83,11 @@ class RunConfig:
         return self.state_file or self.db.with_name(self.db.name + ".alerts.json")
 
 
-def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
-    """Read ``faultlens.toml``; relative paths are relative to the file's folder."""
+def load_config(
+    path: Path, *, db: Path | None = None, environ: Mapping[str, str] | None = None
+) -> RunConfig:
+    """Read ``faultlens.toml``; relative paths are relative to the file's folder. ``environ``:
+    where ``http_config`` secrets given as ``*_env`` are read from."""
     try:
         doc = tomllib.loads(Path(path).read_text())
     except (OSError, tomllib.TOMLDecodeError) as e:
@@ -112,6 +121,14 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
             quiet_sources=top.get("quiet_sources"),
             dashboard_url=str(doc.get("dashboard", {}).get("url", "http://127.0.0.1:8501")),
             runbook_url=str(amc.get("runbook_url", am.XID_RUNBOOK_URL)),
+            prometheus_url=prom.get("url") or None,
+            prometheus_http=parse_http_config(
+                prom.get("http_config"), base=base, where="prometheus.http_config"
+            ),
+            alertmanager_http=parse_http_config(
+                amc.get("http_config"), base=base, where="alertmanager.http_config"
+            ),
+            environ=dict(environ or {}),
         )
     except (TypeError, ValueError) as e:
         raise ConfigError(f"invalid value in {path}: {e}") from e
@@ -124,6 +141,18 @@ def load_config(path: Path, *, db: Path | None = None) -> RunConfig:
     if cfg.refresh_h >= cfg.ttl_h:
         raise ConfigError(f"{path}: alertmanager.refresh_h must be below ttl_h")
     return cfg
+
+
+def load_section(path: Path, name: str) -> dict[str, Any]:
+    """One table of ``faultlens.toml`` (``{}`` when it has none), e.g. ``[dashboard]``."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read config {path}: {e}") from e
+    section = doc.get(name, {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    return section
 
 
 @contextmanager
@@ -318,7 +347,10 @@ def _alertmanager(
         refresh_before=timedelta(hours=cfg.refresh_h),
     )
     try:
-        am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s)
+        session = build_session(
+            cfg.alertmanager_http, environ=cfg.environ, where="alertmanager.http_config"
+        )
+        am.post_alerts(cfg.alertmanager_url, plan.payload, cfg.timeout_s, session=session)
     except am.DeliveryError as e:
         log.warning("%s", e)
         return am.Plan(unchanged=len(current)), str(e)

@@ -14,6 +14,7 @@ The three steps are separate so that parsing can run in a process pool or on a D
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shutil
 import tempfile
@@ -103,8 +104,11 @@ class ParsedFile:
     scratch: str
 
 
-def expand_paths(paths: Iterable[str]) -> list[str]:
-    """Files, folders (recursively) and glob patterns -> sorted unique file paths."""
+def expand_paths(paths: Iterable[str], *, follow_symlinks: bool = False) -> list[str]:
+    """Files, folders (recursively) and glob patterns -> sorted unique file paths.
+
+    Inside a folder, a symlink that leads out of it (to ``/etc/shadow``, another user's home) is
+    not followed, with a warning, unless ``follow_symlinks``; files named themselves are read."""
     out: list[str] = []
     for p in paths:
         matches = glob(p, recursive=True) if any(c in p for c in "*?[") else [p]
@@ -113,7 +117,7 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
         for m in matches:
             mp = Path(m)
             if mp.is_dir():
-                out.extend(str(f) for f in sorted(mp.rglob("*")) if f.is_file())
+                out.extend(_folder_files(mp, follow_symlinks))
             else:
                 out.append(str(mp))
     seen: set[str] = set()
@@ -124,6 +128,23 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
             seen.add(key)
             unique.append(p)
     return unique
+
+
+def _folder_files(folder: Path, follow_symlinks: bool) -> list[str]:
+    root = folder.resolve()
+    found: list[Path] = []
+    for dirpath, _dirs, names in os.walk(folder, followlinks=follow_symlinks):
+        for name in names:
+            f = Path(dirpath) / name
+            if not f.is_file():
+                continue
+            if not follow_symlinks and not f.resolve().is_relative_to(root):
+                log.warning(
+                    "not reading %s: a symlink out of %s (--follow-symlinks to read it)", f, folder
+                )
+                continue
+            found.append(f)
+    return [str(f) for f in sorted(found)]
 
 
 def infer_node(path: str) -> str | None:
@@ -220,9 +241,15 @@ def _same_content(path: str, head: Any, rec: dict[str, Any]) -> bool:
     return tail_fingerprint(path, rec["bytes"]) == rec["tail_fingerprint"]
 
 
+SNIFF_LINE_CHARS = 2048
+
+
 def sniff_format(task: FileTask) -> str:
     head = read_head_text(task.path, task.gzipped)
-    name, score = registry.sniff(head.splitlines()[:400], task.path)
+    # a line's start is enough to recognize it; a hostile 64 KiB line would keep the sniffers'
+    # regular expressions busy for minutes
+    lines = [line[:SNIFF_LINE_CHARS] for line in head.splitlines()[:400]]
+    name, score = registry.sniff(lines, task.path)
     if name is None or score <= 0:
         raise InputError(
             f"{task.path}: no parser recognizes this format "
@@ -536,12 +563,14 @@ def ingest_paths(
     on_file: Callable[[FileReport], None] | None = None,
     executor: Any = None,
     scratch: str | None = None,
+    follow_symlinks: bool = False,
 ) -> IngestReport:
     """Ingest files, folders and globs. ``executor``: any ``concurrent.futures``-style executor
-    (a process pool or a Dask client) to parse in parallel; loading stays in this process."""
+    (a process pool or a Dask client) to parse in parallel; loading stays in this process.
+    ``follow_symlinks``: see ``expand_paths``."""
     reports: list[FileReport] = []
     tasks: list[FileTask] = []
-    for path in expand_paths(paths):
+    for path in expand_paths(paths, follow_symlinks=follow_symlinks):
         planned = plan(store, path, fmt=fmt, base_ctx=base_ctx)
         if isinstance(planned, FileReport):
             reports.append(planned)

@@ -375,10 +375,15 @@ def parse_duration(text: str) -> timedelta:
 def _get(session: Any, url: str, params: dict[str, Any], timeout_s: float) -> Any:
     import requests
 
+    from faultlens.ingest.http_config import explain_status, request_error
+
     try:
         resp = session.get(url, params=params, timeout=timeout_s)
     except requests.RequestException as e:
-        raise InputError(f"cannot reach Prometheus at {url}: {e}") from e
+        raise request_error("Prometheus", url, e) from e
+    if resp.status_code in (401, 403):
+        hint = explain_status(resp.status_code, getattr(session, "http_config", None))
+        raise InputError(f"Prometheus {url}: HTTP {resp.status_code}, {hint}")
     try:
         doc = resp.json()
     except ValueError:

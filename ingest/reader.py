@@ -49,6 +49,13 @@ from faultlens.ingest.errors import InputError
 CHUNK_BYTES = 16 * 1024 * 1024  # bytes read per block (measured: 16 MiB splits cheapest)
 HEAD_BYTES = 4096  # bytes hashed into a file's fingerprint
 MAX_LINE_BYTES = 1024 * 1024  # longer lines are quarantined, not parsed
+# A "line" this long is no log line (a gzip bomb of zeros, a disk image): the file fails with
+# an error instead of the reader buffering it whole.
+HARD_LINE_BYTES = 64 * 1024 * 1024
+# A gzip stream decompressing to more than this ratio of its compressed size (once past
+# GZIP_CHECK_BYTES) is refused as a gzip bomb; real logs compress 5-50x.
+MAX_GZIP_RATIO = 200
+GZIP_CHECK_BYTES = 64 * 1024 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
 PREFETCH = 2  # chunks read ahead by the background thread
 BATCH_CANDIDATES = 40_000  # candidate lines gathered (over blocks) before a chunk is handed out
@@ -130,7 +137,31 @@ def _open_stream(path: str | Path, gzipped: bool) -> BinaryIO:
         raw = Path(path).open("rb")
     except OSError as e:
         raise InputError(f"cannot read {path}: {e.strerror or e}") from e
-    return gzip.GzipFile(fileobj=raw, mode="rb") if gzipped else raw  # type: ignore[return-value]
+    return _GuardedGzip(path, raw) if gzipped else raw  # type: ignore[return-value]
+
+
+class _GuardedGzip(gzip.GzipFile):
+    """A gzip reader that refuses a gzip bomb: past ``GZIP_CHECK_BYTES`` of output, more than
+    ``MAX_GZIP_RATIO`` decompressed bytes per compressed byte read is an ``InputError``."""
+
+    def __init__(self, path: str | Path, raw: BinaryIO) -> None:
+        super().__init__(fileobj=raw, mode="rb")
+        self._path, self._raw, self._out = path, raw, 0
+
+    def _count(self, data: bytes) -> bytes:
+        self._out += len(data)
+        if self._out > GZIP_CHECK_BYTES and self._out > MAX_GZIP_RATIO * max(self._raw.tell(), 1):
+            raise InputError(
+                f"{self._path}: gzip stream expands more than {MAX_GZIP_RATIO}x "
+                f"({self._out:,} bytes from {self._raw.tell():,}): refused as a gzip bomb"
+            )
+        return data
+
+    def read(self, size: int | None = -1) -> bytes:
+        return self._count(super().read(size))
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._count(super().read1(size))
 
 
 def open_lines(path: str | Path, gzipped: bool) -> BinaryIO:
@@ -290,6 +321,7 @@ def _blocks(f: BinaryIO, seekable: bool, chunk_bytes: int) -> Iterator[tuple[byt
         pending = b""
         cut = buf.rfind(b"\n") + 1
         if cut == 0:
+            check_line_bytes(len(buf))
             pending = buf  # a line longer than a chunk: read on
             continue
         if cut < len(buf):
@@ -298,6 +330,15 @@ def _blocks(f: BinaryIO, seekable: bool, chunk_bytes: int) -> Iterator[tuple[byt
             else:
                 pending = buf[cut:]
         yield buf, cut
+
+
+def check_line_bytes(n: int) -> None:
+    """``InputError`` once a line without ``\\n`` has grown past ``HARD_LINE_BYTES``."""
+    if n > HARD_LINE_BYTES:
+        raise InputError(
+            f"a line runs on for more than {HARD_LINE_BYTES >> 20} MiB without a newline: "
+            "not a text log (binary data or a gzip bomb); file not ingested"
+        )
 
 
 @contextmanager

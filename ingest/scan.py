@@ -190,6 +190,7 @@ def _fill(f: Any, block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:
             return
         cut = buf.rfind(b"\n", 0, size) + 1
         if cut == 0:  # a line longer than the buffer: grow it and read on
+            reader.check_line_bytes(size)
             view.release()
             buf.extend(bytes(len(buf)))
             view, kept = memoryview(buf), size

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import auth, ui
 
-st.set_page_config(page_title="faultlens", page_icon=":material/monitor_heart:", layout="wide")
+st.set_page_config(page_title="faultlens", page_icon=ui.favicon(), layout="wide")
+auth.gate()  # before any page or navigation: an unauthenticated visitor gets neither
 
 PAGES = [
     st.Page(

@@ -34,6 +34,19 @@ def chart(where: Any, fig: Any, key: str) -> None:
     where.plotly_chart(fig, key=key, config=CHART, theme=None)
 
 
+@st.cache_resource(show_spinner=False)
+def favicon() -> Any:
+    """The page icon, drawn here and served by the dashboard itself: nothing is fetched from
+    outside the machine (an emoji or material icon would be)."""
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGBA", (64, 64), (0, 0, 0, 0))
+    draw = ImageDraw.Draw(img)
+    draw.rounded_rectangle((2, 2, 62, 62), radius=12, fill=(31, 119, 180, 255))
+    draw.line([(8, 36), (22, 36), (28, 16), (36, 50), (42, 30), (56, 30)], fill="white", width=5)
+    return img
+
+
 def db_path() -> Path:
     return default_db_path()
 
@@ -83,8 +96,14 @@ def log_roots() -> tuple[Path, ...]:
 
 
 def source_context(file: str | None, line: int | None) -> None:
-    """The lines around ``file:line`` from the log on disk (configured folders only), as text."""
+    """The lines around ``file:line`` from the log on disk (configured folders only), as text;
+    operators only when roles are configured (``dashboard.auth``)."""
+    from faultlens.app.dashboard.auth import current_viewer
+
     st.markdown("**Source context**")
+    if not current_viewer().operator:
+        st.info("Raw log lines are shown to operators only.")
+        return
     st.code(f"{file}:{line}", language=None, wrap_lines=True)
     ctx = read_context(file, line, log_roots())
     if not ctx.ok:
