@@ -27,6 +27,7 @@ from faultlens.app.common import (
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import FileReport, expand_paths, ingest_paths
 from faultlens.ingest.store import Store
 
@@ -82,6 +83,21 @@ def ingest(
     since: Annotated[
         str, typer.Option(help="With --prometheus: how far back (30m, 12h, 7d).")
     ] = "7d",
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="Dataset of these files (a public trace); [default: the site's own]."),
+    ] = None,
+    epoch: Annotated[
+        datetime | None,
+        typer.Option(help="Time zero (UTC) of records whose times are offsets (s, h or d)."),
+    ] = None,
+    map_: Annotated[
+        str | None,
+        typer.Option(
+            "--map",
+            help="Incident columns by role: node=server,start=opened,levels=A;B,time_unit=h.",
+        ),
+    ] = None,
     json: JsonOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table.")] = False,
 ) -> None:
@@ -90,6 +106,10 @@ def ingest(
     Every line is parsed, counted as noise, or quarantined with a reason. A file that cannot be
     read is reported as failed and the others are still ingested (exit code 3). Re-ingesting a
     file changes nothing; a log that has grown is read from where the last run stopped.
+
+    Incident records (tickets, repair logs, public failure data: CSV, JSON, JSON lines) go to
+    --dataset NAME when they are not the site's own; --epoch places offset times, --map names
+    columns the reader does not know.
 
     With --prometheus URL, DCGM series are pulled from that server's HTTP API (query_range in
     time windows, resumable; a second pull only fetches what is new).
@@ -111,6 +131,7 @@ def ingest(
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
         delimiter=delimiter,
+        options=_incident_options(dataset, epoch, map_),
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
@@ -139,6 +160,22 @@ def ingest(
             err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
     if any(f.status == "failed" for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
+
+
+def _incident_options(
+    dataset: str | None, epoch: datetime | None, mapping: str | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if dataset:
+        options["dataset"] = dataset.strip()
+    if epoch is not None:
+        options["epoch"] = epoch.replace(tzinfo=None)
+    if mapping:
+        pairs = [p.split("=", 1) for p in mapping.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ConfigError(f"--map wants ROLE=COLUMN[,ROLE=COLUMN...], got {mapping!r}")
+        options["map"] = {k.strip(): v.strip() for k, v in pairs}
+    return options
 
 
 @contextmanager
