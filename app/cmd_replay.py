@@ -12,9 +12,12 @@ from rich.console import Console
 
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
 from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.schema import SITE_DATASET
 from faultlens.ingest.store import Store
 from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
 from faultlens.replay.score import replay as run_replay
+from faultlens.replay.score import sweep_best
+from faultlens.replay.traces import fleet_note, override_fleet
 
 err = Console(stderr=True)
 
@@ -63,6 +66,17 @@ def replay_cmd(
     trace: Annotated[
         Path | None, typer.Option(help="Replay a synthetic ground-truth JSON instead of the db.")
     ] = None,
+    dataset: Annotated[
+        str, typer.Option(help="Dataset to replay (ingest --dataset NAME).")
+    ] = SITE_DATASET,
+    fleet_gpus: Annotated[
+        int | None,
+        typer.Option("--fleet-gpus", help="GPUs of the fleet [default: the fleet model's].", min=1),
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", help="GPUs per node [default: the fleet model's].", min=1),
+    ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the ETTR CI.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the resampling.")] = 0,
     json: JsonOption = False,
@@ -91,9 +105,21 @@ def replay_cmd(
     )
     if trace is not None:
         tr = from_ground_truth(trace)
+        if fleet_gpus or gpus_per_node:
+            tr = override_fleet(tr, fleet_gpus, gpus_per_node)
     else:
         with Store(db_path(db), read_only=True) as store:
-            tr = from_db(store, since, until, alert_threshold=job.alert_threshold)
+            tr = from_db(
+                store,
+                since.replace(tzinfo=None) if since else None,
+                until.replace(tzinfo=None) if until else None,
+                dataset=dataset,
+                fleet_gpus=fleet_gpus,
+                gpus_per_node=gpus_per_node,
+                alert_threshold=job.alert_threshold,
+            )
+    note = fleet_note(tr)
+    typer.echo(f"faultlens: {note}", err=True)
     if tr.n_events == 0:
         typer.echo(
             "faultlens: no interruptions to replay in this window: run `faultlens ingest` "
@@ -109,11 +135,16 @@ def replay_cmd(
         emit_json(
             {
                 "strategies": [s.to_json() for s in scores],
+                "best": sweep_best(scores),
                 "trace": {
                     "source": tr.source,
                     "interruptions": tr.n_events,
                     "window_h": round(tr.span_h, 3),
                     "fleet_nodes": tr.fleet_nodes,
+                    "fleet_gpus": tr.fleet_nodes * tr.gpus_per_node,
+                    "gpus_per_node": tr.gpus_per_node,
+                    "fleet_source": tr.fleet_source,
+                    "fleet_note": note,
                 },
             }
         )
