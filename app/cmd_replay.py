@@ -61,6 +61,17 @@ def replay_cmd(
     ] = None,
     repair_h: Annotated[float | None, typer.Option(help="Repair time of a failed node.")] = None,
     spares: Annotated[int | None, typer.Option(help="Hot spares [default: 4 per 1,024].")] = None,
+    replacement: Annotated[
+        str,
+        typer.Option(
+            help="instant: a healthy node at once; pool: failed nodes go to repair (their own "
+            "repair time, else --repair-h) and the job waits when the pool is empty."
+        ),
+    ] = "instant",
+    pool_nodes: Annotated[
+        int | None,
+        typer.Option(help="Idle nodes in the pool [default: the fleet beyond the job].", min=0),
+    ] = None,
     since: Annotated[datetime | None, typer.Option(help="Start of the window (UTC).")] = None,
     until: Annotated[datetime | None, typer.Option(help="End of the window (UTC).")] = None,
     trace: Annotated[
@@ -87,8 +98,11 @@ def replay_cmd(
     (checkpoint save, restore, lost progress, restart, waiting for a node, reduced throughput),
     restarts and the dollars lost. For checkpoint and young-daly the downtime of an interruption
     is the restart overhead alone (the scheduler hands the job a healthy node), as in Meta's ETTR
-    model; hot-spares and elastic also use --repair-h. Exit code 5 when there are no
-    interruptions to replay.
+    model (--replacement instant, the default); with --replacement pool every strategy draws
+    replacement nodes from a pool (idle fleet nodes, plus the hot spares) and failed nodes come
+    back after their own repair time (from incident records) or --repair-h. The fleet comes from
+    the fleet model (--fleet-gpus / --gpus-per-node override it); stderr and the JSON's trace
+    say which fleet was used. Exit code 5 when there are no interruptions to replay.
 
     Example: faultlens replay --strategy checkpoint,hot-spares+in-memory --json
     """
@@ -99,6 +113,8 @@ def replay_cmd(
         "restart_s": restart_s,
         "repair_h": repair_h,
         "spares": spares,
+        "replacement": replacement,
+        "pool_nodes": pool_nodes,
     }
     job = JobSpec(checkpoint_async=checkpoint_async).with_(
         **{k: v for k, v in changes.items() if v is not None}

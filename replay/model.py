@@ -139,6 +139,12 @@ class JobSpec:
     restore_s: float = 120.0  # [assumed] reading the checkpoint back from storage
     restart_s: float = 600.0  # requeue + init + NCCL setup: Meta u0 5-20 min (A2) [S]
     repair_h: float = 2.2  # node recovery time in the Delta spare analysis (A4) [S]
+    # one replacement model for every strategy: "instant" (the scheduler hands a healthy node at
+    # once, Meta's ETTR model) or "pool" (a failed node goes to repair for its own repair time,
+    # or repair_h; the job takes a node from the pool - idle fleet nodes plus any hot spares -
+    # and waits for a repaired one when it is empty)
+    replacement: str = "instant"
+    pool_nodes: int | None = None  # idle fleet nodes in the pool; None: the fleet beyond the job
     usd_per_gpu_h: float = 2.5  # [assumed] H100 rental price
     # in-memory checkpointing (Gemini, B2): frequent cheap snapshots to peer CPU memory
     mem_interval_s: float = 60.0  # [assumed]; ByteRobust snapshots every step (A3)

@@ -119,8 +119,17 @@ def _params(s: Strategy, trace: Trace, job: JobSpec) -> dict[str, Any]:
     }
     if s.ckpt == "in-memory":
         p |= {"mem_interval_s": job.mem_interval_s, "mem_restore_s": job.mem_restore_s}
-    if s.node in ("spares", "elastic"):
-        p["repair_h"] = job.repair_h
+    p["replacement"] = job.replacement
+    if job.replacement == "pool" or s.node == "elastic":
+        known = trace.repair_h is not None and bool(np.isfinite(trace.repair_h).any())
+        p["repair_h"] = (
+            round(float(np.mean(trace.repairs(job.repair_h))), 3) if known else job.repair_h
+        )
+        p["repair_source"] = "trace" if known else "repair_h"
+    if job.replacement == "pool":
+        p["pool_nodes"] = int(job.pool_nodes or 0) + (
+            job.n_spares(trace) if s.node == "spares" else 0
+        )
     if s.node == "spares":
         p |= {"spares": job.n_spares(trace), "spare_swap_s": job.spare_swap_s}
     if s.node == "elastic":
@@ -146,6 +155,8 @@ def replay(
     """Score each strategy (for each swept value) on the trace, with bootstrap ETTR intervals."""
     job = job or JobSpec()
     trace = trace.in_window()  # events outside the window are not replayed (nor resampled)
+    if job.pool_nodes is None:  # the scheduler's pool: the fleet's nodes beyond the job's
+        job = job.with_(pool_nodes=max(0, trace.fleet_nodes - job.n_nodes(trace)))
     strats = [s if isinstance(s, Strategy) else resolve(s) for s in strategies]
     param, values = (
         (parse_param(sweep[0]), [float(v) for v in sweep[1]]) if sweep else (None, [None])

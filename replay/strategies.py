@@ -12,6 +12,7 @@ sets one axis; a combination ``a+b`` sets several (``hot-spares+in-memory``).
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -21,6 +22,7 @@ from faultlens.replay.engine import DURABLE, FINE, KEEP, NEVER_H, STEP, Plan
 from faultlens.replay.model import JobSpec, Trace, daly_interval
 
 H = 1.0 / 3600.0  # hours per second
+REPLACEMENTS = ("instant", "pool")
 
 DEFAULTS = {"interval": "fixed", "ckpt": "storage", "node": "scheduler", "warning": "none"}
 
@@ -100,7 +102,32 @@ def fifo_wait(t_out: np.ndarray, spares: int, repair_h: float) -> np.ndarray:
     return wait
 
 
+def pool_wait(t_out: np.ndarray, pool: int, repair_h: np.ndarray) -> np.ndarray:
+    """Wait for a node from a pool of ``pool`` healthy nodes, each failed node returning after
+    its own repair time (the earliest return is taken first). Equals ``fifo_wait`` when every
+    repair takes as long."""
+    wait = np.zeros(len(t_out))
+    if len(t_out) <= pool:
+        return wait
+    if np.ptp(repair_h) == 0:
+        return fifo_wait(t_out, pool, float(repair_h[0]))
+    free, back = pool, []
+    for i, (t, r) in enumerate(zip(t_out.tolist(), repair_h.tolist(), strict=True)):
+        while back and back[0] <= t:
+            heapq.heappop(back)
+            free += 1
+        if free > 0:
+            free -= 1
+        else:
+            wait[i] = heapq.heappop(back) - t
+        heapq.heappush(back, t + r)
+    return wait
+
+
 def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
+    if job.replacement not in REPLACEMENTS:
+        raise ConfigError(f"--replacement is one of {', '.join(REPLACEMENTS)}")
+    instant = job.replacement == "instant"
     n = trace.n_events
     t = trace.t_h.astype(float)
     hw = trace.hardware.astype(bool)
@@ -140,13 +167,17 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
         persist_h=persist_h,
         step_h=job.step_time_s * H,
         n_nodes=n_nodes,
-        repair_h=job.repair_h,
+        repair_h=0.0 if instant else job.repair_h,
         needs_node=needs_node.copy(),
+        instant=instant,
     )
+    repairs = trace.repairs(job.repair_h)[needs_node]
+    idle = int(job.pool_nodes or 0)
     if s.node == "spares":
         k = job.n_spares(trace)
         out_t = t[needs_node]
-        parts[needs_node, 1] = fifo_wait(out_t, k, job.repair_h)
+        if not instant:
+            parts[needs_node, 1] = pool_wait(out_t, k + idle, repairs)
         parts[needs_node, 2] = job.spare_swap_s * H
         plan.spare_nodes, plan.spare_out_t = k, out_t
     elif s.node == "elastic":
@@ -154,6 +185,9 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
         parts[needs_node, 3] = 0.0
         mode[needs_node] = STEP
         plan.out_t = t[needs_node]
+        plan.out_r = np.zeros(len(repairs)) if instant else repairs
+    elif not instant:  # the scheduler's pool: the idle fleet nodes
+        parts[needs_node, 1] = pool_wait(t[needs_node], idle, repairs)
     if drained.any():
         parts[drained, 0] = block_h
         mode[drained] = KEEP
@@ -168,7 +202,7 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
         extra_mode.append(np.full(len(fa), KEEP, dtype=np.int8))
         extra_counts.append(np.ones(len(fa), dtype=bool))
     if s.node == "elastic" and plan.out_t is not None:
-        back = plan.out_t + job.repair_h
+        back = np.sort(plan.out_t + plan.out_r)
         back = back[back < trace.span_h]
         extra_t.append(back)
         extra_parts.append(np.tile([0.0, 0.0, job.reconfig_s * H, 0.0], (len(back), 1)))

@@ -4,6 +4,7 @@ through resampling, GPUs per node from the trace."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from faultlens.replay.generate import block_bootstrap, fit_to_job
 from faultlens.replay.model import JobSpec, Trace
@@ -51,3 +52,38 @@ def test_a_one_gpu_per_node_fleet_is_not_thinned_by_eight() -> None:
     assert job.n_gpus(tr) == 4
     assert fitted.n_events == tr.n_events
     assert fitted.gpus_per_node == 1
+
+
+def test_pool_wait_with_each_nodes_own_repair() -> None:
+    from faultlens.replay.strategies import fifo_wait, pool_wait
+
+    t_out = np.array([0.0, 1.0, 2.0, 3.0])
+    repairs = np.array([10.0, 1.5, 5.0, 1.0])
+    # pool of 1: event 0 takes it; event 1 waits for the first return (node 0 back at 10); node
+    # 1 is back at 2.5, so event 2 waits 0.5; node 2 back at 7, node 3 (at 3) waits for node 2 ...
+    # returns pending at each event: {10} -> {10, 2.5} -> after 2.5 {10, 7} -> {10, 4}
+    got = pool_wait(t_out, 1, repairs)
+    assert got.tolist() == pytest.approx([0.0, 9.0, 0.5, 4.0])
+    same = np.full(4, 2.0)
+    assert pool_wait(t_out, 1, same).tolist() == fifo_wait(t_out, 1, 2.0).tolist()
+
+
+def test_one_replacement_model_for_every_strategy() -> None:
+    tr = _trace([5.0, 30.0, 60.0, 90.0], [20.0, 20.0, 20.0, 20.0])
+    job = JobSpec(gpus=32, restart_s=600, spares=1)
+    instant = {s.name: s for s in replay(tr, ["checkpoint", "hot-spares"], job, resamples=3)}
+    assert instant["checkpoint"].badput_gpu_h["wait_node"] == 0
+    assert instant["hot-spares"].badput_gpu_h["wait_node"] == 0
+    pool = {
+        s.name: s
+        for s in replay(
+            tr, ["checkpoint", "hot-spares"], job.with_(replacement="pool"), resamples=3
+        )
+    }
+    # the whole fleet runs the job: no idle node, so checkpointing waits for each repair (the
+    # last one is cut by the end of the window)
+    waited_h = 3 * 20.0 + (SPAN_H - 90.0)
+    assert pool["checkpoint"].badput_gpu_h["wait_node"] == pytest.approx(waited_h * 32)
+    assert pool["hot-spares"].ettr > pool["checkpoint"].ettr  # the spare covers the repairs
+    assert pool["hot-spares"].params["pool_nodes"] == 1
+    assert pool["checkpoint"].params["repair_source"] == "trace"
