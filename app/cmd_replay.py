@@ -11,10 +11,11 @@ import typer
 from rich.console import Console
 
 from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.app.replay_view import replay_table
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.schema import SITE_DATASET
 from faultlens.ingest.store import Store
-from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
+from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank
 from faultlens.replay.score import replay as run_replay
 from faultlens.replay.score import sweep_best
 from faultlens.replay.traces import fleet_note, override_fleet

@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Plan
+from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Part, Plan
 from faultlens.replay.model import Badput, JobSpec, Trace
 from faultlens.replay.strategies import H, Strategy
 
@@ -64,7 +64,7 @@ class _Sim:
         parts = self.plan.parts[e].copy()
         if self.plan.needs_node is not None and self.plan.needs_node[e]:
             if self.node_mode == "spares" and not self.plan.instant:
-                parts[1] = self._take_spare()
+                parts[Part.WAIT] = self._take_spare()
             if self.node_mode == "elastic":
                 self._set_out(+1)
             if self.node_mode == "elastic" or (

@@ -21,18 +21,30 @@ The model (the SimPy baseline in ``replay.des`` simulates exactly this, event by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
 from faultlens.replay.model import Badput
 
 KEEP, FINE, DURABLE, STEP = 0, 1, 2, 3
+
+
+class Part(IntEnum):
+    """The columns of ``Plan.parts``: the consecutive parts of a down plan."""
+
+    SAVE = 0
+    WAIT = 1
+    RESTART = 2
+    RESTORE = 3
+
+
 PARTS: tuple[Badput, ...] = (
     Badput.CHECKPOINT_SAVE,
     Badput.WAIT_NODE,
     Badput.RESTART,
     Badput.RESTORE,
-)
+)  # the bucket of each Part
 NEVER_H = 1e15  # an interval that never elapses (no checkpoints)
 
 
@@ -41,7 +53,7 @@ class Plan:
     """What one strategy makes of one trace: the events the job sees and how it checkpoints."""
 
     t: np.ndarray  # event times, hours, sorted
-    parts: np.ndarray  # (n, 4) hours of [save, wait, restart, restore]
+    parts: np.ndarray  # (n, 4) hours of each ``Part``: save, wait, restart, restore
     mode: np.ndarray  # rollback of the run that this event ends (KEEP/FINE/DURABLE/STEP)
     counts: np.ndarray  # bool: the event is an interruption (not an elastic scale-back)
     tau_h: float

@@ -87,3 +87,31 @@ def test_one_replacement_model_for_every_strategy() -> None:
     assert pool["hot-spares"].ettr > pool["checkpoint"].ettr  # the spare covers the repairs
     assert pool["hot-spares"].params["pool_nodes"] == 1
     assert pool["checkpoint"].params["repair_source"] == "trace"
+
+
+def test_importing_replay_pulls_in_no_ui_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, faultlens.replay\n"
+        "ui = [m for m in sys.modules if m.split('.')[0] in ('rich', 'streamlit', 'plotly')]\n"
+        "print(','.join(ui))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_a_strategy_is_one_registry_entry(monkeypatch) -> None:
+    from faultlens.replay import strategies as st
+
+    monkeypatch.setitem(
+        st.STRATEGIES,
+        "spare-drain",
+        st.Strategy("spare-drain", node=st.NodeMode.SPARES, warning=st.OnWarning.DRAIN),
+    )
+    s = st.resolve("spare-drain+in-memory")
+    assert (s.node, s.warning, s.ckpt) == ("spares", "drain", "in-memory")
+    tr = _trace([5.0, 30.0])
+    (score,) = replay(tr, [s], JobSpec(gpus=32), resamples=2)
+    assert score.name == "spare-drain+in-memory" and score.restarts == 2
