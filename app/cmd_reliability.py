@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json as json_mod
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -15,6 +17,7 @@ from faultlens.ingest.schema import SITE_DATASET
 from faultlens.ingest.store import Store
 from faultlens.models.fleet import data_window
 from faultlens.models.reliability import Reliability, reliability
+from faultlens.models.reliability import fit_profile as make_profile
 
 err = Console(stderr=True)
 
@@ -35,6 +38,12 @@ def reliability_cmd(
     since: Annotated[datetime | None, typer.Option(help="Start of the window (UTC).")] = None,
     until: Annotated[datetime | None, typer.Option(help="End of the window (UTC).")] = None,
     top: Annotated[int, typer.Option(help="Categories in the table (not --json).", min=1)] = 12,
+    fit_profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--fit-profile", help="Also write a synth failure profile (JSON) fitted on this data."
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Reliability of a dataset's fleet: failures per 1000 node-days, MTBF and MTTR by category
@@ -44,7 +53,9 @@ def reliability_cmd(
     are known. A failure is a hardware failure episode in the logs or an incident record that is
     neither a warning nor planned maintenance; node-days come from the fleet model, which says
     where it came from (and when it is only the failing nodes). The window defaults to the
-    dataset's own span. Exit code 5 when the dataset has no failures.
+    dataset's own span. --fit-profile FILE writes the rate, Weibull shape, repair distribution
+    and lemon share as a profile that `faultlens synth --profile FILE` reads. Exit code 5 when
+    the dataset has no failures.
 
     Example: faultlens reliability --dataset lanl --json
     """
@@ -62,6 +73,10 @@ def reliability_cmd(
         if hi <= lo:
             raise ConfigError("--until must be after --since")
         rel = reliability(store, dataset, (lo, hi))
+    if fit_profile is not None and rel.failures.height:
+        fit_profile.parent.mkdir(parents=True, exist_ok=True)
+        fit_profile.write_text(json_mod.dumps(make_profile(rel), indent=2) + "\n")
+        err.print(f"wrote failure profile {fit_profile}", highlight=False)
     if rel.fleet.thin:
         err.print(f"note: {rel.fleet.note}", highlight=False)
     if json:

@@ -323,3 +323,34 @@ def km_curves(store: Store, dataset: str) -> pl.DataFrame:
         if parts
         else pl.DataFrame(schema={"time_h": pl.Float64, "survival": pl.Float64, "batch": pl.String})
     )
+
+
+def fit_profile(rel: Reliability) -> dict[str, Any]:
+    """A ``synth --profile`` document from a dataset's statistics: the rate, the per-node Weibull
+    shape, a log-normal repair (median, and sigma from the p90: ln(p90 / median) / 1.2816) and
+    the lemon concentration, with where they were fitted."""
+    doc = rel.to_json()
+    rep = doc["repair_h"]
+    median = rep["median"] if rep["median"] else 12.0
+    sigma = 0.6
+    if rep["median"] and rep["p90"] and rep["p90"] > rep["median"] > 0:
+        sigma = math.log(rep["p90"] / rep["median"]) / 1.2816
+    shape = doc["weibull"]["shape"] or 1.0
+    share = doc["lemon_share"] if doc["lemon_share"] is not None else LEMON_FRACTION
+    return {
+        "failures_per_1000_node_days": doc["failures_per_1000_node_days"] or 0.0,
+        "weibull_shape": round(float(shape), 4),
+        "repair_median_h": round(float(median), 4),
+        "repair_sigma": round(float(sigma), 4),
+        "lemon_fraction": LEMON_FRACTION,
+        "lemon_share": round(float(min(max(share, LEMON_FRACTION + 1e-6), 0.99)), 4),
+        "source": {
+            "dataset": rel.dataset,
+            "window": doc["window"],
+            "failures": doc["incidents"],
+            "node_days": doc["node_days"],
+            "fleet": doc["fleet"]["note"],
+            "weibull_shape_ci": doc["weibull"]["shape_ci"],
+            "repairs_known": rep["n"],
+        },
+    }

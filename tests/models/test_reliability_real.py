@@ -94,3 +94,21 @@ def test_titan_gpu_years_and_the_old_batch(titan_db) -> None:
     assert rel["fleet"]["gpus_per_node"] == 1  # one K20X per node
     cats = {r["category"] for r in rel["by_category"]}
     assert cats == {"gpu_memory", "gpu"}  # DBE and off the bus
+
+
+def test_a_profile_fitted_on_lanl_is_what_synth_reads(lanl_db, tmp_path) -> None:
+    from faultlens.synth.profile import load_profile
+
+    db, _ = lanl_db
+    path = tmp_path / "lanl-profile.json"
+    code, rel = _cli(
+        "reliability", "--dataset", "lanl", "--db", str(db), "--fit-profile", str(path), "--json"
+    )
+    assert code == 0
+    profile = load_profile(path)
+    assert profile["weibull_shape"] < 1.0
+    assert profile["failures_per_1000_node_days"] == pytest.approx(
+        rel["failures_per_1000_node_days"]
+    )
+    assert profile["repair_median_h"] == pytest.approx(rel["repair_h"]["median"])
+    assert profile["source"]["dataset"] == "lanl"
