@@ -25,6 +25,7 @@ from faultlens.app.common import (
     terminal_text,
     utc_now,
 )
+from faultlens.ingest.errors import ConfigError
 
 if TYPE_CHECKING:  # the commands import what they use: `faultlens --help` loads no DuckDB
     from faultlens.ingest.pipeline import FileReport
@@ -99,6 +100,21 @@ def ingest(
             "--follow-symlinks", help="Follow symlinks in folders that lead out of the folder."
         ),
     ] = False,
+    dataset: Annotated[
+        str | None,
+        typer.Option(help="Dataset of these files (a public trace); [default: the site's own]."),
+    ] = None,
+    epoch: Annotated[
+        datetime | None,
+        typer.Option(help="Time zero (UTC) of records whose times are offsets (s, h or d)."),
+    ] = None,
+    map_: Annotated[
+        str | None,
+        typer.Option(
+            "--map",
+            help="Incident columns by role: node=server,start=opened,levels=A;B,time_unit=h.",
+        ),
+    ] = None,
     json: JsonOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress, no table.")] = False,
 ) -> None:
@@ -107,6 +123,10 @@ def ingest(
     Every line is parsed, counted as noise, or quarantined with a reason. A file that cannot be
     read is reported as failed and the others are still ingested (exit code 3). Re-ingesting a
     file changes nothing; a log that has grown is read from where the last run stopped.
+
+    Incident records (tickets, repair logs, public failure data: CSV, JSON, JSON lines) go to
+    --dataset NAME when they are not the site's own; --epoch places offset times, --map names
+    columns the reader does not know.
 
     With --prometheus URL, DCGM series are pulled from that server's HTTP API (query_range in
     time windows, resumable; a second pull only fetches what is new).
@@ -143,6 +163,7 @@ def ingest(
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
         delimiter=delimiter,
+        options=_incident_options(dataset, epoch, map_),
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
@@ -204,6 +225,22 @@ def refresh_cmd(
         emit_json(done)
     else:
         typer.echo(" ".join(f"{k}={v}" for k, v in done.items() if v != ""))
+
+
+def _incident_options(
+    dataset: str | None, epoch: datetime | None, mapping: str | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if dataset:
+        options["dataset"] = dataset.strip()
+    if epoch is not None:
+        options["epoch"] = epoch.replace(tzinfo=None)
+    if mapping:
+        pairs = [p.split("=", 1) for p in mapping.split(",") if p.strip()]
+        if any(len(p) != 2 for p in pairs):
+            raise ConfigError(f"--map wants ROLE=COLUMN[,ROLE=COLUMN...], got {mapping!r}")
+        options["map"] = {k.strip(): v.strip() for k, v in pairs}
+    return options
 
 
 @contextmanager

@@ -60,10 +60,32 @@ def replay_cmd(
     ] = None,
     repair_h: Annotated[float | None, typer.Option(help="Repair time of a failed node.")] = None,
     spares: Annotated[int | None, typer.Option(help="Hot spares [default: 4 per 1,024].")] = None,
+    replacement: Annotated[
+        str,
+        typer.Option(
+            help="instant: a healthy node at once; pool: failed nodes go to repair (their own "
+            "repair time, else --repair-h) and the job waits when the pool is empty."
+        ),
+    ] = "instant",
+    pool_nodes: Annotated[
+        int | None,
+        typer.Option(help="Idle nodes in the pool [default: the fleet beyond the job].", min=0),
+    ] = None,
     since: Annotated[datetime | None, typer.Option(help="Start of the window (UTC).")] = None,
     until: Annotated[datetime | None, typer.Option(help="End of the window (UTC).")] = None,
     trace: Annotated[
         Path | None, typer.Option(help="Replay a synthetic ground-truth JSON instead of the db.")
+    ] = None,
+    dataset: Annotated[
+        str, typer.Option(help="Dataset to replay (ingest --dataset NAME).")
+    ] = "site",  # ingest.schema.SITE_DATASET (not imported: --help stays light)
+    fleet_gpus: Annotated[
+        int | None,
+        typer.Option("--fleet-gpus", help="GPUs of the fleet [default: the fleet model's].", min=1),
+    ] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option("--gpus-per-node", help="GPUs per node [default: the fleet model's].", min=1),
     ] = None,
     resamples: Annotated[int, typer.Option(help="Bootstrap resamples for the ETTR CI.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the resampling.")] = 0,
@@ -75,21 +97,20 @@ def replay_cmd(
     (checkpoint save, restore, lost progress, restart, waiting for a node, reduced throughput),
     restarts and the dollars lost. For checkpoint and young-daly the downtime of an interruption
     is the restart overhead alone (the scheduler hands the job a healthy node), as in Meta's ETTR
-    model; hot-spares and elastic also use --repair-h. Exit code 5 when there are no
-    interruptions to replay.
+    model (--replacement instant, the default); with --replacement pool every strategy draws
+    replacement nodes from a pool (idle fleet nodes, plus the hot spares) and failed nodes come
+    back after their own repair time (from incident records) or --repair-h. The fleet comes from
+    the fleet model (--fleet-gpus / --gpus-per-node override it); stderr and the JSON's trace
+    say which fleet was used. Exit code 5 when there are no interruptions to replay.
 
     Example: faultlens replay --strategy checkpoint,hot-spares+in-memory --json
     """
+    from faultlens.app.replay_view import replay_table
     from faultlens.ingest.store import Store
-    from faultlens.replay import (
-        ALL_STRATEGIES,
-        JobSpec,
-        from_db,
-        from_ground_truth,
-        rank,
-        replay_table,
-    )
+    from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank
     from faultlens.replay.score import replay as run_replay
+    from faultlens.replay.score import sweep_best
+    from faultlens.replay.traces import fleet_note, override_fleet
 
     changes = {
         "gpus": job_gpus,
@@ -98,15 +119,29 @@ def replay_cmd(
         "restart_s": restart_s,
         "repair_h": repair_h,
         "spares": spares,
+        "replacement": replacement,
+        "pool_nodes": pool_nodes,
     }
     job = JobSpec(checkpoint_async=checkpoint_async).with_(
         **{k: v for k, v in changes.items() if v is not None}
     )
     if trace is not None:
         tr = from_ground_truth(trace)
+        if fleet_gpus or gpus_per_node:
+            tr = override_fleet(tr, fleet_gpus, gpus_per_node)
     else:
         with Store(db_path(db), read_only=True) as store:
-            tr = from_db(store, since, until, alert_threshold=job.alert_threshold)
+            tr = from_db(
+                store,
+                since.replace(tzinfo=None) if since else None,
+                until.replace(tzinfo=None) if until else None,
+                dataset=dataset,
+                fleet_gpus=fleet_gpus,
+                gpus_per_node=gpus_per_node,
+                alert_threshold=job.alert_threshold,
+            )
+    note = fleet_note(tr)
+    typer.echo(f"faultlens: {note}", err=True)
     if tr.n_events == 0:
         typer.echo(
             "faultlens: no interruptions to replay in this window: run `faultlens ingest` "
@@ -123,11 +158,16 @@ def replay_cmd(
         emit_json(
             {
                 "strategies": [s.to_json() for s in scores],
+                "best": sweep_best(scores),
                 "trace": {
                     "source": tr.source,
                     "interruptions": tr.n_events,
                     "window_h": round(tr.span_h, 3),
                     "fleet_nodes": tr.fleet_nodes,
+                    "fleet_gpus": tr.fleet_nodes * tr.gpus_per_node,
+                    "gpus_per_node": tr.gpus_per_node,
+                    "fleet_source": tr.fleet_source,
+                    "fleet_note": note,
                 },
             }
         )

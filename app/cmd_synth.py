@@ -41,10 +41,24 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
 
 
-def _config(nodes: int, days: float, seed: int, start: datetime, rate: float | None):
+def _config(
+    nodes: int,
+    days: float,
+    seed: int,
+    start: datetime,
+    rate: float | None,
+    profile: Path | None = None,
+):
     from faultlens.synth import SynthConfig
 
     cfg = SynthConfig(n_nodes=nodes, days=days, seed=seed, start=start.replace(tzinfo=None))
+    if profile is not None:
+        from faultlens.synth.profile import ProfileError, apply_profile, load_profile
+
+        try:
+            apply_profile(cfg, load_profile(profile))
+        except ProfileError as e:
+            raise ConfigError(str(e)) from e
     if rate is not None:
         if rate < 0:
             raise ConfigError("--rate must be >= 0")
@@ -60,6 +74,13 @@ def synth(
     seed: SeedOption = 0,
     start: StartOption = datetime(2025, 1, 1),
     rate: RateOption = None,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            "--profile",
+            help="Failure profile (reliability --fit-profile): Weibull timing, repairs, lemons.",
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Write a synthetic GPU cluster's raw logs in the real formats, plus its ground truth.
@@ -67,13 +88,15 @@ def synth(
     Per-node kernel logs with Xid lines among ordinary noise, a sacct dump and a slurmctld log,
     per-job NCCL / PyTorch logs, telemetry exports, nvidia-smi inventories, a topology, and
     OUT/ground_truth.json (failures, interruptions, precursors, lemon nodes, stragglers, the config
-    and the cause mix). The failure model is calibrated to the Llama 3 root-cause table.
+    and the cause mix). The failure model is calibrated to the Llama 3 root-cause table; with
+    --profile FILE the failure timing (Weibull inter-failure times), repair times and lemon
+    concentration follow a profile fitted on real data (--rate still overrides its rate).
 
     Example: faultlens synth --nodes 64 --days 14 --seed 1 --out data/synth
     """
     from faultlens.synth import generate
 
-    cfg = _config(nodes, days, seed, start, rate)
+    cfg = _config(nodes, days, seed, start, rate, profile)
     result = generate(cfg, out)
     if json:
         emit_json(result.to_json())

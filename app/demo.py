@@ -146,8 +146,8 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
 
 def _stages() -> list[Stage]:
     from faultlens.app.demo_stages import stage_attribution, stage_fabric, stage_models
+    from faultlens.app.replay_view import stage_replay
     from faultlens.models.stragglers import demo_stage as stage_stragglers
-    from faultlens.replay.demo import demo_stage as stage_replay
     from faultlens.reports.build import demo_stage as stage_report
 
     return [

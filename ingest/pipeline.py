@@ -476,6 +476,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
                 store.insert_quarantine_parquet(task.path, pf.quarantine_parts)
             if pf.boot_time is not None:
                 store.resolve_boot_relative(task.path, pf.boot_time)
+            store.record_dataset(task.path, task.ctx.options.get("dataset"))
             prior = task.prior
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed

@@ -38,6 +38,8 @@ MODULE_OF: dict[str, str] = {
     ),
     "prometheus_json": "faultlens.ingest.prom",
     "training": "faultlens.ingest.training",
+    "incidents": "faultlens.ingest.incidents",
+    **dict.fromkeys(("unit_residency", "unit_lifetimes"), "faultlens.ingest.lifetimes"),
     **dict.fromkeys(
         (
             "alibaba2023_pods",

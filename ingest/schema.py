@@ -28,6 +28,7 @@ class Source(StrEnum):
     K8S = "k8s"
     FABRICMANAGER = "fabricmanager"
     TRACE = "trace"  # public cluster job traces (Alibaba, AcmeTrace)
+    INCIDENT = "incident"  # failure tickets, repair logs, public failure records
 
 
 class Kind(StrEnum):
@@ -66,6 +67,7 @@ class Kind(StrEnum):
     TELEMETRY_ERROR = "telemetry_error"
     RESTART = "restart"  # a training job resumed from a checkpoint
     STRAGGLER = "straggler"
+    INCIDENT = "incident"  # an incident record: severity critical/error = failure, warning = not
 
 
 class Severity(StrEnum):
@@ -94,6 +96,22 @@ class CauseCategory(StrEnum):
     SOFTWARE = "software"  # NCCL / driver / framework
     HOST = "host"  # CPU, host memory, PCIe, OS
     USER_UNKNOWN = "user_unknown"
+
+
+class IncidentCategory(StrEnum):
+    """The taxonomy incident records are mapped to (their own level / class is kept beside)."""
+
+    GPU = "gpu"
+    GPU_MEMORY = "gpu_memory"
+    NETWORK = "network"
+    HOST = "host"
+    SOFTWARE = "software"
+    USER = "user"
+    MAINTENANCE = "maintenance"
+    UNKNOWN = "unknown"
+
+
+SITE_DATASET = "site"  # the dataset of a site's own history (``ingest --dataset`` names others)
 
 
 @dataclass(frozen=True)
@@ -369,6 +387,62 @@ REFRESH_STATE = Table(
     ),
 )
 
+# The fleet: one row per node sighting (a node list, an inventory, an incident file), dated.
+NODES = Table(
+    "nodes",
+    (
+        _c("dataset", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("partition", "VARCHAR"),
+        _c("rack", "VARCHAR"),
+        _c("gpus", "INTEGER"),
+        _c("first_seen", "TIMESTAMP"),
+        _c("last_seen", "TIMESTAMP"),
+        _c("source", "VARCHAR"),  # incident, sinfo, inventory, ...
+        *_LOC,
+    ),
+)
+
+# Failure and repair records; each also gives an ``incident`` event on its node.
+INCIDENTS = Table(
+    "incidents",
+    (
+        _c("dataset", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("gpu", "VARCHAR"),
+        _c("start", "TIMESTAMP"),
+        _c("end", "TIMESTAMP"),
+        _c("repair_h", "DOUBLE"),
+        _c("level", "VARCHAR"),  # the record's own top category (LANL: Hardware, Software, ...)
+        _c("class", "VARCHAR"),  # its sub-category
+        _c("description", "VARCHAR"),
+        _c("category", "VARCHAR"),  # IncidentCategory
+        _c("severity", "VARCHAR"),  # critical / error: a failure; warning: a degradation
+        _c("attrs", "VARCHAR"),
+        *_LOC,
+    ),
+)
+
+# Lifetimes of replaceable units (GPUs by serial), for survival analysis.
+LIFETIMES = Table(
+    "lifetimes",
+    (
+        _c("dataset", "VARCHAR"),
+        _c("unit", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("batch", "VARCHAR"),
+        _c("start", "TIMESTAMP"),
+        _c("end", "TIMESTAMP"),
+        _c("life_h", "DOUBLE"),
+        _c("failed", "BOOLEAN"),
+        _c("cause", "VARCHAR"),
+        *_LOC,
+    ),
+)
+
+# Which dataset an ingested file belongs to (files not listed are the site's own).
+DATASET_FILES = Table("dataset_files", (_c("dataset", "VARCHAR"), _c("file", "VARCHAR")))
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -386,6 +460,10 @@ TABLES: dict[str, Table] = {
         PREDICTIONS,
         ATTRIBUTIONS,
         REFRESH_STATE,
+        NODES,
+        INCIDENTS,
+        LIFETIMES,
+        DATASET_FILES,
     )
 }
 
@@ -399,6 +477,9 @@ PARSED_TABLES = (
     "nccl_ranks",
     "link_health",
     "train_steps",
+    "nodes",
+    "incidents",
+    "lifetimes",
 )
 
 

@@ -243,6 +243,12 @@ class Store:
         )
         return int(n or 0)
 
+    def record_dataset(self, file: str, dataset: str | None) -> None:
+        """File ``file`` belongs to ``dataset`` (``None``: the site's own history)."""
+        self.execute("DELETE FROM dataset_files WHERE file = ?", [file])
+        if dataset:
+            self.execute("INSERT INTO dataset_files VALUES (?, ?)", [dataset, file])
+
     def load_xid_catalog(self, frame: pl.DataFrame) -> None:
         with self.transaction():
             self.execute("DELETE FROM xid_catalog")

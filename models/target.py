@@ -54,7 +54,13 @@ TARGET_KINDS: tuple[str, ...] = (
     Kind.RESET_REQUIRED.value,
     Kind.KERNEL_PANIC.value,
 )
-HOST_CRITICAL_KINDS: tuple[str, ...] = (Kind.PCIE.value, Kind.MEMORY.value, Kind.MCE.value)
+# (an incident record is ``critical`` when it names the node's own hardware: GPU, memory, host)
+HOST_CRITICAL_KINDS: tuple[str, ...] = (
+    Kind.PCIE.value,
+    Kind.MEMORY.value,
+    Kind.MCE.value,
+    Kind.INCIDENT.value,
+)
 HARDWARE_CAUSES: tuple[str, ...] = (
     CauseCategory.GPU_HARDWARE.value,
     CauseCategory.GPU_MEMORY.value,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from faultlens.replay.demo import ALL_STRATEGIES, DEMO_STRATEGIES, demo_stage, replay_table
 from faultlens.replay.model import Badput, JobSpec, Trace, daly_interval, young_interval
+from faultlens.replay.ranking import Ranking, demo_ranking
 from faultlens.replay.score import Score, predictor_value_gpu_h, rank, replay
-from faultlens.replay.strategies import STRATEGIES, Strategy, resolve
+from faultlens.replay.strategies import (
+    ALL_STRATEGIES,
+    DEMO_STRATEGIES,
+    STRATEGIES,
+    Strategy,
+    resolve,
+)
 from faultlens.replay.traces import from_db, from_ground_truth
 
 __all__ = [
@@ -18,13 +24,13 @@ __all__ = [
     "Strategy",
     "Trace",
     "daly_interval",
-    "demo_stage",
+    "Ranking",
+    "demo_ranking",
     "from_db",
     "from_ground_truth",
     "predictor_value_gpu_h",
     "rank",
     "replay",
-    "replay_table",
     "resolve",
     "young_interval",
 ]

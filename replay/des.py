@@ -14,7 +14,7 @@ from collections import deque
 
 import numpy as np
 
-from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Plan
+from faultlens.replay.engine import DURABLE, FINE, KEEP, PARTS, STEP, Part, Plan
 from faultlens.replay.model import Badput, JobSpec, Trace
 from faultlens.replay.strategies import H, Strategy
 
@@ -63,11 +63,13 @@ class _Sim:
     def _arrive(self, e: int) -> None:
         parts = self.plan.parts[e].copy()
         if self.plan.needs_node is not None and self.plan.needs_node[e]:
-            if self.node_mode == "spares":
-                parts[1] = self._take_spare()
+            if self.node_mode == "spares" and not self.plan.instant:
+                parts[Part.WAIT] = self._take_spare()
             if self.node_mode == "elastic":
                 self._set_out(+1)
-            if self.node_mode in ("spares", "elastic"):
+            if self.node_mode == "elastic" or (
+                self.node_mode == "spares" and not self.plan.instant
+            ):
                 self.env.process(self.repair())
         self.proc.interrupt((e, parts))
 
@@ -83,7 +85,7 @@ class _Sim:
         return wait
 
     def repair(self):
-        yield self.env.timeout(self.plan.repair_h)
+        yield self.env.timeout(self.plan.repair_h)  # (the engine's per-event repairs: not here)
         if self.node_mode == "spares":
             self.returns.popleft()
             if self.n_claimed > 0:

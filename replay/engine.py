@@ -21,18 +21,30 @@ The model (the SimPy baseline in ``replay.des`` simulates exactly this, event by
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
 
 import numpy as np
 
 from faultlens.replay.model import Badput
 
 KEEP, FINE, DURABLE, STEP = 0, 1, 2, 3
+
+
+class Part(IntEnum):
+    """The columns of ``Plan.parts``: the consecutive parts of a down plan."""
+
+    SAVE = 0
+    WAIT = 1
+    RESTART = 2
+    RESTORE = 3
+
+
 PARTS: tuple[Badput, ...] = (
     Badput.CHECKPOINT_SAVE,
     Badput.WAIT_NODE,
     Badput.RESTART,
     Badput.RESTORE,
-)
+)  # the bucket of each Part
 NEVER_H = 1e15  # an interval that never elapses (no checkpoints)
 
 
@@ -41,7 +53,7 @@ class Plan:
     """What one strategy makes of one trace: the events the job sees and how it checkpoints."""
 
     t: np.ndarray  # event times, hours, sorted
-    parts: np.ndarray  # (n, 4) hours of [save, wait, restart, restore]
+    parts: np.ndarray  # (n, 4) hours of each ``Part``: save, wait, restart, restore
     mode: np.ndarray  # rollback of the run that this event ends (KEEP/FINE/DURABLE/STEP)
     counts: np.ndarray  # bool: the event is an interruption (not an elastic scale-back)
     tau_h: float
@@ -52,6 +64,8 @@ class Plan:
     n_nodes: int
     out_t: np.ndarray | None = None  # elastic: times nodes went out for repair
     repair_h: float = 0.0
+    out_r: np.ndarray | None = None  # elastic: each outage's repair hours (default repair_h)
+    instant: bool = False  # replacement "instant": no node is ever waited for
     spare_nodes: int = 0  # hot spares: pool size (for idle accounting)
     spare_out_t: np.ndarray | None = None  # nodes taken from the pool (each out repair_h)
     needs_node: np.ndarray | None = None  # bool: the event sends a node to repair
@@ -203,13 +217,16 @@ def capacity_loss(plan: Plan, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     if plan.out_t is None or len(plan.out_t) == 0:
         return np.zeros_like(start)
     s = plan.out_t
-    cum = np.concatenate(([0.0], np.cumsum(s)))
-    rep = plan.repair_h
+    rep = plan.out_r if plan.out_r is not None else np.full(len(s), plan.repair_h)
+    back = np.sort(s + rep)
+    cum_s = np.concatenate(([0.0], np.cumsum(s)))
+    cum_b = np.concatenate(([0.0], np.cumsum(back)))
 
     def g(x: np.ndarray) -> np.ndarray:
+        # node-hours out before x: sum over outages of clip(x - s_i, 0, r_i)
         c2 = np.searchsorted(s, x, side="right")
-        c1 = np.searchsorted(s, x - rep, side="right")
-        return rep * c1 + x * (c2 - c1) - (cum[c2] - cum[c1])
+        c1 = np.searchsorted(back, x, side="right")
+        return (x * c2 - cum_s[c2]) - (x * c1 - cum_b[c1])
 
     return g(end) - g(start)
 

@@ -147,7 +147,7 @@ def fit_to_job(trace: Trace, job: JobSpec, seed: int = 0) -> Trace:
         out = replace(out.subset(keep), span_h=float(job.planned_h), false_alarm_h=fa)
     ratio = nodes / max(out.fleet_nodes, 1)
     if math.isclose(ratio, 1.0):
-        return replace(out, gpus_per_node=job.gpus_per_node)
+        return replace(out, gpus_per_node=job.gpn(trace))
     rng = np.random.default_rng(seed)
     copies = max(1, math.ceil(ratio))
     if copies > 1:
@@ -156,7 +156,7 @@ def fit_to_job(trace: Trace, job: JobSpec, seed: int = 0) -> Trace:
     keep = rng.random(out.n_events) < p
     fa = out.false_alarm_h[rng.random(len(out.false_alarm_h)) < p]
     thinned = out.subset(keep)
-    return replace(thinned, fleet_nodes=nodes, false_alarm_h=fa, gpus_per_node=job.gpus_per_node)
+    return replace(thinned, fleet_nodes=nodes, false_alarm_h=fa, gpus_per_node=job.gpn(trace))
 
 
 def _superpose(trace: Trace, copies: int, rng: np.random.Generator) -> Trace:
@@ -172,8 +172,10 @@ def _superpose(trace: Trace, copies: int, rng: np.random.Generator) -> Trace:
     cause = (
         tuple(np.tile(np.array(trace.cause, dtype=object), copies)[order]) if trace.cause else ()
     )
+    repair = None if trace.repair_h is None else np.tile(trace.repair_h, copies)[order]
     return replace(
         trace,
+        repair_h=repair,
         t_h=t[order],
         node=node[order],
         hardware=np.tile(trace.hardware, copies)[order],
@@ -188,22 +190,15 @@ def _superpose(trace: Trace, copies: int, rng: np.random.Generator) -> Trace:
 def block_bootstrap(trace: Trace, rng: np.random.Generator, block_h: float = 24.0) -> Trace:
     """A resample of the trace: its window cut into blocks (one day by default, at least 20
     blocks), drawn with replacement and laid end to end. Keeps bursts within a block together."""
+    trace = trace.in_window()  # an event outside the window has no block
     span = trace.span_h
     n_blocks = max(1, round(span / block_h), min(20, math.ceil(span)))
     size = span / n_blocks
     choice = rng.integers(0, n_blocks, n_blocks)
     idx, new_t = _gather(trace.t_h, size, n_blocks, choice)
     _, fa = _gather(trace.false_alarm_h, size, n_blocks, choice)
-    return replace(  # causes are not resampled: the engine does not read them
-        trace,
-        t_h=new_t,
-        node=trace.node[idx],
-        hardware=trace.hardware[idx],
-        warned=trace.warned[idx],
-        predicted=trace.predicted[idx],
-        false_alarm_h=fa,
-        cause=(),
-    )
+    # causes are not resampled: the engine does not read them
+    return trace.take(idx, new_t, fa)
 
 
 def _gather(

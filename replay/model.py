@@ -38,6 +38,9 @@ class Trace:
     marks events that take a node out for repair; ``warned`` events gave warning (planned
     maintenance, a precursor on the node); ``predicted`` ones were preceded by a true alert of the
     failure predictor. ``false_alarm_h`` are the times of alerts no failure followed.
+    ``repair_h`` is each event's own repair time where the trace records one (NaN: unknown, the
+    job's ``repair_h`` is used). ``fleet_source`` says where ``fleet_nodes`` came from (the fleet
+    model's ``nodes`` / ``inventory`` / ``failing_nodes``, an ``override``, or the trace itself).
     """
 
     t_h: np.ndarray
@@ -52,12 +55,16 @@ class Trace:
     cause: tuple[str, ...] = ()
     start: datetime | None = None
     source: str = "memory"
+    repair_h: np.ndarray | None = None
+    fleet_source: str = "trace"
 
     def __post_init__(self) -> None:
         n = len(self.t_h)
         for name in ("node", "hardware", "warned", "predicted"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"trace column {name} does not have {n} rows")
+        if self.repair_h is not None and len(self.repair_h) != n:
+            raise ValueError(f"trace column repair_h does not have {n} rows")
         if n and np.any(np.diff(self.t_h) < 0):
             raise ValueError("trace times must be sorted")
 
@@ -79,7 +86,38 @@ class Trace:
             warned=self.warned[mask],
             predicted=self.predicted[mask],
             cause=cause,
+            repair_h=None if self.repair_h is None else self.repair_h[mask],
         )
+
+    def take(self, idx: np.ndarray, t_h: np.ndarray, false_alarm_h: np.ndarray) -> Trace:
+        """The events at positions ``idx``, moved to the (sorted) times ``t_h``."""
+        return replace(
+            self,
+            t_h=t_h,
+            false_alarm_h=false_alarm_h,
+            node=self.node[idx],
+            hardware=self.hardware[idx],
+            warned=self.warned[idx],
+            predicted=self.predicted[idx],
+            cause=(),
+            repair_h=None if self.repair_h is None else self.repair_h[idx],
+        )
+
+    def in_window(self) -> Trace:
+        """The events inside ``[0, span_h)``: anything outside the window is not replayed."""
+        inside = (self.t_h >= 0) & (self.t_h < self.span_h)
+        fa = self.false_alarm_h
+        fa = fa[(fa >= 0) & (fa < self.span_h)]
+        if inside.all() and len(fa) == len(self.false_alarm_h):
+            return self
+        return replace(self.subset(inside), false_alarm_h=fa)
+
+    def repairs(self, default_h: float) -> np.ndarray:
+        """Each event's repair time in hours, ``default_h`` where the trace has none."""
+        if self.repair_h is None:
+            return np.full(self.n_events, float(default_h))
+        r = np.asarray(self.repair_h, dtype=float)
+        return np.where(np.isfinite(r) & (r >= 0), r, float(default_h))
 
 
 @dataclass(frozen=True)
@@ -90,7 +128,8 @@ class JobSpec:
     """
 
     gpus: int | None = None
-    gpus_per_node: int = 8  # H100 HGX node (Llama 3: 16,384 GPUs on 2,048 nodes, A1)
+    # None: the trace's (its fleet model); an H100 HGX node has 8 (Llama 3: 16,384 on 2,048, A1)
+    gpus_per_node: int | None = None
     planned_h: float | None = None  # None: the whole trace window
     step_time_s: float = 10.0  # [assumed] large-model training step
     interval_min: float = 30.0  # checkpoint interval; Check-N-Run default 30 min (B2) [S]
@@ -100,6 +139,12 @@ class JobSpec:
     restore_s: float = 120.0  # [assumed] reading the checkpoint back from storage
     restart_s: float = 600.0  # requeue + init + NCCL setup: Meta u0 5-20 min (A2) [S]
     repair_h: float = 2.2  # node recovery time in the Delta spare analysis (A4) [S]
+    # one replacement model for every strategy: "instant" (the scheduler hands a healthy node at
+    # once, Meta's ETTR model) or "pool" (a failed node goes to repair for its own repair time,
+    # or repair_h; the job takes a node from the pool - idle fleet nodes plus any hot spares -
+    # and waits for a repaired one when it is empty)
+    replacement: str = "instant"
+    pool_nodes: int | None = None  # idle fleet nodes in the pool; None: the fleet beyond the job
     usd_per_gpu_h: float = 2.5  # [assumed] H100 rental price
     # in-memory checkpointing (Gemini, B2): frequent cheap snapshots to peer CPU memory
     mem_interval_s: float = 60.0  # [assumed]; ByteRobust snapshots every step (A3)
@@ -123,8 +168,12 @@ class JobSpec:
     def n_gpus(self, trace: Trace) -> int:
         return self.gpus if self.gpus is not None else trace.fleet_nodes * trace.gpus_per_node
 
+    def gpn(self, trace: Trace) -> int:
+        """GPUs per node: the job's own, else the trace's fleet's."""
+        return int(self.gpus_per_node or trace.gpus_per_node or 8)
+
     def n_nodes(self, trace: Trace) -> int:
-        return max(1, math.ceil(self.n_gpus(trace) / self.gpus_per_node))
+        return max(1, math.ceil(self.n_gpus(trace) / self.gpn(trace)))
 
     def n_spares(self, trace: Trace) -> int:
         if self.spares is not None:

@@ -84,7 +84,7 @@ def _score(
     gpus = job.n_gpus(trace)
     span = trace.span_h
     badput = {b.value: acc[b.value] * gpus for b in BUCKETS}
-    spare_gpu_h = acc["spare_idle"] * job.gpus_per_node
+    spare_gpu_h = acc["spare_idle"] * job.gpn(trace)
     lost = sum(badput.values()) + spare_gpu_h
     ci = (
         [float(np.percentile(ettrs, 2.5)), float(np.percentile(ettrs, 97.5))]
@@ -119,8 +119,17 @@ def _params(s: Strategy, trace: Trace, job: JobSpec) -> dict[str, Any]:
     }
     if s.ckpt == "in-memory":
         p |= {"mem_interval_s": job.mem_interval_s, "mem_restore_s": job.mem_restore_s}
-    if s.node in ("spares", "elastic"):
-        p["repair_h"] = job.repair_h
+    p["replacement"] = job.replacement
+    if job.replacement == "pool" or s.node == "elastic":
+        known = trace.repair_h is not None and bool(np.isfinite(trace.repair_h).any())
+        p["repair_h"] = (
+            round(float(np.mean(trace.repairs(job.repair_h))), 3) if known else job.repair_h
+        )
+        p["repair_source"] = "trace" if known else "repair_h"
+    if job.replacement == "pool":
+        p["pool_nodes"] = int(job.pool_nodes or 0) + (
+            job.n_spares(trace) if s.node == "spares" else 0
+        )
     if s.node == "spares":
         p |= {"spares": job.n_spares(trace), "spare_swap_s": job.spare_swap_s}
     if s.node == "elastic":
@@ -145,6 +154,9 @@ def replay(
 ) -> list[Score]:
     """Score each strategy (for each swept value) on the trace, with bootstrap ETTR intervals."""
     job = job or JobSpec()
+    trace = trace.in_window()  # events outside the window are not replayed (nor resampled)
+    if job.pool_nodes is None:  # the scheduler's pool: the fleet's nodes beyond the job's
+        job = job.with_(pool_nodes=max(0, trace.fleet_nodes - job.n_nodes(trace)))
     strats = [s if isinstance(s, Strategy) else resolve(s) for s in strategies]
     param, values = (
         (parse_param(sweep[0]), [float(v) for v in sweep[1]]) if sweep else (None, [None])
@@ -220,6 +232,42 @@ def _cycle(plan: Plan, s: Strategy, trace: Trace, job: JobSpec) -> tuple[float, 
         tau = job.mem_interval_s * H
         return tau, max(1, round(storage_tau / (tau + plan.write_h))), step_h
     return storage_tau, 1, step_h
+
+
+# Sweep parameters whose ETTR curve has the checkpoint-interval shape ``a + b x + c / x``
+# (overhead w / x of writing, x / 2M of lost work).
+INTERVAL_PARAMS = {"interval_min", "interval", "mem_interval_s"}
+
+
+def sweep_best(scores: Sequence[Score]) -> list[dict[str, Any]]:
+    """Per strategy of a sweep, the best value. For an interval the ETTR curve is flat near its
+    optimum and the raw maximum of one trace is noise (each failure loses a random share of an
+    interval), so the optimum is that of a least-squares fit ``a + b x + c / x`` over the swept
+    values from half to twice the raw best (``method: "fit"``), kept inside the swept range;
+    otherwise the best swept value (``max``)."""
+    groups: dict[str, list[Score]] = {}
+    for sc in scores:
+        if sc.params.get("sweep"):
+            groups.setdefault(sc.name, []).append(sc)
+    out = []
+    for name, group in groups.items():
+        param = next(iter(group[0].params["sweep"]))
+        x = np.array([g.params["sweep"][param] for g in group], dtype=float)
+        y = np.array([g.ettr for g in group])
+        top = int(np.argmax(y))
+        best = {"name": name, "param": param, "value": float(x[top]), "ettr": float(y[top])}
+        best["method"] = "max"
+        near = (x >= x[top] / 2) & (x <= x[top] * 2)  # the fit is local: the shape is first-order
+        if param in INTERVAL_PARAMS and near.sum() >= 4 and np.all(x > 0):
+            xs, ys = x[near], y[near]
+            design = np.column_stack([np.ones_like(xs), xs, 1.0 / xs])
+            (a, b, c), *_ = np.linalg.lstsq(design, ys, rcond=None)
+            if b < 0 and c < 0:
+                opt = float(np.clip(np.sqrt(c / b), x.min(), x.max()))
+                best |= {"value": opt, "ettr": float(a + b * opt + c / opt), "method": "fit"}
+        best["value"], best["ettr"] = round(best["value"], 3), round(best["ettr"], 6)
+        out.append(best)
+    return out
 
 
 def rank(scores: Sequence[Score]) -> list[Score]:

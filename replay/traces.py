@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,9 @@ import numpy as np
 import polars as pl
 
 from faultlens.ingest.errors import InputError
-from faultlens.ingest.schema import CauseCategory
+from faultlens.ingest.schema import SITE_DATASET, CauseCategory, IncidentCategory, Severity
 from faultlens.ingest.store import Store
+from faultlens.models.fleet import data_window, file_filter, fleet, with_override
 from faultlens.replay.generate import poisson_trace
 from faultlens.replay.model import Trace
 
@@ -43,21 +45,61 @@ def _in(values: tuple) -> str:
     return ", ".join("?" for _ in values)
 
 
-def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.DataFrame:
+ROW_SCHEMA = {
+    "ts": pl.Datetime("us"),
+    "node": pl.String,
+    "job_id": pl.String,
+    "kind": pl.String,
+    "planned": pl.Boolean,
+    "hardware": pl.Boolean,
+    "repair_h": pl.Float64,
+}
+NODE_CATEGORIES = (
+    IncidentCategory.GPU.value,
+    IncidentCategory.GPU_MEMORY.value,
+    IncidentCategory.HOST.value,
+    IncidentCategory.NETWORK.value,
+    IncidentCategory.MAINTENANCE.value,
+)
+
+
+def _incident_rows(store: Store, dataset: str, since: datetime, until: datetime) -> pl.DataFrame:
+    """Incident records that interrupt a job (not warnings), with their own repair times; a
+    record naming the node's hardware (or maintenance) takes the node out for repair."""
+    where, params = file_filter(dataset)
+    return store.query(
+        "SELECT start AS ts, node, NULL AS job_id, 'incident:' || coalesce(category, 'unknown') "
+        "AS kind, category = ? AS planned, list_contains(?::VARCHAR[], category) AS hardware, "
+        f"repair_h FROM incidents WHERE {where} AND dataset = ? AND start >= ? AND start < ? "
+        "AND node IS NOT NULL AND coalesce(severity, '') <> ?",
+        [
+            IncidentCategory.MAINTENANCE.value,
+            list(NODE_CATEGORIES),
+            *params,
+            dataset,
+            since,
+            until,
+            Severity.WARNING.value,
+        ],
+    ).cast(ROW_SCHEMA)
+
+
+def _interruption_rows(
+    store: Store, since: datetime, until: datetime, dataset: str = SITE_DATASET
+) -> pl.DataFrame:
     """Interruptions: hardware failure episodes (``models.target``, the one definition of a
     hardware failure), nodes going down, NCCL watchdog timeouts, job failures attributed to
-    anything but the user, and planned maintenance."""
+    anything but the user, planned maintenance, and incident records (with their repair times;
+    their own ``incident`` events are not counted twice). A dataset other than the site's own
+    is its incident records alone."""
     from faultlens.models.target import failure_episodes
 
-    schema = {
-        "ts": pl.Datetime("us"),
-        "node": pl.String,
-        "job_id": pl.String,
-        "kind": pl.String,
-        "planned": pl.Boolean,
-        "hardware": pl.Boolean,
-    }
-    episodes = failure_episodes(store, since, until).select(
+    incidents = _incident_rows(store, dataset, since, until)
+    if dataset != SITE_DATASET:
+        return incidents.sort("ts")
+    schema = {k: v for k, v in ROW_SCHEMA.items() if k != "repair_h"}
+    episodes = failure_episodes(store, since, until).filter(pl.col("cause") != "incident")
+    episodes = episodes.select(
         "ts",
         "node",
         pl.lit(None, pl.String).alias("job_id"),
@@ -87,7 +129,9 @@ def _interruption_rows(store: Store, since: datetime, until: datetime) -> pl.Dat
             CauseCategory.USER_UNKNOWN.value,
         ],
     )
-    return pl.concat([episodes.cast(schema), rest.cast(schema)]).sort("ts")
+    logs = pl.concat([episodes.cast(schema), rest.cast(schema)])
+    logs = logs.with_columns(pl.lit(None, pl.Float64).alias("repair_h"))
+    return pl.concat([logs, incidents]).sort("ts")
 
 
 def dedup(frame: pl.DataFrame, window_min: float) -> pl.DataFrame:
@@ -113,6 +157,7 @@ def dedup(frame: pl.DataFrame, window_min: float) -> pl.DataFrame:
             pl.col("hardware").any(),
             pl.col("planned").any(),
             pl.col("kind").first(),
+            *([pl.col("repair_h").max()] if "repair_h" in frame.columns else []),
         )
     )
     return out.drop("_key", "_burst").sort("ts")
@@ -145,14 +190,18 @@ def from_db(
     since: datetime | None = None,
     until: datetime | None = None,
     *,
+    dataset: str = SITE_DATASET,
+    fleet_gpus: int | None = None,
+    gpus_per_node: int | None = None,
     warn_h: float = 24.0,
     min_lead_min: float = 5.0,
     dedup_min: float = 15.0,
     alert_threshold: float = 0.5,
 ) -> Trace:
-    """The cluster's interruptions between ``since`` and ``until`` (default: all the data)."""
-    lo, hi = _window(store, since, until)
-    rows = dedup(_interruption_rows(store, lo, hi), dedup_min)
+    """The interruptions of ``dataset`` between ``since`` and ``until`` (default: the data's own
+    span) on its fleet (``models.fleet``; ``fleet_gpus`` / ``gpus_per_node`` override it)."""
+    lo, hi = _window(store, since, until, dataset)
+    rows = dedup(_interruption_rows(store, lo, hi, dataset), dedup_min)
     lead, window = timedelta(minutes=min_lead_min), timedelta(hours=warn_h)
     pre = store.query(
         "SELECT ts, node FROM events WHERE ts IS NOT NULL AND node IS NOT NULL AND ts < ? AND ("
@@ -169,12 +218,17 @@ def from_db(
     )
     horizon_h = float(alerts["horizon"].max() or 24.0) if alerts.height else 24.0
     predicted = _flag_before(rows, alerts, lead, timedelta(hours=horizon_h))
-    nodes = _node_names(store)
-    index = {n: i for i, n in enumerate(nodes)}
-    gpn = store.scalar(
-        "SELECT max(c) FROM (SELECT count(DISTINCT gpu_index) AS c FROM gpus GROUP BY node)"
+    fl = with_override(
+        fleet(store, dataset, (lo, hi), gpus_per_node=gpus_per_node),
+        fleet_gpus=fleet_gpus,
+        gpus_per_node=gpus_per_node,
     )
+    if fl.thin:
+        log.warning("%s", fl.note)
+    nodes = sorted(set(rows["node"].drop_nulls().to_list())) if rows.height else []
+    index = {n: i for i, n in enumerate(nodes)}
     t_h = _hours(rows["ts"], lo) if rows.height else np.zeros(0)
+    repair = rows["repair_h"].fill_null(np.nan).to_numpy() if rows.height else np.zeros(0)
     return Trace(
         t_h=t_h,
         node=np.array([index.get(n, -1) for n in rows["node"].to_list()], dtype=np.int64),
@@ -182,37 +236,48 @@ def from_db(
         warned=warned.to_numpy().astype(bool) if warned is not None else np.zeros(0, bool),
         predicted=predicted.to_numpy().astype(bool),
         span_h=(hi - lo).total_seconds() / 3600.0,
-        fleet_nodes=max(len(nodes), 1),
-        gpus_per_node=int(gpn or 8),
+        fleet_nodes=max(fl.nodes, len(nodes), 1),
+        gpus_per_node=fl.gpus_per_node,
         false_alarm_h=_false_alarms(alerts, rows, lo, hi, horizon_h),
         cause=tuple(rows["kind"].to_list()) if rows.height else (),
         start=lo,
-        source="db",
+        source="db" if dataset == SITE_DATASET else f"db:{dataset}",
+        repair_h=repair if np.isfinite(repair).any() else None,
+        fleet_source=fl.source,
     )
 
 
 def _window(
-    store: Store, since: datetime | None, until: datetime | None
+    store: Store, since: datetime | None, until: datetime | None, dataset: str = SITE_DATASET
 ) -> tuple[datetime, datetime]:
-    first = store.scalar("SELECT min(ts) FROM events WHERE ts IS NOT NULL")
-    last = store.scalar("SELECT max(ts) FROM events WHERE ts IS NOT NULL")
-    jfirst = store.scalar("SELECT min(start) FROM jobs")
-    jlast = store.scalar('SELECT max("end") FROM jobs')
-    lows = [x for x in (first, jfirst) if x is not None]
-    highs = [x for x in (last, jlast) if x is not None]
-    lo = since or (min(lows) if lows else None)
-    hi = until or (max(highs) + timedelta(seconds=1) if highs else None)
+    span = data_window(store, dataset)
+    lo = since or (span[0] if span else None)
+    hi = until or (span[1] if span else None)
     if lo is None or hi is None or hi <= lo:
         return datetime(1970, 1, 1), datetime(1970, 1, 1, 1)
     return lo, hi
 
 
-def _node_names(store: Store) -> list[str]:
-    frame = store.query(
-        "SELECT DISTINCT node FROM (SELECT node FROM events UNION ALL SELECT node FROM gpus "
-        "UNION ALL SELECT unnest(nodes) AS node FROM jobs) WHERE node IS NOT NULL ORDER BY node"
+def override_fleet(trace: Trace, fleet_gpus: int | None, gpus_per_node: int | None) -> Trace:
+    """``trace`` on a fleet of ``fleet_gpus`` GPUs / ``gpus_per_node`` (the command line's)."""
+    gpn = int(gpus_per_node or trace.gpus_per_node)
+    nodes = -(-int(fleet_gpus) // gpn) if fleet_gpus else trace.fleet_nodes
+    return replace(trace, fleet_nodes=max(1, nodes), gpus_per_node=gpn, fleet_source="override")
+
+
+def fleet_note(trace: Trace) -> str:
+    """One line on the fleet a replay used and where it came from."""
+    where = {
+        "nodes": "from the fleet records",
+        "inventory": "from the GPU inventory and the jobs' node lists",
+        "failing_nodes": "inferred from failing nodes (no inventory: a lower bound; "
+        "give --fleet-gpus)",
+        "override": "as given (--fleet-gpus / --gpus-per-node)",
+    }.get(trace.fleet_source, f"from the {trace.source} trace")
+    return (
+        f"fleet of {trace.fleet_nodes:,} nodes x {trace.gpus_per_node} GPUs "
+        f"({trace.fleet_nodes * trace.gpus_per_node:,} GPUs) {where}"
     )
-    return frame["node"].to_list()
 
 
 def _hours(ts: pl.Series, start: datetime) -> np.ndarray:

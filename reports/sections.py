@@ -237,6 +237,27 @@ def recovery(store: Store, f: Filters) -> Section:
     )
 
 
+def reliability(store: Store, f: Filters, dataset: str | None = None) -> Section:
+    """The site's reliability over the report's window, or a named dataset's over its own."""
+    from faultlens.reports import reliability as R
+
+    if dataset is None:
+        view = R.reliability_view(store, since=f.since, until=f.until)
+        title, anchor = "Reliability", "reliability"
+    else:
+        view = R.reliability_view(store, dataset)
+        title, anchor = f"Reliability: dataset {dataset}", f"reliability-{dataset}"
+    note = view.doc["fleet"]["note"] if view.doc else "no failures in this range"
+    return Section(
+        title,
+        anchor,
+        R.numbers_of(view.doc),
+        R.figures_of(view),
+        [("By category and component", R.category_table(view.doc))],
+        note=note,
+    )
+
+
 def data_health(store: Store) -> Section:
     t = q_fleet.ingest_totals(store)
     _, quarantined = q_fleet.quarantine_page(store, limit=30)
@@ -258,6 +279,20 @@ def data_health(store: Store) -> Section:
     )
 
 
+def _dataset_sections(store: Store, f: Filters) -> list[tuple[str, str, Callable[[], Section]]]:
+    """One reliability section per named dataset (public traces, other sites' records)."""
+    from faultlens.reports.reliability import datasets
+
+    try:
+        names = datasets(store)[1:]
+    except FaultlensError:
+        return []
+    return [
+        (f"Reliability: {d}", f"reliability-{d}", lambda d=d: reliability(store, f, d))
+        for d in names
+    ]
+
+
 def build_sections(store: Store, f: Filters, models_dir: Path | None = None) -> list[Section]:
     builders: list[tuple[str, str, Callable[[], Section]]] = [
         ("Overview", "overview", lambda: overview(store, f)),
@@ -267,6 +302,8 @@ def build_sections(store: Store, f: Filters, models_dir: Path | None = None) -> 
         ("Predictions", "predictions", lambda: predictions(store, f, models_dir)),
         ("Stragglers", "stragglers", lambda: stragglers(store, f)),
         ("Recovery what-if", "recovery", lambda: recovery(store, f)),
+        ("Reliability", "reliability", lambda: reliability(store, f)),
+        *_dataset_sections(store, f),
         ("Data health", "data-health", lambda: data_health(store)),
     ]
     return [_safe(build, title, anchor) for title, anchor, build in builders]

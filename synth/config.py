@@ -120,6 +120,12 @@ class SynthConfig:
     causes: tuple[Cause, ...] = LLAMA3_CAUSES
     lemon_fraction: float = 0.015  # Meta flagged ~40 of ~2,000 RSC-1 nodes
     lemon_multiplier: float = 8.0  # lemon hardware failure rate / healthy node rate
+    # Failure timing and repairs (``synth.profile`` sets them from a real trace): the time between
+    # failures of a node is Weibull with this shape (1: Poisson); repairs are log-normal around
+    # each cause's median (or ``repair_median_h`` for all) with this sigma.
+    interfailure_shape: float = 1.0
+    repair_median_h: float | None = None
+    repair_sigma: float = 0.6
     # False-positive precursor episodes on healthy hardware, per node-day [assumed]: one isolated
     # correctable-error / link-flap episode per node every ~7 weeks; a share of them
     # (benign_burst_share, 1%) are bursts that look like a failing part's escalation and lead

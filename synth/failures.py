@@ -60,13 +60,18 @@ def sample_hw_failures(
     p = np.array([c.count for c in hw], dtype=float)
     p /= p.sum()
     failures: list[Failure] = []
-    counts = rng.poisson(base * weight * config.days)
+    if config.interfailure_shape == 1.0:
+        counts = rng.poisson(base * weight * config.days)
+        times_all = rng.uniform(0, horizon, size=int(counts.sum()))
+    else:
+        counts, times_all = _renewal_times(base * weight / DAY, horizon, config, rng)
     total_n = int(counts.sum())
-    times_all = rng.uniform(0, horizon, size=total_n)
     cause_all = rng.choice(len(hw), size=total_n, p=p)
-    spread = rng.lognormal(0.0, 0.6, size=total_n)
+    spread = rng.lognormal(0.0, config.repair_sigma, size=total_n)
     settle = rng.uniform(HOUR, 12 * HOUR, size=total_n)
     median_repair = np.array([max(c.repair_h, 0.25) * HOUR for c in hw])
+    if config.repair_median_h is not None:
+        median_repair = np.full(len(hw), max(config.repair_median_h, 0.05) * HOUR)
     k = 0
     for i in np.flatnonzero(counts).tolist():
         sl = slice(k, k + int(counts[i]))
@@ -91,6 +96,30 @@ def sample_hw_failures(
         f.fid = k
         _pick_variant(f, nodes[f.node], rng, config.precursor_scale())
     return failures
+
+
+def _renewal_times(
+    rate_per_s: np.ndarray, horizon: float, config: SynthConfig, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per node, a renewal process with Weibull gaps of shape ``interfailure_shape`` and mean
+    1 / rate (the same long-run rate as the Poisson path): counts and the times, node by node."""
+    from faultlens.synth.profile import weibull_scale
+
+    k = config.interfailure_shape
+    counts = np.zeros(len(rate_per_s), dtype=np.int64)
+    times: list[np.ndarray] = []
+    for i, rate in enumerate(rate_per_s.tolist()):
+        if rate <= 0:
+            continue
+        scale = weibull_scale(1.0 / rate, k)
+        n_draw = max(8, int(horizon * rate * 3) + 8)
+        t = np.cumsum(scale * rng.weibull(k, n_draw))
+        while t[-1] < horizon:  # rare: draw more gaps
+            t = np.concatenate([t, t[-1] + np.cumsum(scale * rng.weibull(k, n_draw))])
+        t = t[t < horizon]
+        counts[i] = len(t)
+        times.append(t)
+    return counts, (np.concatenate(times) if times else np.zeros(0))
 
 
 def _expand_switch_failures(

@@ -36,6 +36,12 @@ PAGES = [
         icon=":material/restart_alt:",
     ),
     st.Page(
+        "views/reliability.py",
+        title="Reliability",
+        url_path="reliability",
+        icon=":material/timeline:",
+    ),
+    st.Page(
         "views/data_health.py",
         title="Data health",
         url_path="data-health",

@@ -109,7 +109,7 @@ def test_in_memory_falls_back_to_storage_when_both_copies_are_lost():
 
 @pytest.mark.parametrize("spares", [0, 1])
 def test_hot_spares(spares):
-    job = JOB.with_(spares=spares)
+    job = JOB.with_(spares=spares, replacement="pool")
     wait = REPAIR if spares == 0 else 0.0  # with no spare, wait for the node's own repair
     expected = failed(T) + kept(W - T - wait - SWAP - R)
     acc = evaluate(resolve("hot-spares"), trace(), job)
@@ -123,7 +123,7 @@ def test_elastic_runs_on_one_node_until_the_repair():
     back = T + REPAIR
     r1 = back - (T + RECONF)  # on 1 of 2 nodes: half the throughput
     expected = (failed(T) + (T - 3 * C) - STEP) + kept(r1) * 0.5 + kept(W - back - RECONF)
-    acc = evaluate(resolve("elastic"), trace(), JOB)
+    acc = evaluate(resolve("elastic"), trace(), JOB.with_(replacement="pool"))
     assert acc["productive"] == pytest.approx(expected)
     assert acc["reduced_throughput"] == pytest.approx(r1 * 0.5)
     assert acc["lost_progress"] == pytest.approx(STEP)

@@ -86,7 +86,13 @@ def test_interval_sweep_equals_one_replay_per_value(name, async_):
         false_alarms_per_h=0.3,
     )
     job = JobSpec(
-        gpus=48, checkpoint_async=async_, repair_h=3, spares=2, restart_s=400, buddy_window_s=3600
+        gpus=48,
+        checkpoint_async=async_,
+        repair_h=3,
+        replacement="pool",
+        spares=2,
+        restart_s=400,
+        buddy_window_s=3600,
     )
     scores = replay(tr, [name], job, sweep=("interval_min", INTERVALS), resamples=3)
     assert len(scores) == len(INTERVALS)
@@ -105,7 +111,7 @@ def test_resampled_intervals_equal_full_replays_of_the_resamples():
     tr = poisson_trace(
         1.0, 600, 6, seed=4, hardware_frac=0.7, predicted_frac=0.3, false_alarms_per_h=0.1
     )
-    job = JobSpec(gpus=48, repair_h=1, buddy_window_s=4 * 3600)
+    job = JobSpec(gpus=48, repair_h=1, replacement="pool", buddy_window_s=4 * 3600)
     name, values = "elastic+predictive-drain", [20.0, 45.0]
     scores = replay(tr, [name], job, sweep=("interval_min", values), resamples=8, seed=3)
     rng = np.random.default_rng(3)

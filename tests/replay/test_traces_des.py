@@ -154,6 +154,7 @@ def test_simpy_baseline_agrees(name):
         checkpoint_async=True,
         interval_min=7,
         repair_h=3,
+        replacement="pool",
         spares=2,
         restart_s=400,
         buddy_window_s=3600,

@@ -1,8 +1,7 @@
-"""The `faultlens demo` stage of the replay engine, and the ranking table the CLI prints."""
+"""Rendering of replay results on a terminal (rich): the ranking table and the demo stage."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -11,19 +10,16 @@ from rich.table import Table
 
 from faultlens.ingest.store import Store
 from faultlens.replay.model import BUCKETS, JobSpec, Trace
-from faultlens.replay.score import Score, predictor_value_gpu_h, rank, replay
-from faultlens.replay.strategies import STRATEGIES
-
-log = logging.getLogger(__name__)
-
-ALL_STRATEGIES: tuple[str, ...] = tuple(STRATEGIES)
-DEMO_STRATEGIES: tuple[str, ...] = (*ALL_STRATEGIES, "hot-spares+in-memory")
+from faultlens.replay.ranking import demo_ranking
+from faultlens.replay.score import Score
 
 
 def replay_table(scores: Sequence[Score], trace: Trace) -> Table:
+    replacement = scores[0].params.get("replacement", "instant") if scores else "instant"
     table = Table(
         title=f"replay of {trace.n_events} interruptions over {trace.span_h:.0f} h "
-        f"({trace.source}, {trace.fleet_nodes} nodes)"
+        f"({trace.source}, {trace.fleet_nodes} nodes x {trace.gpus_per_node} GPUs, "
+        f"replacement {replacement})"
     )
     for col in (
         "strategy",
@@ -56,38 +52,24 @@ def replay_table(scores: Sequence[Score], trace: Trace) -> Table:
     return table
 
 
-def demo_stage(
+def stage_replay(
     store: Store,
     truth: str | Path | dict | None,
     console: Any,
     job: JobSpec | None = None,
     resamples: int = 20,
 ) -> dict[str, Any]:
-    """Rank the strategies on the demo cluster's history and price the failure predictor.
-
-    Reads the interruptions from ``store`` (falling back to the ground-truth file ``truth`` when
-    the database has none), prints the ranking to ``console`` and returns it as a dict.
-    """
-    from faultlens.replay.traces import from_db, from_ground_truth
-
-    job = job or JobSpec()
-    trace = from_db(store, alert_threshold=job.alert_threshold)
-    if trace.n_events == 0 and isinstance(truth, str | Path) and Path(truth).exists():
-        trace = from_ground_truth(truth)
-    if trace.n_events == 0:
+    """The demo's replay stage: rank the strategies, print the table and the predictor's value."""
+    result = demo_ranking(store, truth, job, resamples)
+    if not result.ranked:
         console.print("replay: no interruptions recorded, nothing to replay")
-        return {"ranking": [], "predictor_value_gpu_h": 0.0, "interruptions": 0}
-    ranked = rank(replay(trace, DEMO_STRATEGIES, job, resamples=resamples))
-    console.print(replay_table(ranked, trace))
-    value = predictor_value_gpu_h(trace, job)
+        return result.to_json()
+    trace = result.trace
+    console.print(replay_table(result.ranked, trace))
+    value = result.predictor_value_gpu_h
     console.print(
         f"failure predictor: {int(trace.predicted.sum())} of {trace.n_events} interruptions "
         f"predicted, {len(trace.false_alarm_h)} false alarms -> worth {value:,.1f} GPU-hours "
-        f"(${value * job.usd_per_gpu_h:,.0f}) against plain checkpointing"
+        f"(${value * result.usd_per_gpu_h:,.0f}) against plain checkpointing"
     )
-    return {
-        "ranking": [s.to_json() for s in ranked],
-        "predictor_value_gpu_h": value,
-        "interruptions": trace.n_events,
-        "best": ranked[0].name,
-    }
+    return result.to_json()
