@@ -5,19 +5,25 @@ from __future__ import annotations
 import json as json_mod
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.app.common import (
+    SITE_DATASET,
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    db_path,
+    emit_json,
+)
 from faultlens.ingest.errors import ConfigError
-from faultlens.ingest.schema import SITE_DATASET
-from faultlens.ingest.store import Store
-from faultlens.models.fleet import data_window
-from faultlens.models.reliability import Reliability, reliability
-from faultlens.models.reliability import fit_profile as make_profile
+
+if TYPE_CHECKING:  # imported by the command itself: `faultlens --help` loads no DuckDB
+    from faultlens.models.reliability import Reliability
 
 err = Console(stderr=True)
 
@@ -59,6 +65,11 @@ def reliability_cmd(
 
     Example: faultlens reliability --dataset lanl --json
     """
+    from faultlens.ingest.store import Store
+    from faultlens.models.fleet import data_window
+    from faultlens.models.reliability import fit_profile as make_profile
+    from faultlens.models.reliability import reliability
+
     with Store(db_path(db), read_only=True) as store:
         span = data_window(store, dataset)
         if span is None:

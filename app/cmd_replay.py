@@ -9,7 +9,15 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.app.common import (
+    SITE_DATASET,
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    db_path,
+    emit_json,
+)
 from faultlens.ingest.errors import ConfigError
 
 err = Console(stderr=True)
@@ -78,7 +86,7 @@ def replay_cmd(
     ] = None,
     dataset: Annotated[
         str, typer.Option(help="Dataset to replay (ingest --dataset NAME).")
-    ] = "site",  # ingest.schema.SITE_DATASET (not imported: --help stays light)
+    ] = SITE_DATASET,
     fleet_gpus: Annotated[
         int | None,
         typer.Option("--fleet-gpus", help="GPUs of the fleet [default: the fleet model's].", min=1),

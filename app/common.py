@@ -74,6 +74,10 @@ def setup_logging(verbose: bool) -> None:
     )
 
 
+# ``ingest.schema.SITE_DATASET``, repeated here so command signatures need not import the schema
+# (polars) for ``--help``; tests/app/test_quick_start.py checks the two agree.
+SITE_DATASET = "site"
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 

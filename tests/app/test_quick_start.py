@@ -42,3 +42,10 @@ def test_the_probe_sees_a_command_that_does_load_them(tmp_path) -> None:
     doc = _probe("refresh", "--db", str(tmp_path / "t.duckdb"), "--json")
     assert doc["exit"] == 0, doc["out"]
     assert "duckdb" in {m.split(".")[0] for m in doc["loaded"]}
+
+
+def test_cli_site_dataset_is_the_schema_one() -> None:
+    from faultlens.app.common import SITE_DATASET as cli_site
+    from faultlens.ingest.schema import SITE_DATASET
+
+    assert cli_site == SITE_DATASET
