@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
+import polars as pl
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -24,9 +25,11 @@ from faultlens.app.common import (
     is_tty,
     utc_now,
 )
+from faultlens.ingest import registry
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
+from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import FileReport, expand_paths, ingest_paths
 from faultlens.ingest.store import Store
 
@@ -104,6 +107,8 @@ def ingest(
             return
     if not paths:
         raise typer.BadParameter("give PATHS to ingest, or --prometheus URL")
+    _check_format(format)  # a usage error exits 2 before the database is created
+    site_catalog = _site_catalog(xid_catalog)
     ctx = ParseContext(
         file="",
         node=node,
@@ -114,8 +119,8 @@ def ingest(
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
-        if xid_catalog is not None or store.count("xid_catalog") == 0:
-            store.load_xid_catalog(load_catalog(xid_catalog))
+        if site_catalog is not None or store.count("xid_catalog") == 0:
+            store.load_xid_catalog(site_catalog if site_catalog is not None else load_catalog())
         with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
             report = ingest_paths(
                 store,
@@ -137,8 +142,28 @@ def ingest(
     for f in report.files:
         if f.status == "failed":
             err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
-    if any(f.status == "failed" for f in report.files):
+    if any(_lost(f) for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
+
+
+def _lost(f: FileReport) -> bool:
+    """A file whose data did not arrive: it failed, or it is partial with nothing parsed."""
+    return f.status == "failed" or (f.status == "partial" and f.parsed == 0)
+
+
+def _site_catalog(path: Path | None) -> pl.DataFrame | None:
+    """The site's Xid catalog, read before anything is opened (a bad one is a usage error)."""
+    if path is None:
+        return None
+    try:
+        return load_catalog(path)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        raise ConfigError(f"--xid-catalog {path}: {e}") from e
+
+
+def _check_format(fmt: str | None) -> None:
+    if fmt is not None and fmt not in registry.names():
+        raise ConfigError(f"unknown --format {fmt!r}; known: {', '.join(registry.names())}")
 
 
 @contextmanager

@@ -14,7 +14,9 @@ from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_pa
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.store import Store
 from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
+from faultlens.replay.score import parse_param
 from faultlens.replay.score import replay as run_replay
+from faultlens.replay.strategies import resolve
 
 err = Console(stderr=True)
 
@@ -89,6 +91,15 @@ def replay_cmd(
     job = JobSpec(checkpoint_async=checkpoint_async).with_(
         **{k: v for k, v in changes.items() if v is not None}
     )
+    # usage errors exit 2 before anything is opened
+    names = [s.strip() for s in strategy.split(",") if s.strip()]
+    if not names:
+        raise ConfigError("--strategy names no strategy")
+    for name in names:
+        resolve(name)
+    sweep_spec = parse_sweep(sweep) if sweep else None
+    if sweep_spec is not None:
+        parse_param(sweep_spec[0])
     if trace is not None:
         tr = from_ground_truth(trace)
     else:
@@ -101,10 +112,7 @@ def replay_cmd(
             err=True,
         )
         raise typer.Exit(ExitCode.NO_DATA)
-    names = [s.strip() for s in strategy.split(",") if s.strip()]
-    scores = run_replay(
-        tr, names, job, sweep=parse_sweep(sweep) if sweep else None, resamples=resamples, seed=seed
-    )
+    scores = run_replay(tr, names, job, sweep=sweep_spec, resamples=resamples, seed=seed)
     if json:
         emit_json(
             {

@@ -15,7 +15,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
+from faultlens.ingest.errors import (
+    ConfigError,
+    FaultlensError,
+    InputError,
+    LockedError,
+    ModelError,
+    StoreError,
+)
 from faultlens.ingest.store import default_db_path
 
 log = logging.getLogger("faultlens")
@@ -73,6 +80,22 @@ def setup_logging(verbose: bool) -> None:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# Error class -> exit code, most specific first; the one table the boundary and README follow.
+EXIT_CODES: tuple[tuple[type[FaultlensError], ExitCode], ...] = (
+    (LockedError, ExitCode.LOCKED),
+    (ConfigError, ExitCode.USAGE),
+    (ModelError, ExitCode.NO_DATA),
+    (InputError, ExitCode.PARTIAL),
+    (StoreError, ExitCode.ERROR),
+    (FaultlensError, ExitCode.ERROR),
+)
+
+
+def exit_code_of(error: FaultlensError) -> ExitCode:
+    """The documented exit code of one of our errors (``EXIT_CODES``, first match)."""
+    return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
+
+
 def boundary(fn: F) -> F:
     """Turn our exceptions into a one-line message on stderr and a documented exit code."""
 
@@ -85,21 +108,9 @@ def boundary(fn: F) -> F:
         except KeyboardInterrupt:
             typer.echo("faultlens: interrupted", err=True)
             raise typer.Exit(130) from None
-        except LockedError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.LOCKED) from e
-        except ConfigError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.USAGE) from e
-        except ModelError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.NO_DATA) from e
-        except InputError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.PARTIAL) from e
         except FaultlensError as e:
             typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.ERROR) from e
+            raise typer.Exit(exit_code_of(e)) from e
 
     return wrapper  # type: ignore[return-value]
 
