@@ -23,6 +23,9 @@ from faultlens.app.common import (
     db_path,
     emit_json,
     is_tty,
+    live_write_s,
+    open_store,
+    stdout_console,
     utc_now,
 )
 from faultlens.ingest import registry
@@ -109,6 +112,7 @@ def ingest(
         raise typer.BadParameter("give PATHS to ingest, or --prometheus URL")
     _check_format(format)  # a usage error exits 2 before the database is created
     site_catalog = _site_catalog(xid_catalog)
+    live_s = live_write_s()
     ctx = ParseContext(
         file="",
         node=node,
@@ -118,7 +122,7 @@ def ingest(
         delimiter=delimiter,
     )
     show = is_tty() and not quiet and not json
-    with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
+    with dask_client(dask, workers) as executor, open_store(db_path(db)) as store:
         if site_catalog is not None or store.count("xid_catalog") == 0:
             store.load_xid_catalog(site_catalog if site_catalog is not None else load_catalog())
         with _file_progress(len(expand_paths(paths)) if show else 0) as on_file:
@@ -132,6 +136,7 @@ def ingest(
                 on_file=on_file,
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
+                live_write_s=live_s,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
@@ -180,11 +185,11 @@ def _file_progress(total: int) -> Iterator[Any]:
 
 
 def _print_report(files: list[FileReport]) -> None:
-    out = Console()
+    out = stdout_console()
     table = Table("file", "format", "status", "lines", "parsed", "noise", "quarantined")
     for f in files:
         table.add_row(
-            Path(f.path).name,
+            f.path,
             f.format or "-",
             f.status,
             str(f.lines),
@@ -201,12 +206,12 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
 
     Example: faultlens status --db data/faultlens.duckdb
     """
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
     if json:
         emit_json(doc)
         return
-    out = Console()
+    out = stdout_console()
     t = Table("table", "rows", title=f"faultlens database {db_path(db)}")
     for name, n in doc["tables"].items():
         t.add_row(name, f"{n:,}")
@@ -242,9 +247,10 @@ def status_doc(store: Store) -> dict:
         "SELECT source, kind, count(*) AS n FROM events GROUP BY ALL ORDER BY n DESC"
     ).to_dicts()
     files = store.query(
-        "SELECT status, count(*) AS files, sum(lines) AS lines, sum(parsed) AS parsed, "
-        "sum(noise) AS noise, sum(quarantined) AS quarantined FROM ingested_files GROUP BY ALL "
-        "ORDER BY status"
+        # sums are HUGEINT in DuckDB: cast, so that JSON gets numbers, not strings
+        "SELECT status, count(*) AS files, sum(lines)::BIGINT AS lines, "
+        "sum(parsed)::BIGINT AS parsed, sum(noise)::BIGINT AS noise, "
+        "sum(quarantined)::BIGINT AS quarantined FROM ingested_files GROUP BY ALL ORDER BY status"
     ).to_dicts()
     quarantine = store.query(
         "SELECT reason, count(*) AS n, min(file) AS file FROM quarantine GROUP BY ALL "

@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json
-from faultlens.ingest.store import Store
+from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json, open_store
 
 lake_app = typer.Typer(
     help="Parquet-lake mode: export the tables as partitioned Parquet, or serve them from it.",
@@ -34,7 +33,7 @@ def export(location: LocationArg, db: DbOption = None, json: JsonOption = False)
     """
     from faultlens.ingest.lake import export_lake
 
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         manifest = export_lake(store, location)
     if json:
         emit_json(manifest)

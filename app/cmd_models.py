@@ -18,10 +18,11 @@ from faultlens.app.common import (
     dask_client,
     db_path,
     emit_json,
+    open_store,
+    stdout_console,
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError
-from faultlens.ingest.store import Store
 
 err = Console(stderr=True)
 
@@ -117,14 +118,14 @@ def train(
     )
     path = db_path(db)
     now = utc_now()
-    with dask_client(dask, workers) as client, Store(path, read_only=True) as store:
+    with dask_client(dask, workers) as client, open_store(path, read_only=True) as store:
         result = train_failure_model(store, as_of=_as_of(as_of), cfg=cfg, now=now, client=client)
     folder = save_model(models_dir or default_models_dir(path), result.estimator, result.card)
     doc = train_doc(result.card)
     if json:
         emit_json(doc)
         return
-    print_metrics(Console(), doc)
+    print_metrics(stdout_console(), doc)
     err.print(f"saved {doc['model_version']} in {folder}", highlight=False)
 
 
@@ -181,7 +182,7 @@ def predict(
 
     path = db_path(db)
     model = load_model(models_dir or default_models_dir(path), model_version)
-    with Store(path) as store:
+    with open_store(path) as store:
         pred = predict_failures(
             store, model.estimator, model.card, as_of=_as_of(as_of), scheduler=scheduler
         )
@@ -189,7 +190,7 @@ def predict(
     if json:
         emit_json(pred.to_json())
         return
-    print_alerts(Console(), pred.to_json(), top)
+    print_alerts(stdout_console(), pred.to_json(), top)
 
 
 def print_alerts(out: Console, doc: dict[str, Any], top: int) -> None:

@@ -6,9 +6,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from faultlens.app.common import db_path, emit_json, utc_now
+from faultlens.app.common import db_path, emit_json, open_store, utc_now
 from faultlens.ingest.prom import parse_duration, pull
-from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry import resolve_gpu_indices
 
 
@@ -16,7 +15,7 @@ def pull_prometheus(
     url: str, *, since: str, db: Path | None, node: str | None, json: bool, quiet: bool
 ) -> None:
     """Pull the DCGM series of ``url`` for the last ``since`` into the database and report."""
-    with Store(db_path(db)) as store:
+    with open_store(db_path(db)) as store:
         report = pull(store, url, since=parse_duration(since), now=utc_now(), node=node)
         resolve_gpu_indices(store)
     if json:

@@ -10,9 +10,17 @@ import numpy as np
 import typer
 from rich.console import Console
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
+from faultlens.app.common import (
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    db_path,
+    emit_json,
+    open_store,
+    stdout_console,
+)
 from faultlens.ingest.errors import ConfigError
-from faultlens.ingest.store import Store
 from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank, replay_table
 from faultlens.replay.score import parse_param
 from faultlens.replay.score import replay as run_replay
@@ -103,7 +111,7 @@ def replay_cmd(
     if trace is not None:
         tr = from_ground_truth(trace)
     else:
-        with Store(db_path(db), read_only=True) as store:
+        with open_store(db_path(db), read_only=True) as store:
             tr = from_db(store, since, until, alert_threshold=job.alert_threshold)
     if tr.n_events == 0:
         typer.echo(
@@ -126,4 +134,4 @@ def replay_cmd(
             }
         )
         return
-    Console().print(replay_table(scores if sweep else rank(scores), tr))
+    stdout_console().print(replay_table(scores if sweep else rank(scores), tr))

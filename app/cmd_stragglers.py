@@ -9,8 +9,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, boundary, db_path, emit_json
-from faultlens.ingest.store import Store
+from faultlens.app.common import (
+    DbOption,
+    ExitCode,
+    JsonOption,
+    boundary,
+    db_path,
+    emit_json,
+    open_store,
+    stdout_console,
+)
 from faultlens.models.stragglers import StragglerReport, detect
 
 err = Console(stderr=True)
@@ -39,7 +47,7 @@ def stragglers(
 
     Example: faultlens stragglers --since 2025-01-01 --json
     """
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         report = detect(store, job_id=job, since=since.replace(tzinfo=None) if since else None)
     if report.windows.height == 0:
         err.print("no per-GPU telemetry inside any job window: ingest jobs and telemetry first")
@@ -53,7 +61,7 @@ def stragglers(
 
 
 def _print(report: StragglerReport, top: int) -> None:
-    out = Console()
+    out = stdout_console()
     if report.stragglers.height == 0:
         out.print(f"no stragglers in {report.windows['job_id'].n_unique()} jobs")
         return

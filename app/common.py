@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -14,6 +15,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from faultlens.ingest.errors import (
     ConfigError,
@@ -23,7 +27,8 @@ from faultlens.ingest.errors import (
     ModelError,
     StoreError,
 )
-from faultlens.ingest.store import default_db_path
+from faultlens.ingest.reader import LIVE_WRITE_S
+from faultlens.ingest.store import DEFAULT_DB, DEFAULT_MEMORY, Store
 
 log = logging.getLogger("faultlens")
 
@@ -51,8 +56,29 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
+def default_db_path() -> Path:
+    """``$FAULTLENS_DB`` if set, else ``data/faultlens.duckdb``."""
+    env = os.environ.get("FAULTLENS_DB")
+    return Path(env) if env else DEFAULT_DB
+
+
 def db_path(db: Path | None) -> Path:
     return db if db is not None else default_db_path()
+
+
+def open_store(path: str | Path, *, read_only: bool = False) -> Store:
+    """The database, with the memory limit ``$FAULTLENS_DUCKDB_MEMORY`` (default 1GB) sets."""
+    memory = os.environ.get("FAULTLENS_DUCKDB_MEMORY") or DEFAULT_MEMORY
+    return Store(path, read_only=read_only, memory_limit=memory)
+
+
+def live_write_s() -> float:
+    """``$FAULTLENS_LIVE_WRITE_S``: a log modified this recently is still being written, and is
+    read only to its last complete line (default 30 s)."""
+    try:
+        return float(os.environ.get("FAULTLENS_LIVE_WRITE_S", LIVE_WRITE_S))
+    except ValueError as e:
+        raise ConfigError("FAULTLENS_LIVE_WRITE_S must be a number of seconds") from e
 
 
 def utc_now() -> datetime:
@@ -67,6 +93,44 @@ def emit_json(doc: Any) -> None:
 
 def is_tty() -> bool:
     return sys.stderr.isatty()
+
+
+PIPE_WIDTH = 100_000  # piped output is never cut: lines are as long as their values
+
+
+class DataConsole(Console):
+    """stdout for people and programs: on a terminal, rich tables at the terminal's width;
+    piped or redirected, each table as TSV (a ``# title`` line, a header, one row per line) with
+    whole values, and text lines unwrapped."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        if objects and not self.is_terminal and all(isinstance(o, Table) for o in objects):
+            for table in objects:
+                self.file.write(table_tsv(table))
+            self.file.flush()
+            return
+        super().print(*objects, **kwargs)
+
+
+def table_tsv(table: Table) -> str:
+    """A rich table as TSV (tabs and newlines inside values become spaces)."""
+
+    def cell(value: Any) -> str:
+        text = value.plain if isinstance(value, Text) else str(value)
+        return text.replace("\t", " ").replace("\n", " ")
+
+    lines = [f"# {cell(table.title)}"] if table.title else []
+    lines.append("\t".join(cell(c.header) for c in table.columns))
+    columns = [list(c.cells) for c in table.columns]
+    lines.extend("\t".join(cell(col[i]) for col in columns) for i in range(table.row_count))
+    return "\n".join(lines) + "\n"
+
+
+def stdout_console(**kwargs: Any) -> DataConsole:
+    """The console commands print their data to (``DataConsole``)."""
+    if not sys.stdout.isatty():
+        kwargs.setdefault("width", PIPE_WIDTH)
+    return DataConsole(**kwargs)
 
 
 def setup_logging(verbose: bool) -> None:

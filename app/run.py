@@ -31,11 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from faultlens.app import alerts as am
+from faultlens.app.common import default_db_path
+from faultlens.app.common import open_store as open_db
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError, LockedError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
-from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
+from faultlens.ingest.reader import LIVE_WRITE_S
+from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.predictor import Prediction, predict_failures, save_predictions
 from faultlens.models.registry import LoadedModel, default_models_dir, load_model
@@ -58,6 +61,7 @@ class RunConfig:
     timeout_s: float = 10.0
     state_file: Path | None = None
     db_wait_s: float = 60.0
+    live_write_s: float = LIVE_WRITE_S  # a log modified this recently is still being written
 
     @property
     def lock_file(self) -> Path:
@@ -137,7 +141,7 @@ def open_store(path: Path, wait_s: float) -> Store:
     pause_s = 0.1
     while True:
         try:
-            return Store(path)
+            return open_db(path)
         except DatabaseBusyError:
             if time.monotonic() + pause_s > deadline:
                 raise
@@ -231,7 +235,7 @@ def _ingest_and_predict(
             if store.count("xid_catalog") == 0:
                 store.load_xid_catalog(load_catalog())
             log.info("ingesting %s", cfg.ingest_paths)
-            report = ingest_paths(store, cfg.ingest_paths, now=now)
+            report = ingest_paths(store, cfg.ingest_paths, now=now, live_write_s=cfg.live_write_s)
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):
                 refresh(store)
