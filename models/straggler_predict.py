@@ -147,24 +147,3 @@ def evaluate(
         "positives_test": int(y_test.sum()),
         "metrics": {"model": _metrics(y_test, score), "baseline": _metrics(y_test, baseline)},
     }
-
-
-def predict_next(model: StragglerPredictor, windows: pl.DataFrame) -> pl.DataFrame:
-    """Score the latest window of each GPU: probability it straggles in the next one."""
-    df = windows.sort([*KEY, "w"])
-    latest = df.group_by(KEY).agg(pl.all().sort_by("w").last())
-    # A placeholder window after the latest one gives the latest a (dummy) target.
-    full = window_features(
-        pl.concat(
-            [df, latest.with_columns(w=pl.col("w") + 1, flagged=pl.lit(False))],
-            how="diagonal_relaxed",
-        )
-    )
-    last = full.join(latest.select(*KEY, "w"), on=[*KEY, "w"])
-    proba = model.predict_proba(to_matrix(last))
-    score = proba[:, 1] if proba.shape[1] == 2 else np.zeros(last.height)
-    return (
-        last.select("job_id", "node", "gpu", "win_start")
-        .with_columns(score=pl.Series(score))
-        .sort("score", descending=True)
-    )
