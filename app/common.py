@@ -179,29 +179,6 @@ def boundary(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@contextmanager
-def progress_bar(
-    total: float, description: str, enabled: bool
-) -> Iterator[Callable[[float], None]]:
-    """A rich progress bar on stderr when it is a terminal; silent otherwise (cron)."""
-    if not enabled:
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
-
-
 DaskOption = Annotated[
     str | None,
     typer.Option(
