@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-lowest lint bench install clean
+.PHONY: demo test test-lowest lint bench mutation install clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -40,6 +40,10 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
+
+# Mutation testing of a parser and the replay engine (cosmic-ray; ~25 min on two busy cores).
+mutation: $(STAMP)
+	bash bench/mutation/run.sh
 
 clean:
 	rm -rf $(VENV) $(LOWEST) data/faultlens.duckdb data/models data/reports
