@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test test-lowest lint bench mutation install clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -28,13 +28,30 @@ demo: $(STAMP)
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/pytest -q
 
+# The fast part of the suite at the lowest versions pyproject.toml allows (uv's lowest-direct
+# resolution: every direct dependency at its declared floor), in a venv of its own.
+LOWEST := .venv-lowest
+LOWEST_TESTS := tests/ingest/test_reader.py tests/ingest/test_scan.py tests/ingest/test_kernel.py \
+	tests/ingest/test_nccl.py tests/ingest/test_slurm.py tests/ingest/test_telemetry_prom.py \
+	tests/ingest/test_lake.py tests/replay tests/models/test_predictor.py tests/app/test_cli.py \
+	tests/app/test_exit_codes.py
+test-lowest: $(TEST_STAMP)
+	test -x $(LOWEST)/bin/python || $(BIN)/uv venv --quiet --python $(BIN)/python $(LOWEST)
+	$(BIN)/uv pip install --quiet --python $(LOWEST)/bin/python --resolution lowest-direct -e '.[test]'
+	$(LOWEST)/bin/python -m pytest -q -p no:cacheprovider -m "not integration and not slow" $(LOWEST_TESTS)
+
 lint: $(TEST_STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/lint-imports
 
 bench: $(TEST_STAMP)
 	$(BIN)/python -m bench.run_all
 
+# Mutation testing of a parser and the replay engine (cosmic-ray; ~25 min on two busy cores).
+mutation: $(TEST_STAMP)
+	bash bench/mutation/run.sh
+
 clean:
-	rm -rf $(VENV) data/faultlens.duckdb data/models data/reports
+	rm -rf $(VENV) $(LOWEST) data/faultlens.duckdb data/models data/reports

@@ -28,6 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: prose rewrapped to the terminal, no markup
+    context_settings={"max_content_width": 120},
 )
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import polars as pl
 import typer
 from rich.console import Console
 
@@ -22,12 +23,17 @@ from faultlens.app.common import (
     db_path,
     emit_json,
     is_tty,
+    live_write_s,
+    open_store,
+    stdout_console,
     terminal_text,
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError
 
 if TYPE_CHECKING:  # the commands import what they use: `faultlens --help` loads no DuckDB
+    import polars as pl
+
     from faultlens.ingest.pipeline import FileReport
     from faultlens.ingest.store import Store
 
@@ -150,11 +156,14 @@ def ingest(
             return
     if not paths:
         raise typer.BadParameter("give PATHS to ingest, or --prometheus URL")
+    _check_format(format)  # a usage error exits 2 before the database is created
+    site_catalog = _site_catalog(xid_catalog)
+    live_s = live_write_s()
+
     from faultlens.ingest.attribution import refresh
     from faultlens.ingest.base import ParseContext
     from faultlens.ingest.catalog import load_catalog
     from faultlens.ingest.pipeline import expand_paths, ingest_paths
-    from faultlens.ingest.store import Store
 
     ctx = ParseContext(
         file="",
@@ -166,9 +175,9 @@ def ingest(
         options=_incident_options(dataset, epoch, map_),
     )
     show = is_tty() and not quiet and not json
-    with dask_client(dask, workers) as executor, Store(db_path(db)) as store:
-        if xid_catalog is not None or store.count("xid_catalog") == 0:
-            store.load_xid_catalog(load_catalog(xid_catalog))
+    with dask_client(dask, workers) as executor, open_store(db_path(db)) as store:
+        if site_catalog is not None or store.count("xid_catalog") == 0:
+            store.load_xid_catalog(site_catalog if site_catalog is not None else load_catalog())
         n_files = len(expand_paths(paths, follow_symlinks=follow_symlinks)) if show else 0
         with _file_progress(n_files) as on_file:
             report = ingest_paths(
@@ -182,6 +191,7 @@ def ingest(
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
                 follow_symlinks=follow_symlinks,
+                live_write_s=live_s,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
@@ -195,7 +205,7 @@ def ingest(
                 f"[red]failed[/red] {terminal_text(f.path)}: {terminal_text(f.error)}",
                 highlight=False,
             )
-    if any(f.status == "failed" for f in report.files):
+    if any(_lost(f) for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
 
 
@@ -217,9 +227,8 @@ def refresh_cmd(
     Example: faultlens refresh --full --db data/faultlens.duckdb
     """
     from faultlens.ingest.attribution import refresh
-    from faultlens.ingest.store import Store
 
-    with Store(db_path(db)) as store:
+    with open_store(db_path(db)) as store:
         done = refresh(store, full=full)
     if json:
         emit_json(done)
@@ -243,6 +252,32 @@ def _incident_options(
     return options
 
 
+def _lost(f: FileReport) -> bool:
+    """A file whose data did not arrive: it failed, or it is partial with nothing parsed."""
+    return f.status == "failed" or (f.status == "partial" and f.parsed == 0)
+
+
+def _site_catalog(path: Path | None) -> pl.DataFrame | None:
+    """The site's Xid catalog, read before anything is opened (a bad one is a usage error)."""
+    if path is None:
+        return None
+    import polars as pl
+
+    from faultlens.ingest.catalog import load_catalog
+
+    try:
+        return load_catalog(path)
+    except (OSError, pl.exceptions.PolarsError) as e:
+        raise ConfigError(f"--xid-catalog {path}: {e}") from e
+
+
+def _check_format(fmt: str | None) -> None:
+    from faultlens.ingest import registry
+
+    if fmt is not None and fmt not in registry.names():
+        raise ConfigError(f"unknown --format {fmt!r}; known: {', '.join(registry.names())}")
+
+
 @contextmanager
 def _file_progress(total: int) -> Iterator[Any]:
     """A per-file progress bar on stderr (``total`` files), or no callback when ``total`` is 0."""
@@ -257,11 +292,11 @@ def _file_progress(total: int) -> Iterator[Any]:
 
 
 def _print_report(files: list[FileReport]) -> None:
-    out = Console()
+    out = stdout_console()
     table = Table("file", "format", "status", "lines", "parsed", "noise", "quarantined")
     for f in files:
         table.add_row(
-            Path(f.path).name,
+            f.path,
             f.format or "-",
             f.status,
             str(f.lines),
@@ -278,14 +313,12 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
 
     Example: faultlens status --db data/faultlens.duckdb
     """
-    from faultlens.ingest.store import Store
-
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
     if json:
         emit_json(doc)
         return
-    out = Console()
+    out = stdout_console()
     t = Table("table", "rows", title=f"faultlens database {db_path(db)}")
     for name, n in doc["tables"].items():
         t.add_row(name, f"{n:,}")
@@ -321,9 +354,10 @@ def status_doc(store: Store) -> dict:
         "SELECT source, kind, count(*) AS n FROM events GROUP BY ALL ORDER BY n DESC"
     ).to_dicts()
     files = store.query(
-        "SELECT status, count(*) AS files, sum(lines) AS lines, sum(parsed) AS parsed, "
-        "sum(noise) AS noise, sum(quarantined) AS quarantined FROM ingested_files GROUP BY ALL "
-        "ORDER BY status"
+        # sums are HUGEINT in DuckDB: cast, so that JSON gets numbers, not strings
+        "SELECT status, count(*) AS files, sum(lines)::BIGINT AS lines, "
+        "sum(parsed)::BIGINT AS parsed, sum(noise)::BIGINT AS noise, "
+        "sum(quarantined)::BIGINT AS quarantined FROM ingested_files GROUP BY ALL ORDER BY status"
     ).to_dicts()
     quarantine = store.query(
         "SELECT reason, count(*) AS n, min(file) AS file FROM quarantine GROUP BY ALL "

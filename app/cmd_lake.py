@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json
+from faultlens.app.common import DbOption, JsonOption, boundary, db_path, emit_json, open_store
 
 lake_app = typer.Typer(
     help="Parquet-lake mode: export the tables as partitioned Parquet, or serve them from it.",
@@ -32,9 +32,8 @@ def export(location: LocationArg, db: DbOption = None, json: JsonOption = False)
     Example: faultlens lake export /data/lake --db data/faultlens.duckdb
     """
     from faultlens.ingest.lake import export_lake
-    from faultlens.ingest.store import Store
 
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         manifest = export_lake(store, location)
     if json:
         emit_json(manifest)

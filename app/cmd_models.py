@@ -18,6 +18,8 @@ from faultlens.app.common import (
     dask_client,
     db_path,
     emit_json,
+    open_store,
+    stdout_console,
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError, ModelError
@@ -118,7 +120,6 @@ def train(
         raise ConfigError("--test-fraction must be in (0, 0.8) and --horizon-h positive")
     # imported here: LightGBM / scikit-learn take seconds to import, which every other command
     # (``faultlens ingest`` from cron) would pay
-    from faultlens.ingest.store import Store
     from faultlens.models.predictor import TrainConfig, train_failure_model
     from faultlens.models.registry import default_models_dir, save_model
 
@@ -131,7 +132,7 @@ def train(
     )
     path = db_path(db)
     now = utc_now()
-    with dask_client(dask, workers) as client, Store(path, read_only=True) as store:
+    with dask_client(dask, workers) as client, open_store(path, read_only=True) as store:
         result = train_failure_model(
             store, as_of=_as_of(as_of, store), cfg=cfg, now=now, client=client
         )
@@ -140,7 +141,7 @@ def train(
     if json:
         emit_json(doc)
         return
-    print_metrics(Console(), doc)
+    print_metrics(stdout_console(), doc)
     err.print(f"saved {doc['model_version']} in {folder}", highlight=False)
 
 
@@ -193,13 +194,12 @@ def predict(
     """
     if scheduler not in SCHEDULERS:
         raise ConfigError(f"--scheduler must be one of {', '.join(SCHEDULERS)}")
-    from faultlens.ingest.store import Store
     from faultlens.models.predictor import predict_failures, save_predictions
     from faultlens.models.registry import default_models_dir, load_model
 
     path = db_path(db)
     model = load_model(models_dir or default_models_dir(path), model_version)
-    with Store(path) as store:
+    with open_store(path) as store:
         pred = predict_failures(
             store, model.estimator, model.card, as_of=_as_of(as_of, store), scheduler=scheduler
         )
@@ -207,7 +207,7 @@ def predict(
     if json:
         emit_json(pred.to_json())
         return
-    print_alerts(Console(), pred.to_json(), top)
+    print_alerts(stdout_console(), pred.to_json(), top)
 
 
 def print_alerts(out: Console, doc: dict[str, Any], top: int) -> None:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from faultlens.app.common import db_path, emit_json, utc_now
+from faultlens.app.common import db_path, emit_json, open_store, utc_now
 from faultlens.ingest.http_config import HttpConfig, build_session
 from faultlens.ingest.prom import parse_duration, pull
-from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry import resolve_gpu_indices
 
 
@@ -30,7 +29,7 @@ def pull_prometheus(
     session = build_session(
         http or HttpConfig(), environ=os.environ, where="prometheus.http_config"
     )
-    with Store(db_path(db)) as store:
+    with open_store(db_path(db)) as store:
         report = pull(
             store, url, since=parse_duration(since), now=utc_now(), node=node, session=session
         )

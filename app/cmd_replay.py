@@ -17,6 +17,8 @@ from faultlens.app.common import (
     boundary,
     db_path,
     emit_json,
+    open_store,
+    stdout_console,
 )
 from faultlens.ingest.errors import ConfigError
 
@@ -114,10 +116,10 @@ def replay_cmd(
     Example: faultlens replay --strategy checkpoint,hot-spares+in-memory --json
     """
     from faultlens.app.replay_view import replay_table
-    from faultlens.ingest.store import Store
     from faultlens.replay import ALL_STRATEGIES, JobSpec, from_db, from_ground_truth, rank
+    from faultlens.replay.score import parse_param, sweep_best
     from faultlens.replay.score import replay as run_replay
-    from faultlens.replay.score import sweep_best
+    from faultlens.replay.strategies import resolve
     from faultlens.replay.traces import fleet_note, override_fleet
 
     changes = {
@@ -133,12 +135,22 @@ def replay_cmd(
     job = JobSpec(checkpoint_async=checkpoint_async).with_(
         **{k: v for k, v in changes.items() if v is not None}
     )
+    # usage errors exit 2 before anything is opened
+    strategy = strategy or ",".join(ALL_STRATEGIES)
+    names = [s.strip() for s in strategy.split(",") if s.strip()]
+    if not names:
+        raise ConfigError("--strategy names no strategy")
+    for name in names:
+        resolve(name)
+    sweep_spec = parse_sweep(sweep) if sweep else None
+    if sweep_spec is not None:
+        parse_param(sweep_spec[0])
     if trace is not None:
         tr = from_ground_truth(trace)
         if fleet_gpus or gpus_per_node:
             tr = override_fleet(tr, fleet_gpus, gpus_per_node)
     else:
-        with Store(db_path(db), read_only=True) as store:
+        with open_store(db_path(db), read_only=True) as store:
             tr = from_db(
                 store,
                 since.replace(tzinfo=None) if since else None,
@@ -157,11 +169,7 @@ def replay_cmd(
             err=True,
         )
         raise typer.Exit(ExitCode.NO_DATA)
-    strategy = strategy or ",".join(ALL_STRATEGIES)
-    names = [s.strip() for s in strategy.split(",") if s.strip()]
-    scores = run_replay(
-        tr, names, job, sweep=parse_sweep(sweep) if sweep else None, resamples=resamples, seed=seed
-    )
+    scores = run_replay(tr, names, job, sweep=sweep_spec, resamples=resamples, seed=seed)
     if json:
         emit_json(
             {
@@ -180,4 +188,4 @@ def replay_cmd(
             }
         )
         return
-    Console().print(replay_table(scores if sweep else rank(scores), tr))
+    stdout_console().print(replay_table(scores if sweep else rank(scores), tr))

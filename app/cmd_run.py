@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from faultlens.app.common import DbOption, ExitCode, boundary, emit_json, utc_now
+from faultlens.app.common import (
+    DbOption,
+    ExitCode,
+    boundary,
+    emit_json,
+    live_write_s,
+    utc_now,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +52,7 @@ def run(
         run_once,
     )
 
-    cfg = load_config(config, db=db, environ=os.environ)
+    cfg = replace(load_config(config, db=db, environ=os.environ), live_write_s=live_write_s())
     now = utc_now()
     outcome = run_once(
         cfg, now=now, as_of=as_of.replace(tzinfo=None) if as_of else None, emit=emit_json

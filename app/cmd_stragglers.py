@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
-from faultlens.app.common import DbOption, ExitCode, JsonOption, Table, boundary, db_path, emit_json
+from faultlens.app.common import (
+    DbOption,
+    ExitCode,
+    JsonOption,
+    Table,
+    boundary,
+    db_path,
+    emit_json,
+    open_store,
+    stdout_console,
+)
 
 if TYPE_CHECKING:
     from faultlens.models.stragglers import StragglerReport
@@ -50,10 +60,9 @@ def stragglers(
 
     Example: faultlens stragglers --since 2025-01-01 --predict --json
     """
-    from faultlens.ingest.store import Store
     from faultlens.models.stragglers import detect
 
-    with Store(db_path(db), read_only=True) as store:
+    with open_store(db_path(db), read_only=True) as store:
         report = detect(store, job_id=job, since=since.replace(tzinfo=None) if since else None)
     if report.windows.height == 0:
         err.print("no per-GPU telemetry inside any job window: ingest jobs and telemetry first")
@@ -115,7 +124,7 @@ def _print_forecast(fc: dict, top: int) -> None:
 
 
 def _print(report: StragglerReport, top: int) -> None:
-    out = Console()
+    out = stdout_console()
     if report.stragglers.height == 0:
         out.print(f"no stragglers in {report.windows['job_id'].n_unique()} jobs")
         return

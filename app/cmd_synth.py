@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +17,7 @@ from faultlens.app.common import (
     db_path,
     emit_json,
     is_tty,
+    stdout_console,
     utc_now,
 )
 from faultlens.ingest.errors import ConfigError
@@ -142,9 +142,8 @@ def demo(
 
     cfg = _config(nodes, days, seed, start, rate)
     cfg.telemetry_interval_min = telemetry_min
-    # Wide enough for the replay ranking when stdout is a pipe or a file (rich defaults to 80).
-    width = None if sys.stdout.isatty() else 160
-    console = Console(stderr=True, width=width) if json else Console(highlight=False, width=width)
+    # --json: the stages' tables go to stderr, stdout is the one JSON document
+    console = Console(stderr=True) if json else stdout_console(highlight=False)
 
     def progress(msg: str) -> None:
         if is_tty():

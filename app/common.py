@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -12,13 +13,26 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import rich.table
 import typer
+from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
+from rich.text import Text
 
-from faultlens.ingest.errors import ConfigError, FaultlensError, InputError, LockedError, ModelError
+from faultlens.ingest.errors import (
+    ConfigError,
+    FaultlensError,
+    InputError,
+    LockedError,
+    ModelError,
+    StoreError,
+)
+
+if TYPE_CHECKING:  # DuckDB and polars load on demand: `faultlens --help` needs neither
+    from faultlens.ingest.store import Store
 
 log = logging.getLogger("faultlens")
 
@@ -46,10 +60,35 @@ DbOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
-def db_path(db: Path | None) -> Path:
-    from faultlens.ingest.store import default_db_path  # DuckDB and polars load on demand
+def default_db_path() -> Path:
+    """``$FAULTLENS_DB`` if set, else ``data/faultlens.duckdb``."""
+    from faultlens.ingest.store import DEFAULT_DB
 
+    env = os.environ.get("FAULTLENS_DB")
+    return Path(env) if env else DEFAULT_DB
+
+
+def db_path(db: Path | None) -> Path:
     return db if db is not None else default_db_path()
+
+
+def open_store(path: str | Path, *, read_only: bool = False) -> Store:
+    """The database, with the memory limit ``$FAULTLENS_DUCKDB_MEMORY`` (default 1GB) sets."""
+    from faultlens.ingest.store import DEFAULT_MEMORY, Store
+
+    memory = os.environ.get("FAULTLENS_DUCKDB_MEMORY") or DEFAULT_MEMORY
+    return Store(path, read_only=read_only, memory_limit=memory)
+
+
+def live_write_s() -> float:
+    """``$FAULTLENS_LIVE_WRITE_S``: a log modified this recently is still being written, and is
+    read only to its last complete line (default 30 s)."""
+    from faultlens.ingest.reader import LIVE_WRITE_S
+
+    try:
+        return float(os.environ.get("FAULTLENS_LIVE_WRITE_S", LIVE_WRITE_S))
+    except ValueError as e:
+        raise ConfigError("FAULTLENS_LIVE_WRITE_S must be a number of seconds") from e
 
 
 def utc_now() -> datetime:
@@ -66,6 +105,55 @@ def is_tty() -> bool:
     return sys.stderr.isatty()
 
 
+PIPE_WIDTH = 100_000  # piped output is never cut: lines are as long as their values
+
+
+class DataConsole(Console):
+    """stdout for people and programs: on a terminal, rich tables at the terminal's width;
+    piped or redirected, each table as TSV (a ``# title`` line, a header, one row per line) with
+    whole values, and text lines unwrapped."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        if (
+            objects
+            and not self.is_terminal
+            and all(isinstance(o, rich.table.Table) for o in objects)
+        ):
+            for table in objects:
+                self.file.write(table_tsv(table))
+            self.file.flush()
+            return
+        super().print(*objects, **kwargs)
+
+
+def table_tsv(table: rich.table.Table) -> str:
+    """A rich table as TSV (tabs and newlines inside values become spaces; string cells are
+    rich markup, as on a terminal, and are printed as their plain text)."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, Text):
+            text = value.plain
+        else:
+            try:
+                text = Text.from_markup(str(value)).plain
+            except MarkupError:
+                text = str(value)
+        return text.replace("\t", " ").replace("\n", " ")
+
+    lines = [f"# {cell(table.title)}"] if table.title else []
+    lines.append("\t".join(cell(c.header) for c in table.columns))
+    columns = [list(c.cells) for c in table.columns]
+    lines.extend("\t".join(cell(col[i]) for col in columns) for i in range(table.row_count))
+    return "\n".join(lines) + "\n"
+
+
+def stdout_console(**kwargs: Any) -> DataConsole:
+    """The console commands print their data to (``DataConsole``)."""
+    if not sys.stdout.isatty():
+        kwargs.setdefault("width", PIPE_WIDTH)
+    return DataConsole(**kwargs)
+
+
 def setup_logging(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
@@ -74,11 +162,23 @@ def setup_logging(verbose: bool) -> None:
     )
 
 
-# ``ingest.schema.SITE_DATASET``, repeated here so command signatures need not import the schema
-# (polars) for ``--help``; tests/app/test_quick_start.py checks the two agree.
-SITE_DATASET = "site"
-
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+# Error class -> exit code, most specific first; the one table the boundary and README follow.
+EXIT_CODES: tuple[tuple[type[FaultlensError], ExitCode], ...] = (
+    (LockedError, ExitCode.LOCKED),
+    (ConfigError, ExitCode.USAGE),
+    (ModelError, ExitCode.NO_DATA),
+    (InputError, ExitCode.PARTIAL),
+    (StoreError, ExitCode.ERROR),
+    (FaultlensError, ExitCode.ERROR),
+)
+
+
+def exit_code_of(error: FaultlensError) -> ExitCode:
+    """The documented exit code of one of our errors (``EXIT_CODES``, first match)."""
+    return next(code for cls, code in EXIT_CODES if isinstance(error, cls))
 
 
 def boundary(fn: F) -> F:
@@ -93,46 +193,11 @@ def boundary(fn: F) -> F:
         except KeyboardInterrupt:
             typer.echo("faultlens: interrupted", err=True)
             raise typer.Exit(130) from None
-        except LockedError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.LOCKED) from e
-        except ConfigError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.USAGE) from e
-        except ModelError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.NO_DATA) from e
-        except InputError as e:
-            typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.PARTIAL) from e
         except FaultlensError as e:
             typer.echo(f"faultlens: {e}", err=True)
-            raise typer.Exit(ExitCode.ERROR) from e
+            raise typer.Exit(exit_code_of(e)) from e
 
     return wrapper  # type: ignore[return-value]
-
-
-@contextmanager
-def progress_bar(
-    total: float, description: str, enabled: bool
-) -> Iterator[Callable[[float], None]]:
-    """A rich progress bar on stderr when it is a terminal; silent otherwise (cron)."""
-    if not enabled:
-        yield lambda _n: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
-    ) as progress:
-        task = progress.add_task(description, total=total)
-        yield lambda n: progress.advance(task, n)
 
 
 DaskOption = Annotated[
@@ -168,6 +233,11 @@ def dask_client(dask: str | None, workers: int) -> Iterator[Any]:
     else:
         with Client(dask) as client:
             yield client
+
+
+# ``ingest.schema.SITE_DATASET``, repeated here so command signatures need not import the schema
+# (polars) for ``--help``; tests/app/test_quick_start.py checks the two agree.
+SITE_DATASET = "site"
 
 
 # ANSI / VT escape sequences (CSI, OSC with its BEL or ST end, two-byte ESC forms), then any other

@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.console import Console
 
-from faultlens.app.common import Table
+from faultlens.app.common import Table, open_store
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
@@ -145,10 +145,14 @@ def stage_summary(store: Store, truth: dict[str, Any], console: Console) -> None
 
 
 def _stages() -> list[Stage]:
-    from faultlens.app.demo_stages import stage_attribution, stage_fabric, stage_models
+    from faultlens.app.demo_stages import (
+        stage_attribution,
+        stage_fabric,
+        stage_models,
+        stage_report,
+        stage_stragglers,
+    )
     from faultlens.app.replay_view import stage_replay
-    from faultlens.models.stragglers import demo_stage as stage_stragglers
-    from faultlens.reports.build import demo_stage as stage_report
 
     return [
         stage_summary,
@@ -171,7 +175,7 @@ def _reset_db(db: Path, out: Path) -> None:
     """Delete the demo database so it is rebuilt, unless it holds files from elsewhere."""
     if not db.exists():
         return
-    with Store(db, read_only=True) as store:
+    with open_store(db, read_only=True) as store:
         paths = [r["path"] for r in store.query("SELECT path FROM ingested_files").to_dicts()]
     foreign = [p for p in paths if not _in_demo_folder(Path(p))]
     if foreign:
@@ -206,7 +210,7 @@ def run_demo(
     result.truth.setdefault("out", str(out))
     _reset_db(db, out)
     say(f"ingesting {len(result.files)} files into {db}")
-    with Store(db) as store:
+    with open_store(db) as store:
         if store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(None))
         logs = [str(p) for p in result.files if p.name not in NOT_LOGS]

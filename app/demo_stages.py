@@ -1,4 +1,4 @@
-"""The demo's analysis stages that belong to no single package: attribution and the fabric.
+"""The demo's analysis stages: each calls the library, which returns data, and renders it.
 
 Each stage is ``stage(store, truth, console)`` and is listed in ``app.demo.STAGES``.
 """
@@ -14,6 +14,7 @@ from rich.console import Console
 from faultlens.app.common import Table
 from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
 from faultlens.ingest.store import Store
+from faultlens.models.predictor import DemoModels
 
 
 def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
@@ -118,10 +119,105 @@ def stage_models(store: Store, truth: dict[str, Any], console: Console) -> None:
     """Train the failure model (saved next to the database, where `predict` and the dashboard
     look for it), show it against both baselines, the top at-risk nodes and the lemon list."""
     from faultlens.ingest.errors import ModelError
-    from faultlens.models.predictor import demo_stage
+    from faultlens.models.predictor import demo_models
     from faultlens.models.registry import default_models_dir
 
+    known = {str(n) for n in truth.get("lemon_nodes", [])}
     try:
-        demo_stage(store, truth, console, models_dir=default_models_dir(Path(store.path)))
+        demo = demo_models(store, known, models_dir=default_models_dir(Path(store.path)))
     except ModelError as e:  # a tiny demo cluster may hold too few failures to train on
         console.print(f"failure model: not trained ({e})")
+        return
+    console.print(_metrics_table(demo))
+    console.print(_risk_table(demo))
+    lemons = demo.lemons.head(15)
+    lt = Table("rank", "node", "failures", "evidence", "lemon in truth", title="lemon nodes")
+    for r in lemons.iter_rows(named=True):
+        lt.add_row(
+            str(r["rank"]), r["node"], f"{r['failures']:g}", r["evidence"], _yes(r["in_truth"])
+        )
+    console.print(lt)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "-"
+
+
+def _metrics_table(demo: DemoModels) -> Table:
+    card, split = demo.result.card, demo.result.split
+    t = Table(
+        "scorer",
+        "PR-AUC",
+        "precision",
+        "recall",
+        "precision@k",
+        "median lead (h)",
+        title=f"failure within {card['horizon_h']:g} h, test window "
+        f"{split.test[0]:%Y-%m-%d} .. {split.test[1]:%Y-%m-%d}",
+    )
+    keys = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+    for name, m in demo.result.metrics.items():
+        t.add_row(name, *("-" if m[k] is None else f"{m[k]:.3f}" for k in keys))
+    return t
+
+
+def _risk_table(demo: DemoModels) -> Table:
+    """The ten riskiest nodes, shown even when none crosses the watch threshold."""
+    pred = demo.prediction
+    risk = Table(
+        "node",
+        "gpu",
+        "score",
+        "action",
+        "why",
+        title=f"top at-risk nodes as of {pred.as_of:%Y-%m-%d %H:%M} (action none: below the "
+        f"watch threshold {demo.result.thresholds.watch:.2f})",
+    )
+    for a in pred.alerts[:10]:
+        why = "; ".join(f["text"] for f in a["top_features"][:3]) or "-"
+        risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
+    return risk
+
+
+def stage_stragglers(store: Store, truth: dict[str, Any], console: Console) -> None:
+    """Top stragglers with cause and cost, next to the ground truth's injected ones."""
+    from faultlens.models.stragglers import detect, evaluate
+
+    report = detect(store)
+    table = Table(title="Stragglers: detected (worst first)")
+    for col in ("job", "node", "gpu", "cause", "slowdown", "wasted GPU-h"):
+        table.add_column(col)
+    for r in report.stragglers.head(10).iter_rows(named=True):
+        table.add_row(
+            r["job_id"],
+            r["node"],
+            "node" if r["gpu"] is None else str(r["gpu"]),
+            r["cause"],
+            f"{r['slowdown']:.2f}x",
+            f"{r['wasted_gpu_h']:.1f}",
+        )
+    console.print(table)
+    true_rows = truth.get("stragglers", []) or []
+    if not true_rows:
+        console.print(f"{report.stragglers.height} stragglers detected (no ground truth)")
+        return
+    ev = evaluate(report.stragglers, true_rows)
+    errors = [v["rel_error"] for v in ev["wasted"].values() if v["rel_error"] is not None]
+    true_wasted = sum(float(t.get("wasted_gpu_h") or 0) for t in true_rows)
+    console.print(
+        f"stragglers: {ev['detected']} detected / {ev['true']} injected, recall "
+        f"{ev['recall']:.0%}, false {ev['false_fraction']:.0%}, cause right "
+        f"{ev['cause_accuracy']:.0%}; wasted GPU-h {report.jobs['wasted_gpu_h'].sum():.1f} "
+        f"(truth {true_wasted:.1f}), worst job error {max(errors, default=0):.1%}"
+    )
+
+
+def stage_report(store: Store, truth: dict[str, Any], console: Console) -> None:
+    """The whole demo history as an HTML report beside the database."""
+    from faultlens.reports.build import demo_report
+
+    path = demo_report(store)
+    if path is None:
+        console.print("report: the demo database is in memory, no report written")
+    else:
+        console.print(f"report: {path}")

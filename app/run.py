@@ -33,12 +33,15 @@ from typing import Any
 import polars as pl
 
 from faultlens.app import alerts as am
+from faultlens.app.common import default_db_path
+from faultlens.app.common import open_store as open_db
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError, LockedError, ModelError
 from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_config
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
-from faultlens.ingest.store import DatabaseBusyError, Store, default_db_path
+from faultlens.ingest.reader import LIVE_WRITE_S
+from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.freshness import default_as_of, quiet_sources, source_last_seen
 from faultlens.models.predictor import Prediction, predict_failures, save_predictions
@@ -73,6 +76,7 @@ class RunConfig:
     alertmanager_http: HttpConfig = field(default_factory=HttpConfig)
     # where *_env secrets are looked up (the CLI passes os.environ); never printed
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    live_write_s: float = LIVE_WRITE_S  # a log modified this recently is still being written
 
     @property
     def lock_file(self) -> Path:
@@ -179,7 +183,7 @@ def open_store(path: Path, wait_s: float) -> Store:
     pause_s = 0.1
     while True:
         try:
-            return Store(path)
+            return open_db(path)
         except DatabaseBusyError:
             if time.monotonic() + pause_s > deadline:
                 raise
@@ -286,7 +290,7 @@ def _ingest_and_predict(
             if store.count("xid_catalog") == 0:
                 store.load_xid_catalog(load_catalog())
             log.info("ingesting %s", cfg.ingest_paths)
-            report = ingest_paths(store, cfg.ingest_paths, now=now)
+            report = ingest_paths(store, cfg.ingest_paths, now=now, live_write_s=cfg.live_write_s)
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):
                 refresh(store)

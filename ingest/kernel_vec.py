@@ -7,7 +7,7 @@ messages (Xid, SXid, device-plugin) are extracted here, the rare ones per record
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import polars as pl
@@ -412,7 +412,3 @@ def dp_events(f: pl.DataFrame, file: str, route: str) -> tuple[pl.DataFrame, pl.
         severity=pl.lit("error"),
         file=pl.lit(file),
     ), q
-
-
-def boot_time_of(ts: datetime, uptime_s: float) -> datetime:
-    return ts - timedelta(microseconds=round(uptime_s * 1e6))

@@ -214,16 +214,3 @@ def _view_sql(store: Store, name: str, pattern: str) -> str:
         expr = f'"{c.name}"' if c.name in present else "NULL"
         cols.append(f'CAST({expr} AS {c.sql}) AS "{c.name}"')
     return f"SELECT {', '.join(cols)} FROM {source}"
-
-
-def detach_lake(store: Store) -> list[str]:
-    """Turn lake views back into (empty) tables; returns their names."""
-    views = store.query(
-        "SELECT table_name FROM information_schema.tables "
-        "WHERE table_type = 'VIEW' AND table_schema = current_schema()"
-    )["table_name"].to_list()
-    gone = [v for v in views if v in TABLES]
-    for v in gone:
-        store.execute(f"DROP VIEW {v}")
-        store.execute(TABLES[v].ddl())
-    return gone

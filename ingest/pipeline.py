@@ -88,6 +88,7 @@ class FileTask:
     start_line: int = 1
     prior: dict[str, int] = field(default_factory=dict)  # counts of the part already ingested
     boot_time: datetime | None = None
+    live_since: float | None = None  # a file modified at or after this epoch second is live
 
 
 @dataclass
@@ -349,6 +350,7 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
         start_byte=task.start_byte,
         start_line=task.start_line,
         threaded=True,
+        live_since=task.live_since,
     )
     if parser.whole_file:
         chunks = _one_chunk(chunks)
@@ -387,6 +389,7 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
             start_byte=task.start_byte,
             start_line=task.start_line,
             threaded=True,
+            live_since=task.live_since,
         )
     else:
         chunks = iter_candidates(
@@ -396,6 +399,7 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
             start_byte=task.start_byte,
             start_line=task.start_line,
             threaded=True,
+            live_since=task.live_since,
         )
     for chunk in chunks:
         if chunk.too_long is not None:
@@ -565,14 +569,20 @@ def ingest_paths(
     executor: Any = None,
     scratch: str | None = None,
     follow_symlinks: bool = False,
+    live_write_s: float = 0.0,
 ) -> IngestReport:
     """Ingest files, folders and globs. ``executor``: any ``concurrent.futures``-style executor
     (a process pool or a Dask client) to parse in parallel; loading stays in this process.
-    ``follow_symlinks``: see ``expand_paths``."""
+    ``follow_symlinks``: see ``expand_paths``. ``live_write_s``: a plain file modified less than
+    this long before ``now`` is still being written, and is read only to its last complete line
+    (0: every file is read to its end)."""
     reports: list[FileReport] = []
     tasks: list[FileTask] = []
+    live_since = now.replace(tzinfo=UTC).timestamp() - live_write_s if live_write_s > 0 else None
     for path in expand_paths(paths, follow_symlinks=follow_symlinks):
         planned = plan(store, path, fmt=fmt, base_ctx=base_ctx)
+        if isinstance(planned, FileTask):
+            planned.live_since = live_since
         if isinstance(planned, FileReport):
             reports.append(planned)
             if on_file:

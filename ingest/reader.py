@@ -18,8 +18,9 @@ all lines; noise lines are split and counted, never handed to the parser. With `
 the reading, splitting and filtering run in a background thread (polars releases the GIL), one or
 two chunks ahead of the consumer, so that parsing chunk i overlaps reading chunk i+1.
 
-A log that is being written (modified in the last ``LIVE_WRITE_S`` seconds) is read only up to
-its last ``\\n`` (``open_lines``): a logger caught in the middle of a ``write()`` — or a process
+A log that is being written (modified at or after ``live_since``: the caller's clock minus its
+live-write window, ``LIVE_WRITE_S`` by default in the CLI) is read only up to its last ``\\n``
+(``open_lines``): a logger caught in the middle of a ``write()`` — or a process
 whose stdio buffer ends mid-line — leaves a partial last line, which is left for the next run (the
 registry records the bytes consumed) instead of being parsed as a line and losing its event. A
 last line without ``\\n`` in a file that has been quiet for longer is read as a line.
@@ -34,7 +35,6 @@ import os
 import queue
 import re
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -61,7 +61,7 @@ PREFETCH = 2  # chunks read ahead by the background thread
 BATCH_CANDIDATES = 40_000  # candidate lines gathered (over blocks) before a chunk is handed out
 BATCH_BLOCKS = 4  # ... or this many blocks, whichever comes first
 # A file modified this recently is still being written: its partial last line is held for the
-# next run. ``$FAULTLENS_LIVE_WRITE_S`` overrides it (0: read every file to its end).
+# next run. The CLI's default window (``$FAULTLENS_LIVE_WRITE_S`` overrides it; 0: read to the end).
 LIVE_WRITE_S = 30.0
 
 T = TypeVar("T")
@@ -164,25 +164,18 @@ class _GuardedGzip(gzip.GzipFile):
         return self._count(super().read1(size))
 
 
-def open_lines(path: str | Path, gzipped: bool) -> BinaryIO:
+def open_lines(path: str | Path, gzipped: bool, live_since: float | None = None) -> BinaryIO:
     """``_open_stream`` for the line readers: a plain file still being written ends at its last
     ``\\n`` (see the module doc); its partial last line is read by a later run."""
     f = _open_stream(path, gzipped)
     if gzipped:
         return f
     st = os.fstat(f.fileno())
-    if st.st_size == 0 or time.time() - st.st_mtime >= live_write_s():
+    if st.st_size == 0 or live_since is None or st.st_mtime < live_since:
         return f
     end = _last_line_end(f, st.st_size)
     f.seek(0)
     return f if end == st.st_size else _Bounded(f, end)  # type: ignore[return-value]
-
-
-def live_write_s() -> float:
-    try:
-        return float(os.environ.get("FAULTLENS_LIVE_WRITE_S", LIVE_WRITE_S))
-    except ValueError:
-        return LIVE_WRITE_S
 
 
 def _last_line_end(f: BinaryIO, size: int, step: int = 1 << 16) -> int:
@@ -342,11 +335,13 @@ def check_line_bytes(n: int) -> None:
 
 
 @contextmanager
-def lines_from(path: str | Path, gzipped: bool, start_byte: int) -> Iterator[BinaryIO]:
+def lines_from(
+    path: str | Path, gzipped: bool, start_byte: int, live_since: float | None = None
+) -> Iterator[BinaryIO]:
     """``open_lines`` positioned at ``start_byte`` (of the decompressed stream); errors while it
     is open and read become ``InputError`` (unreadable file, truncated or corrupt gzip)."""
     try:
-        with open_lines(path, gzipped) as f:
+        with open_lines(path, gzipped, live_since) as f:
             if start_byte:
                 if gzipped:
                     _skip(f, start_byte)
@@ -360,10 +355,14 @@ def lines_from(path: str | Path, gzipped: bool, start_byte: int) -> Iterator[Bin
 
 
 def _raw_chunks(
-    path: str | Path, gzipped: bool, start_byte: int, chunk_bytes: int
+    path: str | Path,
+    gzipped: bool,
+    start_byte: int,
+    chunk_bytes: int,
+    live_since: float | None = None,
 ) -> Iterator[tuple[pl.Series, int]]:
     """(lines, body bytes) per chunk; ``InputError`` for unreadable or corrupt input."""
-    with lines_from(path, gzipped, start_byte) as f:
+    with lines_from(path, gzipped, start_byte, live_since) as f:
         for buf, body_len in _blocks(f, not gzipped, chunk_bytes):
             yield _split(buf, body_len), body_len
 
@@ -376,6 +375,7 @@ def iter_chunks(
     start_line: int = 1,
     chunk_bytes: int = CHUNK_BYTES,
     threaded: bool = False,
+    live_since: float | None = None,
 ) -> Iterator[Chunk]:
     """Yield the lines of ``path`` from ``start_byte`` on, in chunks cut at line ends.
 
@@ -384,7 +384,7 @@ def iter_chunks(
 
     def gen() -> Iterator[Chunk]:
         line_no, offset = start_line, start_byte
-        for lines, body_len in _raw_chunks(path, gzipped, start_byte, chunk_bytes):
+        for lines, body_len in _raw_chunks(path, gzipped, start_byte, chunk_bytes, live_since):
             offset += body_len
             yield Chunk(lines, line_no, offset)
             line_no += lines.len()
@@ -407,6 +407,7 @@ def iter_candidates(
     start_line: int = 1,
     chunk_bytes: int = CHUNK_BYTES,
     threaded: bool = False,
+    live_since: float | None = None,
 ) -> Iterator[CandidateChunk]:
     """Like ``iter_chunks``, but each chunk keeps only the lines containing one of ``literals``
     (and not longer than ``MAX_LINE_BYTES``; those are listed in ``too_long``)."""
@@ -415,7 +416,7 @@ def iter_candidates(
     def gen() -> Iterator[CandidateChunk]:
         line_no, offset = start_line, start_byte
         batch: list[CandidateChunk] = []
-        for lines, body_len in _raw_chunks(path, gzipped, start_byte, chunk_bytes):
+        for lines, body_len in _raw_chunks(path, gzipped, start_byte, chunk_bytes, live_since):
             offset += body_len
             batch.append(_candidates(lines, line_no, offset, pattern))
             line_no += lines.len()

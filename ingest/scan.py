@@ -67,6 +67,7 @@ def iter_scan(
     block_bytes: int = BLOCK_BYTES,
     threaded: bool = False,
     engine: str | None = None,
+    live_since: float | None = None,
 ) -> Iterator[CandidateChunk]:
     """The candidate lines of ``path`` (those holding one of ``literals``), block by block.
 
@@ -81,7 +82,15 @@ def iter_scan(
     engine = engine or ("hyperscan" if available() else "polars")
     if engine == "hyperscan":
         make = functools.partial(
-            _hs_chunks, path, tuple(literals), follow, gzipped, start_byte, start_line, block_bytes
+            _hs_chunks,
+            path,
+            tuple(literals),
+            follow,
+            gzipped,
+            start_byte,
+            start_line,
+            block_bytes,
+            live_since,
         )
     elif engine == "polars":
         make = functools.partial(
@@ -93,6 +102,7 @@ def iter_scan(
             start_byte,
             start_line,
             block_bytes,
+            live_since,
         )
     else:
         raise ValueError(f"unknown scan engine {engine!r}")
@@ -138,6 +148,7 @@ def _hs_chunks(
     start_byte: int,
     start_line: int,
     block_bytes: int,
+    live_since: float | None = None,
 ) -> Iterator[CandidateChunk]:
     import hyperscan
 
@@ -151,7 +162,7 @@ def _hs_chunks(
         sinks[pattern](end)
 
     line_no, offset, prev_follow = start_line, start_byte, False
-    for buf, body_len, real_len in _blocks(path, gzipped, start_byte, block_bytes):
+    for buf, body_len, real_len in _blocks(path, gzipped, start_byte, block_bytes, live_since):
         ends.clear()
         follow_ends.clear()
         db.scan(memoryview(buf)[:body_len], match_event_handler=on_match, scratch=scratch)
@@ -164,7 +175,11 @@ def _hs_chunks(
 
 
 def _blocks(
-    path: str | Path, gzipped: bool, start_byte: int, block_bytes: int
+    path: str | Path,
+    gzipped: bool,
+    start_byte: int,
+    block_bytes: int,
+    live_since: float | None = None,
 ) -> Iterator[tuple[bytearray, int, int]]:
     """(buffer, body length, bytes of the file in the body): ``buf[:body]`` is whole lines, each
     ending in ``\\n`` (one is added after a last line without it).
@@ -172,7 +187,7 @@ def _blocks(
     One buffer is read into again and again (a fresh 64 MiB ``bytes`` per block costs more in page
     faults than the scan): what is yielded is only valid until the next block is asked for.
     """
-    with reader.lines_from(path, gzipped, start_byte) as f:
+    with reader.lines_from(path, gzipped, start_byte, live_since) as f:
         yield from _fill(f, block_bytes)
 
 
@@ -403,10 +418,11 @@ def _polars_chunks(
     start_byte: int,
     start_line: int,
     block_bytes: int,
+    live_since: float | None = None,
 ) -> Iterator[CandidateChunk]:
     pattern = "|".join(re.escape(lit) for lit in literals)
     line_no, offset, prev_follow = start_line, start_byte, False
-    for lines, body_len in reader._raw_chunks(path, gzipped, start_byte, block_bytes):
+    for lines, body_len in reader._raw_chunks(path, gzipped, start_byte, block_bytes, live_since):
         offset += body_len
         chunk = reader._candidates(lines, line_no, offset, pattern)
         if follow is not None:

@@ -467,21 +467,6 @@ TABLES: dict[str, Table] = {
     )
 }
 
-# Tables whose rows come from parsing a file and carry a ``file`` column (rolled back per file).
-PARSED_TABLES = (
-    "events",
-    "jobs",
-    "job_steps",
-    "telemetry",
-    "gpus",
-    "nccl_ranks",
-    "link_health",
-    "train_steps",
-    "nodes",
-    "incidents",
-    "lifetimes",
-)
-
 
 def empty_frame(table: str) -> pl.DataFrame:
     return pl.DataFrame(schema=TABLES[table].polars_schema)

@@ -10,7 +10,6 @@ chained. Table and column names in SQL come only from ``ingest.schema``, never f
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -27,7 +26,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_DB = Path("data/faultlens.duckdb")
 # DuckDB's own default is 80% of RAM; past this limit it spills to disk instead of growing.
-# ``$FAULTLENS_DUCKDB_MEMORY`` overrides it (e.g. "8GB" for feature building on a big fleet).
+# Callers pass their own (the CLI: ``$FAULTLENS_DUCKDB_MEMORY``, e.g. "8GB" for a big fleet).
 DEFAULT_MEMORY = "1GB"
 
 # Migrations from version N-1 to N: each a list of SQL statements. Version 1 is the initial schema,
@@ -41,16 +40,16 @@ class DatabaseBusyError(LockedError, StoreError):
     """Another process holds the database open for writing (DuckDB allows one writer)."""
 
 
-def default_db_path() -> Path:
-    """``$FAULTLENS_DB`` if set, else ``data/faultlens.duckdb``."""
-    env = os.environ.get("FAULTLENS_DB")
-    return Path(env) if env else DEFAULT_DB
-
-
 class Store:
     """One connection to a faultlens database file (or ``:memory:``)."""
 
-    def __init__(self, path: str | Path = ":memory:", *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | Path = ":memory:",
+        *,
+        read_only: bool = False,
+        memory_limit: str = DEFAULT_MEMORY,
+    ) -> None:
         self.path = str(path)
         self.read_only = read_only
         try:
@@ -64,7 +63,7 @@ class Store:
                 self.path,
                 read_only=read_only,
                 config={
-                    "memory_limit": os.environ.get("FAULTLENS_DUCKDB_MEMORY", DEFAULT_MEMORY),
+                    "memory_limit": memory_limit,
                     # Readers always ORDER BY; not keeping insertion order makes loads cheaper.
                     "preserve_insertion_order": False,
                 },

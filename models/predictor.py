@@ -535,87 +535,42 @@ def save_predictions(store: Store, pred: Prediction, horizon_h: float) -> int:
         return store.insert("predictions", frame)
 
 
-def training_as_of(store: Store, as_of: datetime) -> datetime:
-    """The hour boundary training data ends at (the last event, or ``as_of`` if earlier)."""
-    _, hi = data_range(store, as_of)
-    return floor_hour(min(hi, as_of))
-
-
 # -- demo --
 
 
-def demo_stage(
-    store: Store, truth: dict[str, Any], console: Any, models_dir: Any = None
-) -> dict[str, Any]:
-    """`faultlens demo`: train, show model vs both baselines, the top at-risk nodes with their
-    reasons, and the lemon list. ``truth`` is the synthetic cluster's ground truth (its lemon
-    nodes are marked in the lemon table). Returns the numbers shown."""
-    from rich.table import Table
+@dataclass
+class DemoModels:
+    """The demo's model stage: the trained model, every node's risk, and the lemon nodes."""
 
+    result: TrainResult
+    prediction: Prediction
+    lemons: pl.DataFrame  # flagged nodes, ranked; ``in_truth`` marks the known lemons
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model_version": self.result.card["model_version"],
+            "metrics": self.result.metrics,
+            "alerts": sum(a["action"] != RiskAction.NONE for a in self.prediction.alerts),
+            "lemons": self.lemons["node"].to_list(),
+        }
+
+
+def demo_models(store: Store, known_lemons: set[str], models_dir: Any = None) -> DemoModels:
+    """`faultlens demo`: train on the whole history (saved to ``models_dir`` when given), score
+    every node with its reasons (``min_action`` NONE, so the dashboard gets them all; saved as a
+    prediction run) and rank the lemon nodes, marking those in ``known_lemons``."""
     from faultlens.models.lemons import lemon_table
 
-    lo, hi = data_range(store, datetime.max)
+    _, hi = data_range(store, datetime.max)
     result = train_failure_model(store, as_of=hi, now=hi)
     if models_dir is not None:
         from faultlens.models.registry import save_model
 
         save_model(models_dir, result.estimator, result.card)
-    t = Table(
-        "scorer",
-        "PR-AUC",
-        "precision",
-        "recall",
-        "precision@k",
-        "median lead (h)",
-        title=f"failure within {result.card['horizon_h']:g} h, test window "
-        f"{result.split.test[0]:%Y-%m-%d} .. {result.split.test[1]:%Y-%m-%d}",
-    )
-    for name, m in result.metrics.items():
-        t.add_row(
-            name,
-            *(
-                "-" if m[k] is None else f"{m[k]:.3f}"
-                for k in ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
-            ),
-        )
-    console.print(t)
-    # Every node with its reasons (min_action NONE): the top ten are shown even when none of
-    # them crosses the watch threshold, and the dashboard gets the reasons of every node.
     pred = predict_failures(
         store, result.estimator, result.card, as_of=floor_hour(hi), min_action=RiskAction.NONE
     )
     save_predictions(store, pred, result.card["horizon_h"])  # the dashboard shows them
-    risk = Table(
-        "node",
-        "gpu",
-        "score",
-        "action",
-        "why",
-        title=f"top at-risk nodes as of "
-        f"{pred.as_of:%Y-%m-%d %H:%M} (action none: below the watch threshold "
-        f"{result.thresholds.watch:.2f})",
-    )
-    for a in pred.alerts[:10]:
-        why = "; ".join(f["text"] for f in a["top_features"][:3]) or "-"
-        risk.add_row(a["node"], a["gpu"] or "-", f"{a['score']:.2f}", a["action"], why)
-    console.print(risk)
     lemons = lemon_table(store, hi).filter(pl.col("flagged"))
-    known = {
-        str(n) for n in truth.get("lemon_nodes", truth.get("lemons", [])) if not isinstance(n, dict)
-    } | {str(n.get("node")) for n in truth.get("lemon_nodes", []) if isinstance(n, dict)}
-    lt = Table("rank", "node", "failures", "evidence", "lemon in truth", title="lemon nodes")
-    for r in lemons.head(15).iter_rows(named=True):
-        lt.add_row(
-            str(r["rank"]),
-            r["node"],
-            f"{r['failures']:g}",
-            r["evidence"],
-            "yes" if r["node"] in known else "-",
-        )
-    console.print(lt)
-    return {
-        "model_version": result.card["model_version"],
-        "metrics": result.metrics,
-        "alerts": sum(a["action"] != RiskAction.NONE for a in pred.alerts),
-        "lemons": lemons["node"].to_list(),
-    }
+    lemons = lemons.with_columns(pl.col("node").is_in(sorted(known_lemons)).alias("in_truth"))
+    return DemoModels(result, pred, lemons)

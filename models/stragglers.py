@@ -636,36 +636,3 @@ def evaluate(stragglers: pl.DataFrame, truth: list[dict[str, Any]]) -> dict[str,
         "cause_accuracy": cause_ok / (len(det) - false) if len(det) > false else 1.0,
         "wasted": per_job,
     }
-
-
-def demo_stage(store: Store, truth: dict[str, Any], console: Any) -> None:
-    """The demo's straggler stage: top stragglers, cause and cost, next to the ground truth."""
-    from rich.table import Table  # the demo's console is rich; the library does not need it
-
-    report = detect(store)
-    true_rows = truth.get("stragglers", []) or []
-    table = Table(title="Stragglers: detected (worst first)")
-    for col in ("job", "node", "gpu", "cause", "slowdown", "wasted GPU-h"):
-        table.add_column(col)
-    for r in report.stragglers.head(10).iter_rows(named=True):
-        table.add_row(
-            r["job_id"],
-            r["node"],
-            "node" if r["gpu"] is None else str(r["gpu"]),
-            r["cause"],
-            f"{r['slowdown']:.2f}x",
-            f"{r['wasted_gpu_h']:.1f}",
-        )
-    console.print(table)
-    if not true_rows:
-        console.print(f"{report.stragglers.height} stragglers detected (no ground truth)")
-        return
-    ev = evaluate(report.stragglers, true_rows)
-    errors = [v["rel_error"] for v in ev["wasted"].values() if v["rel_error"] is not None]
-    console.print(
-        f"stragglers: {ev['detected']} detected / {ev['true']} injected, recall "
-        f"{ev['recall']:.0%}, false {ev['false_fraction']:.0%}, cause right "
-        f"{ev['cause_accuracy']:.0%}; wasted GPU-h {report.jobs['wasted_gpu_h'].sum():.1f} "
-        f"(truth {sum(float(t.get('wasted_gpu_h') or 0) for t in true_rows):.1f}), worst job "
-        f"error {max(errors, default=0):.1%}"
-    )

@@ -205,13 +205,6 @@ def _out_frac(plan: Plan, run_start: np.ndarray, runs: np.ndarray) -> np.ndarray
         return np.where(runs > 0, np.clip(out_h / (plan.n_nodes * runs), 0.0, 1.0), 0.0)
 
 
-def snapshot_time(x: np.ndarray, tau: np.ndarray | float, w: float) -> np.ndarray:
-    """Blocking snapshot time within the first ``x`` hours of a run."""
-    c = tau + w
-    k = np.floor(x / c)
-    return k * w + np.maximum(0.0, x - k * c - tau)
-
-
 def capacity_loss(plan: Plan, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Node-hours out for repair inside each ``[start, end]`` (elastic)."""
     if plan.out_t is None or len(plan.out_t) == 0:

@@ -26,7 +26,6 @@ from faultlens.ingest.errors import InputError
 from faultlens.ingest.schema import SITE_DATASET, CauseCategory, IncidentCategory, Severity
 from faultlens.ingest.store import Store
 from faultlens.models.fleet import data_window, file_filter, fleet, with_override
-from faultlens.replay.generate import poisson_trace
 from faultlens.replay.model import Trace
 
 log = logging.getLogger(__name__)
@@ -421,18 +420,6 @@ def acme_rates(path: str | Path) -> pl.DataFrame:
         pl.col("med_gpu_num"),
         pl.col("max_gpu"),
     )
-
-
-def acme_trace(
-    path: str | Path, cluster: str, gpus: int, days: float, *, infra_share: float, seed: int = 0
-) -> Trace:
-    """A Poisson trace for a ``gpus``-GPU job at the cluster's failure rate per GPU-hour, times the
-    share of failures due to infrastructure (the summary does not split causes: pass it)."""
-    rates = acme_rates(path).filter(pl.col("cluster") == cluster)
-    if rates.height == 0:
-        raise InputError(f"no cluster {cluster!r} in {path}")
-    rate = float(rates["failures_per_gpu_h"][0]) * gpus * infra_share
-    return poisson_trace(rate, days * 24.0, max(1, gpus // 8), seed=seed)
 
 
 def alibaba2023_trace(pods: str | Path, gpu_nodes: str | Path) -> Trace:

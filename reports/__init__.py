@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from faultlens.reports.build import build_report, demo_stage, parse_since
+from faultlens.reports.build import build_report, demo_report, parse_since
 
-__all__ = ["build_report", "demo_stage", "parse_since"]
+__all__ = ["build_report", "demo_report", "parse_since"]

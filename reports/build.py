@@ -89,29 +89,25 @@ def build_report(
         reader.close()
 
 
-def demo_stage(store: Any, truth: Any, console: Any) -> Path | None:
-    """The demo's report stage: the whole demo history as HTML in ``data/reports/``.
+def demo_report(store: Any) -> Path | None:
+    """The demo's report: the whole history of the open database as HTML in ``reports/`` beside
+    it, or None for an in-memory database.
 
-    Reads the database the demo has open by its path (a snapshot copy, as any reader does);
-    prints the report's path to ``console``.
+    Reads the database by its path (a snapshot copy, as any reader does).
     """
     db = Path(getattr(store, "path", ":memory:"))
     if str(db) == ":memory:":
-        console.print("report: the demo database is in memory, no report written")
         return None
     store.execute("CHECKPOINT")  # the snapshot copies the file: flush the WAL into it first
-    _, hi = q_fleet.data_range(store)
-    lo, _ = q_fleet.data_range(store)
+    lo, hi = q_fleet.data_range(store)
     now = hi or datetime(1970, 1, 1)
     span = (hi - lo) if lo and hi else timedelta(days=7)
     out_dir = db.resolve().parent / "reports"
     out = out_dir / f"faultlens-report-{now:%Y%m%dT%H%M}.html"
-    path = build_report(
+    return build_report(
         db,
         out,
         since=span + timedelta(seconds=1),
         now=now + timedelta(seconds=1),
         models_dir=db.resolve().parent / "models",
     )
-    console.print(f"report: {path}")
-    return path

@@ -162,10 +162,6 @@ def reasons(top_features: str | None) -> list[dict[str, Any]]:
     return [d for d in doc if isinstance(d, dict)] if isinstance(doc, list) else []
 
 
-def lemon_row(store: Store, node: str, as_of: datetime) -> dict[str, Any] | None:
-    return lemon_of(lemons(store, as_of, n=None), node)
-
-
 def lemon_of(table: pl.DataFrame, node: str) -> dict[str, Any] | None:
     """The node's row of a ``lemons`` table, if it has any signal."""
     rows = table.filter(pl.col("node") == node) if table.height else table

@@ -12,12 +12,6 @@ SHARED = Path(os.environ.get("FAULTLENS_SHARED", REPO.parent / "shared"))
 CORPUS = SHARED / "corpus"
 REFERENCE = SHARED / "reference"
 
-# Tests write a log and ingest it at once: read it to its end, last line without ``\n`` included
-# (ingest.reader holds back the partial last line of a file modified in the last 30 s). Set for
-# the whole session, module-scoped fixtures and CLI subprocesses included; the tests of that
-# hold-back set ``FAULTLENS_LIVE_WRITE_S`` back to 30 themselves.
-os.environ["FAULTLENS_LIVE_WRITE_S"] = "0"
-
 
 @pytest.fixture
 def corpus() -> Path:

@@ -15,7 +15,7 @@ from typing import Any
 
 import streamlit as st
 
-from faultlens.ingest.store import default_db_path
+from faultlens.app.common import default_db_path
 from faultlens.reports import q_fleet
 from faultlens.reports.filters import Filters, cluster_of, default_days, nodes_for
 from faultlens.reports.snapshot import Snapshot, SnapshotReader

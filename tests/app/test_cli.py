@@ -64,3 +64,27 @@ def test_status_on_missing_database_is_a_one_line_error(tmp_path) -> None:
     assert result.exit_code == 1
     assert "no database at" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_is_prose_without_markup_debris(name: str) -> None:
+    result = runner.invoke(app, [name, "--help"], terminal_width=120)
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    assert not re.search(r"\S \.(\s|$)", result.output), result.output  # "stamps ." left by markup
+
+
+def test_help_rewraps_docstring_lines_to_the_terminal() -> None:
+    # In the docstring "... A file that cannot be" ends a line and "read is reported" begins one.
+    wide = runner.invoke(app, ["ingest", "--help"], terminal_width=120).output
+    assert "A file that cannot be read is reported as failed" in wide
+    assert "[default: file mtime]" in wide  # bracketed text is kept, not eaten as markup
+
+
+def test_readme_points_at_the_projects_own_docs() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "DESIGN.md" not in readme  # a clone has no ../shared
+    shapes = (REPO / "docs" / "json.md").read_text()
+    for name in COMMANDS:
+        if "--json" in runner.invoke(app, [name, "--help"]).output:
+            assert f"| `{name}` |" in shapes, f"docs/json.md lacks the shape of {name} --json"

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -425,16 +425,16 @@ def test_readers_and_writers_for_minutes(live, dashboard: str, tmp_path: Path) -
     assert shown[-1] <= feed.xid_lines
 
 
-def test_a_line_half_written_when_ingest_reads_is_not_lost(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("FAULTLENS_LIVE_WRITE_S", "30")  # the default: the file is being written
+def test_a_line_half_written_when_ingest_reads_is_not_lost(tmp_path: Path) -> None:
     line = XID_LINE.format(ts=T0, us=0, node="node000", bus=0x18, pid=1)
     log = tmp_path / "kern.log"
     log.write_text(line + line[:60])  # the logger is in the middle of its write()
+    now = datetime.fromtimestamp(log.stat().st_mtime, UTC).replace(tzinfo=None)
     with Store(tmp_path / "f.duckdb") as store:
-        ingest_paths(store, [str(log)], now=T0, fmt="kernel")
+        ingest_paths(store, [str(log)], now=now, fmt="kernel", live_write_s=30)  # the CLI's
         with open(log, "a") as f:
             f.write(line[60:])
-        ingest_paths(store, [str(log)], now=T0)
+        ingest_paths(store, [str(log)], now=now, live_write_s=30)
         events = store.scalar("SELECT count(*) FROM events")
         quarantined = store.scalar("SELECT count(*) FROM quarantine")
     assert (events, quarantined) == (2, 0)

@@ -186,18 +186,21 @@ def test_pipeline_quarantines_over_long_lines_on_the_prefilter_path(tmp_path, st
     assert store.query("SELECT line, code FROM events").row(0) == (1, 79)
 
 
-def test_a_file_being_written_is_read_to_its_last_complete_line(tmp_path, monkeypatch) -> None:
+def test_a_file_being_written_is_read_to_its_last_complete_line(tmp_path) -> None:
     import os
     import time
 
     from faultlens.ingest.reader import iter_chunks
 
-    monkeypatch.setenv("FAULTLENS_LIVE_WRITE_S", "30")
     log = tmp_path / "kern.log"
     log.write_bytes(b"first\nsecond\nthi")  # the writer is in the middle of line 3
-    chunks = list(iter_chunks(log))
+    live_since = log.stat().st_mtime - 1  # the caller's clock minus its live-write window
+    chunks = list(iter_chunks(log, live_since=live_since))
     assert [c.lines.to_list() for c in chunks] == [["first", "second"]]
     assert chunks[-1].end_byte == len(b"first\nsecond\n")  # the registry resumes at line 3
+    # no window given: the file is read to its end
+    assert [x for c in iter_chunks(log) for x in c.lines.to_list()] == ["first", "second", "thi"]
     old = time.time() - 60
     os.utime(log, (old, old))  # quiet for a minute: the last line is complete as it stands
-    assert [x for c in iter_chunks(log) for x in c.lines.to_list()] == ["first", "second", "thi"]
+    lines = [x for c in iter_chunks(log, live_since=time.time() - 30) for x in c.lines.to_list()]
+    assert lines == ["first", "second", "thi"]
