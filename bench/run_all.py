@@ -19,6 +19,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "bench.bench_models": ([], ["--nodes", "500", "--days", "14"]),
     "bench.bench_scale": (["--size-gb", "10"], ["--size-gb", "0.2"]),
     "bench.bench_dashboard": ([], ["--events", "1000000"]),
+    "bench.bench_refresh": ([], ["--small", "20000", "--large", "200000"]),
 }
 
 
