@@ -310,10 +310,16 @@ def _print_report(files: list[FileReport]) -> None:
 def status(db: DbOption = None, json: JsonOption = False) -> None:
     """What the database holds: rows per table, ingested files, and what was quarantined.
 
+    Also the newest row per source and per node and source, with its age from now: a log
+    pipeline that stopped shows up here (and as a "logs stopped" alert of `faultlens run`).
+
     Example: faultlens status --db data/faultlens.duckdb
     """
+    from faultlens.models.freshness import freshness_doc, source_last_seen
+
     with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
+        doc["last_seen"] = freshness_doc(source_last_seen(store), utc_now())
     if json:
         emit_json(doc)
         return
@@ -338,11 +344,40 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
             f"{r['quarantined']:,}",
         )
     out.print(f)
+    _print_last_seen(out, doc["last_seen"])
     if doc["quarantine"]:
         q = Table("reason", "lines", "example file", title="quarantine")
         for r in doc["quarantine"]:
             q.add_row(r["reason"], str(r["n"]), Path(r["file"]).name)
         out.print(q)
+
+
+def _print_last_seen(out: Console, fresh: dict) -> None:
+    if not fresh["by_source"]:
+        return
+    t = Table(
+        "source",
+        "nodes",
+        "newest row",
+        "age (h)",
+        "stalest node's newest",
+        "age (h)",
+        title="newest row per source (age from now)",
+    )
+    for r in fresh["by_source"]:
+        t.add_row(
+            r["source"],
+            str(r["nodes"]),
+            r["newest"],
+            f"{r['newest_age_h']:,.1f}",
+            r["stalest"],
+            f"{r['stalest_age_h']:,.1f}",
+        )
+    out.print(t)
+    n = Table("node", "source", "newest row", "age (h)", title="stalest node / source pairs")
+    for r in fresh["by_node"][:10]:
+        n.add_row(r["node"], r["source"], r["last_seen"], f"{r['age_h']:,.1f}")
+    out.print(n)
 
 
 def status_doc(store: Store) -> dict:

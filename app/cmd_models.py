@@ -101,6 +101,18 @@ def train(
     ] = 0.9,
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
+    since: Annotated[
+        datetime | None,
+        typer.Option(
+            "--since",
+            help="Train on data from this UTC time on [default: all].",
+            show_default=False,
+        ),
+    ] = None,
+    max_memory_gb: Annotated[
+        float,
+        typer.Option(help="Stop before building the features if they would need more (GB)."),
+    ] = 8.0,
     dask: DaskOption = None,
     workers: Annotated[int, typer.Option(help="Worker processes of a --dask local cluster.")] = 2,
     json: JsonOption = False,
@@ -111,6 +123,8 @@ def train(
     test, each a horizon apart), fits a calibrated LightGBM model, and reports PR-AUC,
     precision and recall at the operating threshold, precision@k and median lead time for the
     model and both baselines. The model and its card are saved in the model registry.
+    Memory is planned first: a history whose feature tables would exceed --max-memory-gb
+    stops at once (exit 2) naming the --since that fits.
     With --dask the trees are trained on a Dask cluster (lightgbm.dask); the features are
     built here, from the database. Exit code 5 when there is not enough history to train.
 
@@ -129,6 +143,8 @@ def train(
         k=k,
         target_precision=target_precision,
         seed=seed,
+        since=since.replace(tzinfo=None) if since else None,
+        max_memory_gb=max_memory_gb,
     )
     path = db_path(db)
     now = utc_now()

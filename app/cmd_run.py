@@ -31,7 +31,9 @@ def run(
     as_of: Annotated[
         datetime | None,
         typer.Option(
-            "--as-of", help="Predict as of this UTC time [default: now].", show_default=False
+            "--as-of",
+            help="Predict as of this UTC time [default: the newest data].",
+            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -41,9 +43,10 @@ def run(
     Prometheus textfile atomically, and sends alerts to Alertmanager's v2 API: each alert once,
     refreshed before it lapses, resolved when the risk drops. Prints JSON lines (one per alert,
     then a run summary) on stdout. Holds a lock so two runs never overlap.
-    Exit codes: 0 nothing needs a human; 4 new drain alerts; 3 some inputs failed; 1 Alertmanager
-    unreachable or another error; 5 no trained model; 6 busy (another run holds the lock, or
-    an ingest kept the database longer than db_wait_s): try again later.
+    A log source that went quiet is a "logs stopped" alert of its own.
+    Exit codes: 0 nothing needs a human; 4 new drain alerts or logs stopped; 3 some inputs
+    failed; 1 Alertmanager unreachable or another error; 5 no trained model; 6 busy (another
+    run holds the lock, or an ingest kept the database longer than db_wait_s): try again later.
 
     Example: faultlens run --config /etc/faultlens/faultlens.toml
     """

@@ -91,3 +91,27 @@ def quiet_sources(
     ).sort("node", "source")
     out += nodes.select("node", "source", "last_seen", "age_h").to_dicts()
     return out
+
+
+def freshness_doc(last_seen: pl.DataFrame, now: datetime) -> dict[str, object]:
+    """For ``faultlens status``: per source (nodes, newest and stalest node's newest row, ages
+    in hours from ``now``) and per node and source (``last_seen``, ``age_h``)."""
+    if last_seen.height == 0:
+        return {"by_source": [], "by_node": []}
+    aged = with_age(last_seen, now)
+    by_source = (
+        aged.group_by("source")
+        .agg(
+            pl.len().alias("nodes"),
+            pl.col("last_seen").max().alias("newest"),
+            pl.col("age_h").min().alias("newest_age_h"),
+            pl.col("last_seen").min().alias("stalest"),
+            pl.col("age_h").max().alias("stalest_age_h"),
+        )
+        .sort("source")
+    )
+
+    def iso(frame: pl.DataFrame) -> list[dict[str, object]]:
+        return frame.with_columns(pl.col(pl.Datetime).dt.to_string("%Y-%m-%dT%H:%M:%S")).to_dicts()
+
+    return {"by_source": iso(by_source), "by_node": iso(aged.sort("age_h", descending=True))}

@@ -133,6 +133,13 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     assert set(pred) >= {"run_id", "as_of", "alerts"}
     for a in pred["alerts"]:
         assert set(a) >= {"node", "gpu", "score", "action", "top_features"}
+    # Without --as-of the prediction is as of the newest data, not the wall clock.
+    res = runner.invoke(app, ["predict", "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.stderr
+    with Store(db, read_only=True) as store:
+        newest = store.scalar("SELECT max(ts) FROM events")
+    as_of = datetime.fromisoformat(json.loads(res.stdout)["as_of"])
+    assert newest < as_of <= newest + timedelta(seconds=1)
     config = tmp_path / "faultlens.toml"
     config.write_text(f'[faultlens]\ndb = "{db}"\n')
     with run_lock(load_config(config).lock_file):

@@ -4,8 +4,10 @@
 of time, the model beats both baselines on PR-AUC, and at its operating threshold reaches
 precision >= 0.85 with recall >= 0.5 and a median lead time of hours, not minutes."
 
-``ACCEPTANCE_SEED`` was picked once, before this test first ran, and never used to tune anything
-(development used seed 90210 and others). The cluster goes through the real path: synth writes
+``ACCEPTANCE_SEED`` is a development seed, not a held-out one: its recall read 0.34 when this
+test first ran and reached 0.55 while the threshold rule, its floor and features were changed
+looking at it. It stays here as a regression check of the end-to-end path; the held-out figures
+come from the ten evaluation seeds of ``bench/bench_evaluate.py`` (README, "Predicting failures"). The cluster goes through the real path: synth writes
 raw logs, ``ingest_paths`` parses them, ``attribution.refresh`` links and attributes, and
 ``train_failure_model`` (what ``faultlens train`` runs, with its defaults) trains and evaluates.
 Precision, recall and lead time are counted over alert episodes (models/evaluate.py).
@@ -32,7 +34,7 @@ from faultlens.models.predictor import TrainConfig, train_failure_model
 from faultlens.synth.config import META_RSC1_FAILURES_PER_1000_NODE_DAYS, SynthConfig
 from faultlens.synth.generate import generate
 
-ACCEPTANCE_SEED = 31337  # chosen once; never tune anything on it
+ACCEPTANCE_SEED = 31337  # a development seed (bench.bench_evaluate.DEV_SEEDS)
 NOT_LOGS = {"topology.csv", "ground_truth.json"}
 
 

@@ -14,7 +14,12 @@ from faultlens.ingest.store import Store
 from faultlens.models.actions import RiskAction, command
 from faultlens.models.explain import alert_context, is_quiet, reason_text, top_features
 from faultlens.models.feature_catalog import FEATURES, HOURS_SINCE_CAP
-from faultlens.models.freshness import default_as_of, quiet_sources, source_last_seen
+from faultlens.models.freshness import (
+    default_as_of,
+    freshness_doc,
+    quiet_sources,
+    source_last_seen,
+)
 from tests.models.synthetic import insert_events
 
 T = datetime(2025, 6, 1, 12)
@@ -166,3 +171,28 @@ def test_every_feature_has_words() -> None:
     # No feature falls back to its column name (NODE_FAIL is Slurm's own word).
     raw = [f for f in FEATURES if "_" in reason_text(f, 2).replace("NODE_FAIL", "")]
     assert raw == []
+
+
+def test_status_shows_the_age_of_the_newest_row(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from faultlens.app.cli import app
+
+    db = tmp_path / "s.duckdb"
+    with Store(db) as s:
+        insert_events(
+            s, [_ev(T - timedelta(hours=50), "gpu001", "xid", 63), _ev(T, "gpu002", "xid", 63)]
+        )
+        doc = freshness_doc(source_last_seen(s), T + timedelta(hours=2))
+    (kernel,) = doc["by_source"]
+    assert (kernel["nodes"], kernel["newest_age_h"], kernel["stalest_age_h"]) == (2, 2.0, 52.0)
+    assert [(r["node"], r["age_h"]) for r in doc["by_node"]] == [("gpu001", 52.0), ("gpu002", 2.0)]
+    res = CliRunner().invoke(app, ["status", "--db", str(db), "--json"])
+    assert res.exit_code == 0, res.stderr
+    seen = json.loads(res.stdout)["last_seen"]
+    assert seen["by_source"][0]["newest"] == T.isoformat()
+    assert seen["by_node"][0]["node"] == "gpu001"  # the stalest first
+    table = CliRunner().invoke(app, ["status", "--db", str(db)])
+    assert "newest row per source" in table.stdout

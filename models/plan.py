@@ -1,0 +1,79 @@
+"""Memory plan of a training run: how much the feature tables will take, checked before building.
+
+Training materializes, per window, a node x hour table of ``FEATURES`` as float32 (the calibration
+and test windows in full, the training window sampled down to ``max_train_rows``), beside dense
+node x hour arrays per base column while the windowed sums are built. The estimate is
+
+    peak ~ BASE_GB + 2.2 x window_rows x (features + 4) x 4 B + 4 x node_hours x 8 B
+
+where ``window_rows`` is the larger of the calibration and test windows; it is fitted on
+``bench.bench_models`` (12,500 nodes x 42 days: 4.85 GB estimated, 4.89 GB measured). A plan over
+the limit stops with a message naming the ``--since`` that fits, instead of being killed by the
+kernel half-way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from faultlens.ingest.errors import ConfigError
+from faultlens.models.feature_catalog import FEATURES
+
+BASE_GB = 0.6  # interpreter, LightGBM, DuckDB buffers
+GB = 1024**3
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    nodes: int
+    hours: int
+    estimate_gb: float
+    limit_gb: float
+
+    @property
+    def fits(self) -> bool:
+        return self.estimate_gb <= self.limit_gb
+
+
+def _per_node_hour(window_share: float) -> float:
+    return 2.2 * window_share * (len(FEATURES) + 4) * 4 + 4 * 8
+
+
+def estimate_gb(nodes: int, hours: int, window_share: float) -> float:
+    return BASE_GB + nodes * hours * _per_node_hour(window_share) / GB
+
+
+def plan_training(
+    nodes: int,
+    start: datetime,
+    end: datetime,
+    *,
+    test_fraction: float,
+    calib_fraction: float,
+    limit_gb: float,
+) -> MemoryPlan:
+    hours = max(1, int((end - start) / timedelta(hours=1)) + 1)
+    share = max(test_fraction, calib_fraction)
+    return MemoryPlan(nodes, hours, round(estimate_gb(nodes, hours, share), 2), limit_gb)
+
+
+def check_plan(
+    plan: MemoryPlan, end: datetime, *, test_fraction: float, calib_fraction: float
+) -> None:
+    """Raise ``ConfigError`` with the ``--since`` that fits when the plan is over its limit."""
+    if plan.fits:
+        return
+    share = max(test_fraction, calib_fraction)
+    room = max(plan.limit_gb - BASE_GB, 0.0) * GB
+    fit_h = int(room / (max(plan.nodes, 1) * _per_node_hour(share)))
+    # the next midnight after the earliest start that fits (a whole date for the command line)
+    earliest = end - timedelta(hours=fit_h)
+    since = (datetime.combine(earliest.date(), datetime.min.time()) + timedelta(days=1)).strftime(
+        "%Y-%m-%d"
+    )
+    raise ConfigError(
+        f"training on {plan.nodes:,} nodes x {plan.hours / 24:,.0f} days needs about "
+        f"{plan.estimate_gb:,.1f} GB, over the {plan.limit_gb:g} GB limit: train on the last "
+        f"{fit_h / 24:,.0f} days (--since {since}) or raise --max-memory-gb"
+    )
