@@ -6,7 +6,7 @@ returns to an earlier choice costs nothing, two sessions asking for the same res
 it once, results are shared without being copied, and a new snapshot starts afresh. ``on_trace``
 does the same for work on the range's interruption trace, which is read from the snapshot once.
 
-``warm(snapshot)`` computes the slow results of every page's default view (the last 30 days, no
+``warm(snapshot)`` computes the slow results of every page's default view (the data's whole span, no
 other filter) on a new snapshot before it is served, so a page's first render finds them ready,
 then each page's view of each cluster.
 """
