@@ -211,8 +211,15 @@ def taxonomy(store: Store, f: Filters) -> pl.DataFrame:
 
 
 # -- predictions -----------------------------------------------------------------------------------
-def model_card(models_dir: Path) -> dict[str, Any] | None:
-    """The model card of the model ``LATEST`` names, or None when nothing was trained."""
+def model_card(models_dir: Path, version: str | None = None) -> dict[str, Any] | None:
+    """The model card of ``version`` (the model that made the predictions shown), else of the
+    model ``LATEST`` names; None when there is none."""
+    if version and (Path(models_dir) / version / "model_card.json").is_file():
+        card = Path(models_dir) / version / "model_card.json"
+        try:
+            return json.loads(card.read_text())
+        except (OSError, ValueError) as e:
+            log.warning("cannot read model card %s: %s", card, e)
     latest = Path(models_dir) / "LATEST"
     if not latest.is_file():
         return None
@@ -390,3 +397,45 @@ def scores_frame(scores: list[Any]) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows)
+
+
+# -- one job's attribution -------------------------------------------------------------------------
+def job_attribution(store: Store, job_id: str) -> dict[str, Any] | None:
+    """The job with its attribution row (cause, blamed node, deciding evidence), or None."""
+    frame = store.query(
+        'SELECT j.job_id, j.name, j.user, j.partition, j.state, j.start, j."end", j.nodes, '
+        "j.n_gpus, a.cause, a.node AS blamed_node, a.evidence_kind, a.evidence_code, "
+        "a.evidence_ts, a.gpu_hours_lost FROM jobs j "
+        "LEFT JOIN attributions a ON a.job_id = j.job_id WHERE j.job_id = ? LIMIT 1",
+        [job_id],
+    )
+    return frame.row(0, named=True) if frame.height else None
+
+
+def job_evidence(store: Store, job: dict[str, Any], limit: int = 50) -> pl.DataFrame:
+    """Warning-or-worse events on the job's nodes in the window the attribution looks at (its
+    end minus ``WINDOW_BEFORE`` to its end plus ``WINDOW_AFTER``), the deciding one first."""
+    from faultlens.ingest.attribution import WINDOW_AFTER, WINDOW_BEFORE
+
+    end = job.get("end")
+    if end is None or not job.get("nodes"):
+        return pl.DataFrame(schema={"deciding": pl.Boolean, "ts": pl.Datetime("us")})
+    lo = min(end - WINDOW_BEFORE, job.get("evidence_ts") or end)
+    return store.query(
+        "SELECT coalesce(e.node = ? AND e.kind = ? AND e.ts = ? "
+        "AND e.code IS NOT DISTINCT FROM ?, false) AS deciding, "
+        "e.ts, e.node, e.gpu, e.source, e.kind, e.code, e.severity, e.message, e.file, e.line "
+        f"FROM {_notable(store)} e WHERE e.node IN (SELECT unnest(?::VARCHAR[])) "
+        "AND e.ts >= ? AND e.ts <= ? AND e.severity IN ('warning', 'error', 'critical') "
+        "ORDER BY deciding DESC, e.ts, e.node LIMIT ?",
+        [
+            job.get("blamed_node"),
+            job.get("evidence_kind"),
+            job.get("evidence_ts"),
+            job.get("evidence_code"),
+            list(job["nodes"]),
+            lo,
+            end + WINDOW_AFTER,
+            int(limit),
+        ],
+    )

@@ -212,8 +212,9 @@ def jobs(store: Store, f: Filters) -> Section:
 
 
 def predictions(store: Store, f: Filters, models_dir: Path | None) -> Section:
-    card = q_detail.model_card(models_dir) if models_dir else None
     risk = q_fleet.latest_predictions(store, f, n=50)
+    made_by = risk["model_version"][0] if risk.height else None
+    card = q_detail.model_card(models_dir, made_by) if models_dir else None
     base = q_detail.baseline_metrics(card) if card else pl.DataFrame()
     numbers = [("Model", str(card.get("model_version"))) if card else ("Model", "none trained")]
     return Section(

@@ -13,8 +13,9 @@ from faultlens.reports.filters import Filters
 def render() -> None:
     st.title("Predictions")
     f = ui.filters()
-    card = q_detail.model_card(ui.models_dir())
     at_risk = query(q_fleet.latest_predictions, f, n=200)
+    made_by = at_risk["model_version"][0] if at_risk.height else None
+    card = q_detail.model_card(ui.models_dir(), made_by)  # the card of the model shown
     ui.stop_if(
         card is None and at_risk.height == 0,
         f"No trained model in `{ui.models_dir()}` and no predictions: run "
@@ -23,7 +24,13 @@ def render() -> None:
     if at_risk.height:
         st.caption(
             f"Run of {at_risk['made_at'][0]:%Y-%m-%d %H:%M} UTC, model "
-            f"{at_risk['model_version'][0]}, horizon {at_risk['horizon'][0]:g} h"
+            f"{made_by}, horizon {at_risk['horizon'][0]:g} h"
+        )
+    if card is not None and made_by and card.get("model_version") != made_by:
+        st.warning(
+            f"The predictions shown were made by model {made_by}, whose card is not in "
+            f"`{ui.models_dir()}`; the card below is of model {card.get('model_version')} "
+            "(LATEST). Run `faultlens predict` to score with it."
         )
     left, right = st.columns(2)
     ui.chart(left, figures.fig_at_risk(at_risk), key="risk")
