@@ -260,7 +260,8 @@ def _with_runbook(store: Store, frame: pl.DataFrame) -> pl.DataFrame:
         entry = by_xid.get(code) if code is not None else None
         if entry is not None:
             name, action, notes = entry
-            causes.append(f"Xid {code} {str(name or '').split(' (')[0]}".strip())
+            short = str(name or "").split(" (")[0].removeprefix("ROBUST_CHANNEL_")
+            causes.append(f"Xid {code} {short}".strip())
             actions.append(action or "none")
             books.append(notes or "")
         else:
