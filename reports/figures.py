@@ -497,14 +497,26 @@ STATE_COLOR = {
     "degraded": "#eeca3b",
     "healthy": "#54a24b",
 }
-GRID_COLUMNS = 40
+GRID_COLUMNS = 15  # nodes to a row; a large fleet gets twice as many, half the size
+GRID_PX = 300  # width of the grid itself
+GRID_LABEL_PX = 100  # the group names left of it
+LARGE_FLEET = 150
+LABEL_PX = 12  # a group name needs this much height: closer ones are left to the hover
+
+
+def grid_columns(n_nodes: int) -> int:
+    return GRID_COLUMNS if n_nodes <= LARGE_FLEET else 2 * GRID_COLUMNS
 
 
 def grid_positions(frame: pl.DataFrame, columns: int = GRID_COLUMNS) -> pl.DataFrame:
-    """``frame`` (``q_state.fleet_state``) with ``col`` / ``row`` cells: groups in name order,
-    each starting a new row, its nodes in name order ``columns`` to a row."""
+    """``frame`` (``q_state.fleet_state``) with ``col`` / ``row`` cells: groups by their worst
+    state then name, each starting a new row, its nodes in name order ``columns`` to a row."""
     rows, cols, row = [], [], 0
-    out = frame.sort("group", "node")
+    worst = {s: i for i, s in enumerate(STATE_COLOR)}  # groups needing a look come first
+    rank = frame.group_by("group").agg(
+        pl.col("state").replace_strict(worst, default=len(worst)).min().alias("_rank")
+    )
+    out = frame.join(rank, on="group").sort("_rank", "group", "node").drop("_rank")
     for _, part in out.group_by("group", maintain_order=True):
         for i in range(part.height):
             rows.append(row + i // columns)
@@ -513,48 +525,69 @@ def grid_positions(frame: pl.DataFrame, columns: int = GRID_COLUMNS) -> pl.DataF
     return out.with_columns(pl.Series("col", cols, pl.Int32), pl.Series("row", rows, pl.Int32))
 
 
+def _group_ticks(cells: pl.DataFrame, pitch: float) -> tuple[list[int], list[str]]:
+    """The first row of each group, leaving out names that would overlap the one above."""
+    firsts = cells.group_by("group", maintain_order=True).agg(pl.col("row").min())
+    gap = max(1, -(-LABEL_PX // max(int(pitch), 1)))
+    vals: list[int] = []
+    text: list[str] = []
+    for group, row in firsts.iter_rows():
+        if not vals or row - vals[-1] >= gap:
+            vals.append(row)
+            text.append(_cut(group, 14))
+    return vals, text
+
+
 def fig_fleet_grid(frame: pl.DataFrame) -> go.Figure:
     """Every node a square, coloured by state, grouped by partition or rack; hover: the node,
-    its state's reason and its GPUs' issues. ``customdata`` holds the node (click to open)."""
+    its group, its state's reason and its GPUs' issues. ``customdata`` holds the node (a click
+    opens it). Every state is in the legend, with its count, zero included."""
     title = "Fleet state"
     if frame.height == 0:
         return _empty(title, "no nodes in the database")
-    cells = grid_positions(frame)
+    columns = grid_columns(frame.height)
+    pitch = GRID_PX / columns
+    cells = grid_positions(frame, columns)
     fig = go.Figure()
     for state, color in STATE_COLOR.items():
         part = cells.filter(pl.col("state") == state)
-        if part.height == 0:
-            continue
         fig.add_scatter(
             x=part["col"].to_numpy(),
             y=part["row"].to_numpy(),
             mode="markers",
-            name=f"{state} ({part.height})",
-            marker={"symbol": "square", "size": 13, "color": color},
+            name=f"{state} ({part.height:,})",
+            marker={"symbol": "square", "size": max(pitch - 3, 4), "color": color},
             customdata=part["node"].to_list(),
             text=[
-                f"<b>{n}</b> · {s}<br>{r}<br>{g}"
-                for n, s, r, g in zip(
-                    part["node"], part["state"], part["reason"], part["gpus"], strict=True
+                f"<b>{n}</b> ({g}) · {s}<br>{r}<br>{h}"
+                for n, g, s, r, h in zip(
+                    part["node"],
+                    part["group"],
+                    part["state"],
+                    part["reason"],
+                    part["gpus"],
+                    strict=True,
                 )
             ],
             hovertemplate="%{text}<extra></extra>",
         )
-    first_rows = cells.group_by("group", maintain_order=True).agg(pl.col("row").min())
-    n_rows = int(cells["row"].max() or 0) + 1
+    n_rows = max(int(cells["row"].max() or 0) + 1, 2)
+    vals, text = _group_ticks(cells, pitch)
     fig.update_layout(
-        title=title,
-        height=max(HEIGHT // 2, 90 + 17 * n_rows),
-        margin={"l": 150, "r": 10, "t": 70, "b": 10, "autoexpand": False},
-        legend={"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        height=int(pitch * n_rows) + 75,
+        width=GRID_LABEL_PX + GRID_PX + 20,
+        margin={"l": GRID_LABEL_PX, "r": 20, "t": 10, "b": 65, "autoexpand": False},
+        legend={"orientation": "h", "y": 0, "yanchor": "top", "x": 0, "font": {"size": 11}},
         dragmode=False,
+        showlegend=True,
     )
-    fig.update_xaxes(visible=False, range=[-0.7, GRID_COLUMNS - 0.3])
+    fig.update_xaxes(visible=False, range=[-0.5, columns - 0.5], fixedrange=True)
     fig.update_yaxes(
         range=[n_rows - 0.5, -0.5],
-        tickvals=first_rows["row"].to_list(),
-        ticktext=[_cut(g, 20) for g in first_rows["group"].to_list()],
+        tickvals=vals,
+        ticktext=text,
         showgrid=False,
         zeroline=False,
+        fixedrange=True,
     )
     return fig

@@ -63,14 +63,14 @@ def _short(subject: str) -> str:
     return "file " + subject.rsplit("/", 1)[-1] if subject.startswith("file ") else subject
 
 
+SEVERITY_COLOR = {"critical": "red", "error": "orange", "warning": "violet"}
+
+
 def incidents_table(f: Filters, frame: pl.DataFrame) -> str:
-    """Incidents as one markdown table: each subject links to its node page and each evidence
-    file:line to the node page showing the lines around it."""
-    head = (
-        "| node / job | cause | events (ranks) | first seen | last seen | action | runbook "
-        "| evidence |\n|---|---|---|---|---|---|---|---|\n"
-    )
-    rows = []
+    """Incidents as one markdown list (one element to draw): each subject links to its node
+    page and each evidence file:line to the node page showing the lines around it; the runbook
+    line under it."""
+    items = []
     for r in frame.iter_rows(named=True):
         node = r["nodes"].split(",")[0] if r["nodes"] else None
         subject = md_text(_short(r["subject"]))
@@ -78,12 +78,18 @@ def incidents_table(f: Filters, frame: pl.DataFrame) -> str:
             subject = f"[{subject}]({urls.node_link(f, node)})"
         where = f"{(r['file'] or '?').rsplit('/', 1)[-1]}:{r['line']}"
         evidence = f"[{md_text(where)}]({urls.node_link(f, node, r['file'], r['line'])})"
-        rows.append(
-            f"| {subject} | {md_text(r['cause'])} | {r['events']:,} ({r['ranks']}) "
-            f"| {_when(r['first_seen'])} | {_when(r['last_seen'])} | `{r['action']}` "
-            f"| {md_text(_cut(r['runbook'] or '', RUNBOOK_CHARS))} | {evidence} |"
+        color = SEVERITY_COLOR.get(r["severity"], "gray")
+        seen = (
+            _when(r["first_seen"])
+            if r["first_seen"] == r["last_seen"]
+            else f"{_when(r['first_seen'])} → {_when(r['last_seen'])}"
         )
-    return head + "\n".join(rows)
+        items.append(
+            f"- :{color}[**{r['severity']}**] {subject} · **{md_text(r['cause'])}** · "
+            f"{r['events']:,} events, {r['ranks']} ranks · {seen} · `{r['action']}` · "
+            f"{evidence}  \n  :gray[{md_text(_cut(r['runbook'] or '', RUNBOOK_CHARS))}]"
+        )
+    return "\n".join(items)
 
 
 def unplaced_panel(span: pl.DataFrame) -> None:

@@ -85,3 +85,26 @@ def test_a_legend_of_many_entries_is_beside_the_plot() -> None:
     fig = figures.fig_badput(frame)
     assert fig.layout.legend.orientation == "v" and fig.layout.legend.x >= 1.0
     assert fig.layout.margin.r >= figures.LEGEND_PX
+
+
+def test_fleet_grid_puts_groups_needing_a_look_first_each_on_its_own_rows() -> None:
+    columns = 2
+    frame = pl.DataFrame(
+        {
+            "group": ["b", "a", "a", "a", "c"],
+            "node": ["b1", "a1", "a2", "a3", "c1"],
+            "state": ["healthy", "healthy", "healthy", "down", "degraded"],
+            "reason": [""] * 5,
+            "gpus": [""] * 5,
+            "score": [None] * 5,
+        }
+    )
+    cells = figures.grid_positions(frame, columns)
+    where = {n: (r, c) for n, r, c in zip(cells["node"], cells["row"], cells["col"], strict=True)}
+    # a (has a down node): rows 0-1; c (degraded): row 2; b (healthy): row 3
+    assert where == {"a1": (0, 0), "a2": (0, 1), "a3": (1, 0), "c1": (2, 0), "b1": (3, 0)}
+    fig = figures.fig_fleet_grid(frame)
+    legend = [t.name for t in fig.data]
+    assert legend == ["down (1)", "drained (0)", "at risk (0)", "degraded (1)", "healthy (3)"]
+    hover = next(t for t in fig.data if t.name == "down (1)")
+    assert list(hover.customdata) == ["a3"] and "<b>a3</b> (a) · down" in hover.text[0]

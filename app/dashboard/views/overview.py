@@ -26,11 +26,15 @@ def fleet_now(f: Filters, all_nodes: list[str]) -> None:
     """The grid of nodes by state (a click opens the node) beside the open incidents."""
     state = query(q_state.fleet_state, f, all_nodes)
     counts = q_state.state_counts(state)
-    st.caption(" · ".join(f"**{n:,}** {s}" for s, n in counts.items()))
-    left, right = st.columns([2, 3])
+    st.caption(
+        " · ".join(f"**{n:,}** {s}" for s, n in counts.items())
+        + " · hover a square for its GPUs, click it to open the node"
+    )
+    left, right = st.columns([1, 1])
     left.plotly_chart(
         figures.fig_fleet_grid(state),
         key="fleet_grid",
+        width="content",
         config=ui.CHART,
         theme=None,
         on_select=_picked_node,
