@@ -456,15 +456,20 @@ def fig_ingest(frame: pl.DataFrame) -> go.Figure:
     title = "Lines by format: parsed / noise / quarantined"
     if frame.height == 0:
         return _empty(title, "nothing ingested yet: run `faultlens ingest`")
+    # formats down the side: a site has dozens, and rotated names ran out of the frame
     fig = go.Figure()
+    names = [_cut(n, 24) for n in frame["format"].to_list()][::-1]
     for i, c in enumerate(("parsed", "noise", "quarantined")):
         fig.add_bar(
-            x=frame["format"].to_list(),
-            y=frame[c].to_list(),
+            y=names,
+            x=frame[c].to_list()[::-1],
             name=c,
+            orientation="h",
             marker_color=(PALETTE[4], "#bab0ac", PALETTE[2])[i],
         )
-    return _layout(fig, title, barmode="stack", yaxis_title="lines")
+    fig = _layout(fig, title, left=180, barmode="stack", xaxis_title="lines")
+    fig.update_layout(height=max(HEIGHT, 150 + 18 * frame.height))
+    return fig
 
 
 def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
@@ -541,7 +546,7 @@ def _group_ticks(cells: pl.DataFrame, pitch: float) -> tuple[list[int], list[str
 def fig_fleet_grid(frame: pl.DataFrame) -> go.Figure:
     """Every node a square, coloured by state, grouped by partition or rack; hover: the node,
     its group, its state's reason and its GPUs' issues. ``customdata`` holds the node (a click
-    opens it). Every state is in the legend, with its count, zero included."""
+    opens it). The legend counts the states present; the page caption counts all five."""
     title = "Fleet state"
     if frame.height == 0:
         return _empty(title, "no nodes in the database")

@@ -98,9 +98,15 @@ def node_metrics(store: Store, node: str) -> list[str]:
 def node_telemetry(
     store: Store, node: str, metric: str, f: Filters, points: int = 300
 ) -> pl.DataFrame:
-    """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU."""
-    lo = f.since or store.scalar("SELECT min(ts) FROM telemetry WHERE node = ?", [node])
-    hi = f.until or store.scalar("SELECT max(ts) FROM telemetry WHERE node = ?", [node])
+    """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU over the
+    samples' own span within the range (two hours of samples in a ten-year range stay a line)."""
+    tw, tparams = f.time_where("ts")
+    span = store.query(
+        "SELECT min(ts) AS lo, max(ts) AS hi FROM telemetry WHERE node = ? AND metric = ?"
+        + "".join(f" AND {w}" for w in tw),
+        [node, metric, *tparams],
+    ).row(0, named=True)
+    lo, hi = span["lo"], span["hi"]
     if lo is None or hi is None:
         return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64})
     step_s = max(int((hi - lo).total_seconds() / points), 1)

@@ -58,10 +58,10 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
             "Telemetry metric", metrics, index=metrics.index(default_metric(metrics)), key="node_m"
         )
         tel = query(q_detail.node_telemetry, node, metric, f)
-        fig = figures.fig_telemetry(tel, metric)
-        if f.since and f.until:  # the range's axis, even for a handful of samples
-            fig.update_xaxes(range=[f.since, f.until])
-        ui.chart(st, fig, key="node_tel")
+        ui.chart(st, figures.fig_telemetry(tel, metric), key="node_tel")
+        if tel.height:
+            lo, hi = tel["ts"].min(), tel["ts"].max()
+            st.caption(f"samples from {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
     else:
         st.caption("No telemetry for this node.")
     left, right = st.columns(2)
