@@ -75,6 +75,7 @@ def warm(snap: Snapshot) -> None:
     since, until = default_range(lo, hi)
     f = Filters(since=since, until=until)
     all_nodes = snap.call(q_fleet.node_list)
+    _warm_fleet_now(snap, Filters(since=since, until=until), all_nodes)
     snap.call(q_fleet.episodes_in, since, until)
     _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
@@ -85,6 +86,16 @@ def warm(snap: Snapshot) -> None:
     strategies, kwargs = recovery_defaults(len(all_nodes))
     _on_trace(snap, q_detail.whatif_on, since, until, strategies, **kwargs)
     _warm_clusters(snap, f, all_nodes)
+
+
+def _warm_fleet_now(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
+    """What the overview opens on: the span banner, the fleet grid, the incidents."""
+    from faultlens.app.dashboard.views.overview import INCIDENTS
+    from faultlens.reports import q_state
+
+    snap.call(q_state.data_span)
+    snap.call(q_state.fleet_state, f, all_nodes)
+    snap.call(q_state.incidents, f, limit=INCIDENTS)
 
 
 MAX_WARM_CLUSTERS = 8
