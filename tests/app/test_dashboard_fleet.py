@@ -139,6 +139,9 @@ def test_filters_are_written_to_the_url(
     again.run()
     assert again.multiselect(key="f_cluster").value == ["dgx-b"]
     assert {m.label: m.value for m in again.metric}["Jobs lost"] == "1"
+    counts = next(c.value for c in again.caption if " healthy" in c.value)
+    # the grid holds the cluster's nodes only: dgx-b-01 (Xid 95) and dgx-b-02
+    assert counts.startswith("**0** down · **0** drained · **0** at risk · **1** degraded · **1**")
 
 
 def test_unplaced_events_have_their_own_panel_with_the_fix(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
 from faultlens.app.dashboard import panels, ui, urls
@@ -24,7 +25,11 @@ def render() -> None:
 
 def fleet_now(f: Filters, all_nodes: list[str]) -> None:
     """The grid of nodes by state (a click opens the node) beside the open incidents."""
-    state = query(q_state.fleet_state, f, all_nodes)
+    # the whole fleet's state once per range (warmed, and shared by every node filter), then
+    # the selected nodes of it
+    state = query(q_state.fleet_state, Filters(since=f.since, until=f.until), all_nodes)
+    if f.nodes:
+        state = state.filter(pl.col("node").is_in(list(f.nodes)))
     counts = q_state.state_counts(state)
     st.caption(
         " · ".join(f"**{n:,}** {s}" for s, n in counts.items())
