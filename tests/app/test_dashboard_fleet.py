@@ -243,3 +243,19 @@ def test_sigterm_to_the_dashboard_command_stops_the_streamlit_child(small: Path)
                 os.killpg(proc.pid, signal.SIGKILL)  # a child left behind by a failure
             except ProcessLookupError:
                 pass
+
+
+def test_at_risk_rows_and_events_link_to_the_node_page(
+    small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _app(small, tmp_path, monkeypatch)
+    at.switch_page("views/predictions.py").run()
+    table = at.dataframe[0].value
+    link = table["node_page"][table["node"] == smalldb.RISKY_NODE].iloc[0]
+    assert link == f"node?from={smalldb.START.date()}&to={LAST_DAY}&node={smalldb.RISKY_NODE}"
+    at.switch_page("views/events.py").run()
+    at.text_input("ev_search").set_value("fallen off").run()
+    at.session_state["ev_table"] = {"selection": {"rows": [0], "columns": [], "cells": []}}
+    at.run()
+    evidence = quote("/logs/gpu002/kern.log", safe="")
+    assert any(f"node=gpu002&file={evidence}&line={XID79_LINE})" in m.value for m in at.markdown)

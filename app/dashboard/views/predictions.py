@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, urls
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_detail, q_fleet, sections
 from faultlens.reports.filters import Filters
@@ -37,7 +38,17 @@ def render() -> None:
     fleet = Filters(since=f.since, until=f.until)  # calibration is fleet-wide: one result per range
     ui.chart(right, figures.fig_calibration(query(q_detail.calibration, fleet)), key="calib")
     st.subheader("At-risk nodes and GPUs")
-    st.dataframe(sections.risk_table(at_risk), hide_index=True)
+    table = sections.risk_table(at_risk)
+    if table.height:
+        links = [urls.node_link(f, n) for n in table["node"].to_list()]
+        table = table.with_columns(pl.Series("node_page", links, pl.String))
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={
+            "node_page": st.column_config.LinkColumn("node page", display_text=r"node=([^&]+)")
+        },
+    )
     if card is None:
         st.info("No model card: run `faultlens train` to see the model against its baselines.")
         return
