@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -178,11 +179,36 @@ def dashboard(
             "are not shown",
             err=True,
         )
+    raise typer.Exit(run_server(cmd, env))
+
+
+STOP_GRACE_S = 10.0  # how long the Streamlit child gets to stop before it is killed
+
+
+def run_server(cmd: list[str], env: dict[str, str]) -> int:
+    """Run the Streamlit server as our child; SIGTERM or SIGHUP to us stops it too (a service
+    manager stops the command, not its child), Ctrl-C as before. Returns its exit code."""
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        code = subprocess.call(cmd, env=env)
+        return proc.wait()
     except KeyboardInterrupt:
-        code = 0
-    raise typer.Exit(code)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        return 0
+    finally:
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _secrets_file(section: dict, config: Path | None) -> Path | None:

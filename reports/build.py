@@ -80,7 +80,7 @@ def build_report(
             title="faultlens reliability report",
             window=f"{start:%Y-%m-%d %H:%M} to {until:%Y-%m-%d %H:%M} UTC",
             db=str(db),
-            as_of=snap.as_of,
+            as_of=hi or snap.as_of,  # the data's newest stamp, not when it was copied
             generated=now,
         )
         writer = write_pdf if fmt == "pdf" else write_html

@@ -6,6 +6,7 @@ frame gives a figure that says there is nothing to show, never an exception.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import plotly.graph_objects as go
@@ -55,14 +56,24 @@ def _layout(
     """Title, size and fixed margins (``left`` wide enough for the y labels). Margins do not grow
     to fit labels (``autoexpand`` off): plotly would otherwise draw every figure twice, the
     largest part of what a browser spends on a dashboard rerun."""
+    legend = {"orientation": "h", "y": -0.32, "yanchor": "top"}
+    named = sum(1 for t in fig.data if t.showlegend is not False and t.name)
+    if named > 1 and "yaxis2" not in kw:  # (a second y axis holds the right-hand side)
+        # a legend of several entries goes right of the plot, one entry a line: below it, a
+        # wrapped legend was clipped by the fixed margin and ran into rotated x labels
+        legend = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1.0, "yanchor": "top"}
+        right = max(right, LEGEND_PX)
     fig.update_layout(
         title=title,
         height=HEIGHT,
         margin={"l": left, "r": right, "t": 50, "b": 95, "autoexpand": False},
-        legend={"orientation": "h", "y": -0.32, "yanchor": "top"},
+        legend=legend,
         **kw,
     )
     return fig
+
+
+LEGEND_PX = 170  # a right-hand legend: symbol and a 20-character name
 
 
 # Counts go in the hover, not as labels on the bars: plotly measures each label in the browser on
@@ -158,10 +169,7 @@ def fig_top_xids(frame: pl.DataFrame) -> go.Figure:
     title = "Top Xids"
     if frame.height == 0:
         return _empty(title, "no Xid events in this range")
-    labels = [
-        f"Xid {x}" + (f" {_cut(n, 24)}" if n else "")
-        for x, n in zip(frame["xid"].to_list(), frame["name"].to_list(), strict=True)
-    ]
+    labels = [xid_label(x, n) for x, n in zip(frame["xid"], frame["name"], strict=True)]
     fig = go.Figure(
         go.Bar(
             y=labels[::-1],
@@ -170,7 +178,18 @@ def fig_top_xids(frame: pl.DataFrame) -> go.Figure:
             marker_color=PALETTE[2],
         )
     )
-    return _layout(fig, title, left=220, xaxis_title="events")
+    return _layout(fig, title, left=XID_LABEL_PX, xaxis_title="events")
+
+
+XID_LABEL_CHARS = 26
+XID_LABEL_PX = 230  # room for XID_LABEL_CHARS at plotly's 12 px tick font
+
+
+def xid_label(xid: int, name: str | None) -> str:
+    """``Xid 45 PREEMPTIVE_REMOVAL`` from the catalog's ``ROBUST_CHANNEL_PREEMPTIVE_REMOVAL (...)``:
+    the words that tell Xids apart, within ``XID_LABEL_CHARS`` so the margin holds them whole."""
+    short = (name or "").split(" (")[0].removeprefix("ROBUST_CHANNEL_")
+    return _cut(f"Xid {xid} {short}".strip(), XID_LABEL_CHARS)
 
 
 def fig_at_risk(frame: pl.DataFrame) -> go.Figure:
@@ -223,16 +242,27 @@ def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
     if frame.height == 0:
         return _empty(title, "no telemetry for this node and range")
     fig = go.Figure()
-    for i, gpu in enumerate(sorted(frame["gpu"].unique().drop_nulls().to_list())):
+    gpus = sorted(frame["gpu"].unique().drop_nulls().to_list())
+    # a few samples per GPU are drawn as points: a line needs two, and one sample alone would
+    # otherwise leave an empty chart
+    mode = "lines+markers" if frame.height <= FEW_SAMPLES * max(len(gpus), 1) else "lines"
+    for i, gpu in enumerate(gpus):
         part = _break_gaps(frame.filter(pl.col("gpu") == gpu).sort("ts"))
         fig.add_scatter(
             x=_values(part["ts"]),
             y=_values(part["value"]),
-            mode="lines",
+            mode=mode,
             name=f"gpu {gpu}",
             line={"color": PALETTE[i % len(PALETTE)]},
         )
-    return _layout(fig, title)
+    lo, hi = frame["ts"].min(), frame["ts"].max()
+    if lo is not None and hi is not None and (hi - lo) < MIN_TIME_SPAN:  # no sub-ms axis
+        fig.update_xaxes(range=[lo - MIN_TIME_SPAN, hi + MIN_TIME_SPAN])
+    return _layout(fig, title, yaxis_title=metric.removeprefix("DCGM_FI_DEV_").lower() or None)
+
+
+FEW_SAMPLES = 30
+MIN_TIME_SPAN = timedelta(hours=1)
 
 
 def _break_gaps(part: pl.DataFrame, factor: float = 3.0) -> pl.DataFrame:
@@ -426,15 +456,20 @@ def fig_ingest(frame: pl.DataFrame) -> go.Figure:
     title = "Lines by format: parsed / noise / quarantined"
     if frame.height == 0:
         return _empty(title, "nothing ingested yet: run `faultlens ingest`")
+    # formats down the side: a site has dozens, and rotated names ran out of the frame
     fig = go.Figure()
+    names = [_cut(n, 24) for n in frame["format"].to_list()][::-1]
     for i, c in enumerate(("parsed", "noise", "quarantined")):
         fig.add_bar(
-            x=frame["format"].to_list(),
-            y=frame[c].to_list(),
+            y=names,
+            x=frame[c].to_list()[::-1],
             name=c,
+            orientation="h",
             marker_color=(PALETTE[4], "#bab0ac", PALETTE[2])[i],
         )
-    return _layout(fig, title, barmode="stack", yaxis_title="lines")
+    fig = _layout(fig, title, left=180, barmode="stack", xaxis_title="lines")
+    fig.update_layout(height=max(HEIGHT, 150 + 18 * frame.height))
+    return fig
 
 
 def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
@@ -457,3 +492,107 @@ def _cut(text: str | None, n: int) -> str:
     """``text`` shortened to ``n`` characters (an ellipsis marks the cut): labels fit the margin."""
     text = text or ""
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# -- fleet state -----------------------------------------------------------------------------------
+STATE_COLOR = {
+    "down": "#e45756",
+    "drained": "#b279a2",
+    "at risk": "#f58518",
+    "degraded": "#eeca3b",
+    "healthy": "#54a24b",
+}
+GRID_COLUMNS = 15  # nodes to a row; a large fleet gets twice as many, half the size
+GRID_PX = 300  # width of the grid itself
+GRID_LABEL_PX = 100  # the group names left of it
+LARGE_FLEET = 150
+LABEL_PX = 12  # a group name needs this much height: closer ones are left to the hover
+
+
+def grid_columns(n_nodes: int) -> int:
+    return GRID_COLUMNS if n_nodes <= LARGE_FLEET else 2 * GRID_COLUMNS
+
+
+def grid_positions(frame: pl.DataFrame, columns: int = GRID_COLUMNS) -> pl.DataFrame:
+    """``frame`` (``q_state.fleet_state``) with ``col`` / ``row`` cells: groups by their worst
+    state then name, each starting a new row, its nodes in name order ``columns`` to a row."""
+    rows, cols, row = [], [], 0
+    worst = {s: i for i, s in enumerate(STATE_COLOR)}  # groups needing a look come first
+    rank = frame.group_by("group").agg(
+        pl.col("state").replace_strict(worst, default=len(worst)).min().alias("_rank")
+    )
+    out = frame.join(rank, on="group").sort("_rank", "group", "node").drop("_rank")
+    for _, part in out.group_by("group", maintain_order=True):
+        for i in range(part.height):
+            rows.append(row + i // columns)
+            cols.append(i % columns)
+        row += -(-part.height // columns)
+    return out.with_columns(pl.Series("col", cols, pl.Int32), pl.Series("row", rows, pl.Int32))
+
+
+def _group_ticks(cells: pl.DataFrame, pitch: float) -> tuple[list[int], list[str]]:
+    """The first row of each group, leaving out names that would overlap the one above."""
+    firsts = cells.group_by("group", maintain_order=True).agg(pl.col("row").min())
+    gap = max(1, -(-LABEL_PX // max(int(pitch), 1)))
+    vals: list[int] = []
+    text: list[str] = []
+    for group, row in firsts.iter_rows():
+        if not vals or row - vals[-1] >= gap:
+            vals.append(row)
+            text.append(_cut(group, 14))
+    return vals, text
+
+
+def fig_fleet_grid(frame: pl.DataFrame) -> go.Figure:
+    """Every node a square, coloured by state, grouped by partition or rack; hover: the node,
+    its group, its state's reason and its GPUs' issues. ``customdata`` holds the node (a click
+    opens it). The legend counts the states present; the page caption counts all five."""
+    title = "Fleet state"
+    if frame.height == 0:
+        return _empty(title, "no nodes in the database")
+    columns = grid_columns(frame.height)
+    pitch = GRID_PX / columns
+    cells = grid_positions(frame, columns)
+    fig = go.Figure()
+    for state, color in STATE_COLOR.items():
+        part = cells.filter(pl.col("state") == state)
+        fig.add_scatter(
+            x=part["col"].to_numpy(),
+            y=part["row"].to_numpy(),
+            mode="markers",
+            name=f"{state} ({part.height:,})",
+            marker={"symbol": "square", "size": max(pitch - 3, 4), "color": color},
+            customdata=part["node"].to_list(),
+            text=[
+                f"<b>{n}</b> ({g}) · {s}<br>{r}<br>{h}"
+                for n, g, s, r, h in zip(
+                    part["node"],
+                    part["group"],
+                    part["state"],
+                    part["reason"],
+                    part["gpus"],
+                    strict=True,
+                )
+            ],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    n_rows = max(int(cells["row"].max() or 0) + 1, 2)
+    vals, text = _group_ticks(cells, pitch)
+    fig.update_layout(
+        height=int(pitch * n_rows) + 75,
+        width=GRID_LABEL_PX + GRID_PX + 20,
+        margin={"l": GRID_LABEL_PX, "r": 20, "t": 10, "b": 65, "autoexpand": False},
+        legend={"orientation": "h", "y": 0, "yanchor": "top", "x": 0, "font": {"size": 11}},
+        dragmode=False,
+        showlegend=True,
+    )
+    fig.update_xaxes(visible=False, range=[-0.5, columns - 0.5], fixedrange=True)
+    fig.update_yaxes(
+        range=[n_rows - 0.5, -0.5],
+        tickvals=vals,
+        ticktext=text,
+        showgrid=False,
+        zeroline=False,
+        fixedrange=True,
+    )
+    return fig

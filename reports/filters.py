@@ -128,13 +128,10 @@ def _join(parts: list[str]) -> str:
     return " AND ".join(parts) if parts else "TRUE"
 
 
-DEFAULT_DAYS = 30
-
-
 def default_days(lo: datetime, hi: datetime) -> tuple[date, date]:
-    """The dashboard's default range in whole days: the last 30 days of data (or all of it)."""
-    first, last = lo.date(), hi.date()
-    return max(first, last - timedelta(days=DEFAULT_DAYS)), last
+    """The dashboard's default range in whole days: the data's own span, first day to last (a
+    window cut back from the newest stamp would hide what happened before it)."""
+    return lo.date(), hi.date()
 
 
 def default_range(lo: datetime, hi: datetime) -> tuple[datetime, datetime]:

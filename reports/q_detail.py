@@ -98,9 +98,15 @@ def node_metrics(store: Store, node: str) -> list[str]:
 def node_telemetry(
     store: Store, node: str, metric: str, f: Filters, points: int = 300
 ) -> pl.DataFrame:
-    """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU."""
-    lo = f.since or store.scalar("SELECT min(ts) FROM telemetry WHERE node = ?", [node])
-    hi = f.until or store.scalar("SELECT max(ts) FROM telemetry WHERE node = ?", [node])
+    """One metric of one node per GPU, averaged into at most ``points`` buckets per GPU over the
+    samples' own span within the range (two hours of samples in a ten-year range stay a line)."""
+    tw, tparams = f.time_where("ts")
+    span = store.query(
+        "SELECT min(ts) AS lo, max(ts) AS hi FROM telemetry WHERE node = ? AND metric = ?"
+        + "".join(f" AND {w}" for w in tw),
+        [node, metric, *tparams],
+    ).row(0, named=True)
+    lo, hi = span["lo"], span["hi"]
     if lo is None or hi is None:
         return pl.DataFrame(schema={"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64})
     step_s = max(int((hi - lo).total_seconds() / points), 1)
@@ -207,8 +213,15 @@ def taxonomy(store: Store, f: Filters) -> pl.DataFrame:
 
 
 # -- predictions -----------------------------------------------------------------------------------
-def model_card(models_dir: Path) -> dict[str, Any] | None:
-    """The model card of the model ``LATEST`` names, or None when nothing was trained."""
+def model_card(models_dir: Path, version: str | None = None) -> dict[str, Any] | None:
+    """The model card of ``version`` (the model that made the predictions shown), else of the
+    model ``LATEST`` names; None when there is none."""
+    if version and (Path(models_dir) / version / "model_card.json").is_file():
+        card = Path(models_dir) / version / "model_card.json"
+        try:
+            return json.loads(card.read_text())
+        except (OSError, ValueError) as e:
+            log.warning("cannot read model card %s: %s", card, e)
     latest = Path(models_dir) / "LATEST"
     if not latest.is_file():
         return None
@@ -386,3 +399,45 @@ def scores_frame(scores: list[Any]) -> pl.DataFrame:
             }
         )
     return pl.DataFrame(rows)
+
+
+# -- one job's attribution -------------------------------------------------------------------------
+def job_attribution(store: Store, job_id: str) -> dict[str, Any] | None:
+    """The job with its attribution row (cause, blamed node, deciding evidence), or None."""
+    frame = store.query(
+        'SELECT j.job_id, j.name, j.user, j.partition, j.state, j.start, j."end", j.nodes, '
+        "j.n_gpus, a.cause, a.node AS blamed_node, a.evidence_kind, a.evidence_code, "
+        "a.evidence_ts, a.gpu_hours_lost FROM jobs j "
+        "LEFT JOIN attributions a ON a.job_id = j.job_id WHERE j.job_id = ? LIMIT 1",
+        [job_id],
+    )
+    return frame.row(0, named=True) if frame.height else None
+
+
+def job_evidence(store: Store, job: dict[str, Any], limit: int = 50) -> pl.DataFrame:
+    """Warning-or-worse events on the job's nodes in the window the attribution looks at (its
+    end minus ``WINDOW_BEFORE`` to its end plus ``WINDOW_AFTER``), the deciding one first."""
+    from faultlens.ingest.attribution import WINDOW_AFTER, WINDOW_BEFORE
+
+    end = job.get("end")
+    if end is None or not job.get("nodes"):
+        return pl.DataFrame(schema={"deciding": pl.Boolean, "ts": pl.Datetime("us")})
+    lo = min(end - WINDOW_BEFORE, job.get("evidence_ts") or end)
+    return store.query(
+        "SELECT coalesce(e.node = ? AND e.kind = ? AND e.ts = ? "
+        "AND e.code IS NOT DISTINCT FROM ?, false) AS deciding, "
+        "e.ts, e.node, e.gpu, e.source, e.kind, e.code, e.severity, e.message, e.file, e.line "
+        f"FROM {_notable(store)} e WHERE e.node IN (SELECT unnest(?::VARCHAR[])) "
+        "AND e.ts >= ? AND e.ts <= ? AND e.severity IN ('warning', 'error', 'critical') "
+        "ORDER BY deciding DESC, e.ts, e.node LIMIT ?",
+        [
+            job.get("blamed_node"),
+            job.get("evidence_kind"),
+            job.get("evidence_ts"),
+            job.get("evidence_code"),
+            list(job["nodes"]),
+            lo,
+            end + WINDOW_AFTER,
+            int(limit),
+        ],
+    )

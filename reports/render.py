@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
 MAX_CELL = 300  # characters of a table cell; a log message can be long
+# No mode bar: a report is read (and printed), not explored; its toolbar would print on every chart
+FIGURE_CONFIG = {"displayModeBar": False, "displaylogo": False, "responsive": True}
 
 
 @dataclass
@@ -40,7 +42,7 @@ class ReportMeta:
 
 def _env() -> Environment:
     return Environment(
-        loader=PackageLoader("reports", "templates"),
+        loader=PackageLoader("faultlens.reports", "templates"),
         autoescape=select_autoescape(["html", "j2"], default=True),
     )
 
@@ -71,7 +73,7 @@ def render_html(sections: list[Section], meta: ReportMeta) -> str:
             fig.to_html(
                 full_html=False,
                 include_plotlyjs=False,
-                config={"displaylogo": False, "responsive": True},
+                config=FIGURE_CONFIG,
             )
             for fig in s.figures
         ]

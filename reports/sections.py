@@ -19,8 +19,9 @@ import polars as pl
 from faultlens.ingest.errors import FaultlensError
 from faultlens.ingest.store import Store
 from faultlens.reports import figures as F
-from faultlens.reports import q_detail, q_fleet
+from faultlens.reports import q_detail, q_fleet, q_state
 from faultlens.reports.filters import Filters
+from faultlens.reports.q_state import WATCH_THRESHOLD
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,13 @@ def risk_table(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def count_at_risk(risk: pl.DataFrame, threshold: float = 0.5) -> int:
-    return risk.filter(pl.col("score") >= threshold)["node"].n_unique() if risk.height else 0
+def count_at_risk(risk: pl.DataFrame, threshold: float = WATCH_THRESHOLD) -> int:
+    return above_watch(risk, threshold)["node"].n_unique() if risk.height else 0
+
+
+def above_watch(risk: pl.DataFrame, threshold: float = WATCH_THRESHOLD) -> pl.DataFrame:
+    """The prediction rows at or above the watch threshold: what "at risk" lists."""
+    return risk.filter(pl.col("score") >= threshold) if risk.height else risk
 
 
 def _fmt(x: Any, sign: str = "") -> str:
@@ -123,6 +129,8 @@ def overview(store: Store, f: Filters) -> Section:
         ("Nodes at risk now", f"{count_at_risk(risk)}"),
     ]
     n_nodes = len(f.nodes) if f.nodes else len(nodes)
+    counts = q_state.state_counts(q_state.fleet_state(store, f, nodes))
+    numbers.append(("Nodes by state", ", ".join(f"{n:,} {s}" for s, n in counts.items())))
     return Section(
         "Overview",
         "overview",
@@ -133,13 +141,32 @@ def overview(store: Store, f: Filters) -> Section:
             F.fig_top_xids(q_fleet.top_xids(store, f)),
             F.fig_at_risk(risk),
         ],
-        [("Top Xids", q_fleet.top_xids(store, f))],
+        [
+            ("Open incidents (one row per node or job)", _incident_rows(store, f)),
+            ("Top Xids", q_fleet.top_xids(store, f)),
+        ],
+    )
+
+
+def _incident_rows(store: Store, f: Filters) -> pl.DataFrame:
+    frame = q_state.incidents(store, f, limit=15)
+    return frame.select(
+        "subject",
+        "cause",
+        "events",
+        "ranks",
+        "first_seen",
+        "last_seen",
+        "action",
+        pl.concat_str([pl.col("file"), pl.col("line").cast(pl.String)], separator=":").alias(
+            "evidence"
+        ),
     )
 
 
 def events(store: Store, f: Filters) -> Section:
     total = q_fleet.event_count(store, f)
-    critical = q_fleet.event_page(store, f, {"severity": ["critical", "error"]}, limit=50)
+    latest = q_state.repeated_events(store, f, limit=30)
     facets = q_fleet.event_facets(store, f.since, f.until)
     return Section(
         "Events",
@@ -148,7 +175,7 @@ def events(store: Store, f: Filters) -> Section:
         [F.fig_event_timeline(q_fleet.event_timeline(store, f))],
         [
             ("Events by kind", facets["kind"].rename({"value": "kind"}).head(20)),
-            ("Latest errors and critical events", critical),
+            ("Errors and critical events, repeated lines grouped", latest),
         ],
     )
 
@@ -164,7 +191,10 @@ def nodes(store: Store, f: Filters) -> Section:
         [],
         [
             ("Lemon ranking", lemons.drop("last_failure", strict=False).head(15)),
-            ("At risk now", risk_table(q_fleet.latest_predictions(store, f, n=20))),
+            (
+                f"At risk now (score >= {WATCH_THRESHOLD})",
+                risk_table(above_watch(q_fleet.latest_predictions(store, f, n=200))).head(20),
+            ),
         ],
     )
 
@@ -182,8 +212,9 @@ def jobs(store: Store, f: Filters) -> Section:
 
 
 def predictions(store: Store, f: Filters, models_dir: Path | None) -> Section:
-    card = q_detail.model_card(models_dir) if models_dir else None
     risk = q_fleet.latest_predictions(store, f, n=50)
+    made_by = risk["model_version"][0] if risk.height else None
+    card = q_detail.model_card(models_dir, made_by) if models_dir else None
     base = q_detail.baseline_metrics(card) if card else pl.DataFrame()
     numbers = [("Model", str(card.get("model_version"))) if card else ("Model", "none trained")]
     return Section(

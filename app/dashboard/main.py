@@ -13,10 +13,12 @@ PAGES = [
     st.Page(
         "views/overview.py",
         title="Overview",
-        url_path="overview",
+        url_path="home",  # the default page is served at "/" (its own path is never shown)
         default=True,
         icon=":material/dashboard:",
     ),
+    # "/overview" opens the overview too, not "Page not found" (a hidden alias of it)
+    st.Page("views/overview.py", title="Overview", url_path="overview", visibility="hidden"),
     st.Page("views/events.py", title="Events", url_path="events", icon=":material/list:"),
     st.Page("views/node.py", title="Node", url_path="node", icon=":material/dns:"),
     st.Page("views/jobs.py", title="Jobs", url_path="jobs", icon=":material/work:"),

@@ -150,18 +150,20 @@ def _keep() -> None:
 
 def filters() -> Filters:
     """The filters of every page (time range, cluster, node, GPU, job) in the sidebar."""
+    from faultlens.app.dashboard import urls
     from faultlens.app.dashboard.views import query
 
     snap = snapshot()
     lo, hi = query(q_fleet.data_range)
     all_nodes: list[str] = query(q_fleet.node_list)
     first, last = _day_range(lo, hi)
+    urls.restore_from_url()  # a pasted link opens the view it names
     _restore()
     kept = st.session_state.get("f_range")
     if not kept or any(not first <= d <= last for d in kept):  # new or outside a new database
         st.session_state["f_range"] = default_days(lo, hi) if lo and hi else (first, last)
     with st.sidebar:
-        st.caption(f"data as of {snap.as_of:%Y-%m-%d %H:%M:%S} UTC · `{db_path()}`")
+        st.caption(data_as_of(hi, snap.as_of))
         reader = _reader(str(db_path().resolve()))
         if reader.last_error:
             st.caption(f":orange[{reader.last_error}]")
@@ -173,11 +175,21 @@ def filters() -> Filters:
         gpu = st.text_input("GPU (index or PCI bus id)", key="f_gpu").strip() or None
         job = st.text_input("Job id", key="f_job").strip() or None
     _keep()
+    urls.write_to_url(picked)
     since, until = _range(picked, first, last)
     nodes = nodes_for(all_nodes, chosen_clusters, [n for n in chosen_nodes if n in options])
     if chosen_clusters and not nodes:
         nodes = ("\x00none",)  # a cluster with no node selects nothing, not everything
     return Filters(since=since, until=until, nodes=nodes, gpu=gpu, job_id=job)
+
+
+def data_as_of(newest: datetime | None, snapshot_at: datetime) -> str:
+    """The sidebar's freshness line: the data's own newest stamp, then when it was read."""
+    newest_text = f"{newest:%Y-%m-%d %H:%M:%S} UTC" if newest else "no dated data"
+    return (
+        f"data as of {newest_text} (newest stamp) · snapshot {snapshot_at:%Y-%m-%d %H:%M} UTC"
+        f" · `{db_path()}`"
+    )
 
 
 def _range(picked: Any, first: date, last: date) -> tuple[datetime, datetime]:

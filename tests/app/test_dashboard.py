@@ -229,7 +229,7 @@ def test_dashboard_command_hands_resolved_log_folders_to_the_app(
         seen.update(env)
         return 0
 
-    monkeypatch.setattr(cmd_report.subprocess, "call", call)
+    monkeypatch.setattr(cmd_report, "run_server", call)
     result = CliRunner().invoke(
         cli, ["dashboard", "--logs", str(tmp_path / "link"), "--config", str(cfg)]
     )

@@ -6,7 +6,7 @@ returns to an earlier choice costs nothing, two sessions asking for the same res
 it once, results are shared without being copied, and a new snapshot starts afresh. ``on_trace``
 does the same for work on the range's interruption trace, which is read from the snapshot once.
 
-``warm(snapshot)`` computes the slow results of every page's default view (the last 30 days, no
+``warm(snapshot)`` computes the slow results of every page's default view (the data's whole span, no
 other filter) on a new snapshot before it is served, so a page's first render finds them ready,
 then each page's view of each cluster.
 """
@@ -75,6 +75,7 @@ def warm(snap: Snapshot) -> None:
     since, until = default_range(lo, hi)
     f = Filters(since=since, until=until)
     all_nodes = snap.call(q_fleet.node_list)
+    _warm_fleet_now(snap, Filters(since=since, until=until), all_nodes)
     snap.call(q_fleet.episodes_in, since, until)
     _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
@@ -85,6 +86,16 @@ def warm(snap: Snapshot) -> None:
     strategies, kwargs = recovery_defaults(len(all_nodes))
     _on_trace(snap, q_detail.whatif_on, since, until, strategies, **kwargs)
     _warm_clusters(snap, f, all_nodes)
+
+
+def _warm_fleet_now(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
+    """What the overview opens on: the span banner, the fleet grid, the incidents."""
+    from faultlens.app.dashboard.views.overview import INCIDENTS
+    from faultlens.reports import q_state
+
+    snap.call(q_state.data_span)
+    snap.call(q_state.fleet_state, f, all_nodes)
+    snap.call(q_state.incidents, f, limit=INCIDENTS)
 
 
 MAX_WARM_CLUSTERS = 8

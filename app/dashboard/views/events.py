@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, urls
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_fleet
 from faultlens.reports.filters import Filters
@@ -45,6 +45,11 @@ def explorer(f: Filters) -> None:
         row = page.row(rows[0], named=True)
         st.markdown("**Message**")
         st.code(row["message"] or "", language=None, wrap_lines=True)
+        if row["node"]:
+            st.markdown(
+                f"[{row['node']}: node page at this line]"
+                f"({urls.node_link(f, row['node'], row['file'], row['line'])})"
+            )
         ui.source_context(row["file"], row["line"])
     else:
         st.caption("Select a row to see its message and the lines around it in its log file.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import panels, ui
 from faultlens.app.dashboard.views import default_metric, query
 from faultlens.reports import figures, q_detail, q_fleet, sections
 from faultlens.reports.filters import Filters
@@ -26,6 +26,11 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     default = st.query_params.get("node") or query(q_detail.node_to_look_at, f)
     index = options.index(default) if default in options else 0
     node = st.selectbox("Node", options, index=index, key="node_pick")
+    if node != st.query_params.get("node"):  # the URL names the node shown (a pasteable link)
+        st.query_params["node"] = node
+        for stale in ("file", "line"):  # an evidence line of another node
+            st.query_params.pop(stale, None)
+    panels.evidence()
     summary = query(q_detail.node_summary, node, f)
     risk = query(q_detail.node_risk, node, f)
     lemon = q_detail.lemon_of(query(q_detail.lemons, f.until, n=None), node) if f.until else None
@@ -54,6 +59,9 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
         )
         tel = query(q_detail.node_telemetry, node, metric, f)
         ui.chart(st, figures.fig_telemetry(tel, metric), key="node_tel")
+        if tel.height:
+            lo, hi = tel["ts"].min(), tel["ts"].max()
+            st.caption(f"samples from {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
     else:
         st.caption("No telemetry for this node.")
     left, right = st.columns(2)

@@ -1,18 +1,72 @@
-"""Overview: fleet health at a glance."""
+"""Overview: what needs a human now (fleet state, open incidents), then fleet health numbers."""
 
 from __future__ import annotations
 
+import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import panels, ui, urls
 from faultlens.app.dashboard.views import on_trace, query
-from faultlens.reports import figures, q_fleet, sections
+from faultlens.reports import figures, q_fleet, q_state, sections
+from faultlens.reports.filters import Filters
+
+INCIDENTS = 15
 
 
 def render() -> None:
     st.title("Fleet overview")
     f = ui.filters()
+    span = panels.span_banner(f)
     all_nodes = query(q_fleet.node_list)
+    fleet_now(f, all_nodes)
+    numbers(f, all_nodes)
+    panels.unplaced_panel(span)
+
+
+def fleet_now(f: Filters, all_nodes: list[str]) -> None:
+    """The grid of nodes by state (a click opens the node) beside the open incidents."""
+    # the whole fleet's state once per range (warmed, and shared by every node filter), then
+    # the selected nodes of it
+    state = query(q_state.fleet_state, Filters(since=f.since, until=f.until), all_nodes)
+    if f.nodes:
+        state = state.filter(pl.col("node").is_in(list(f.nodes)))
+    counts = q_state.state_counts(state)
+    st.caption(
+        " · ".join(f"**{n:,}** {s}" for s, n in counts.items())
+        + " · hover a square for its GPUs, click it to open the node"
+    )
+    left, right = st.columns([1, 1])
+    left.plotly_chart(
+        figures.fig_fleet_grid(state),
+        key="fleet_grid",
+        width="content",
+        config=ui.CHART,
+        theme=None,
+        on_select=_picked_node,
+        selection_mode="points",
+    )
+    node = st.session_state.pop("goto_node", None)
+    if node:
+        st.switch_page("views/node.py", query_params={**urls.range_params(f), "node": node})
+    incidents = query(q_state.incidents, f, limit=INCIDENTS)
+    with right:
+        st.markdown("**Open incidents** (one row per node or job; newest first)")
+        if incidents.height:
+            st.markdown(panels.incidents_table(f, incidents))
+        else:
+            st.caption("No error or critical event in this range.")
+
+
+def _picked_node() -> None:
+    """A click on a square: open that node's page (on the next run, outside the callback)."""
+    points = (st.session_state.get("fleet_grid") or {}).get("selection", {}).get("points", [])
+    node = points[0].get("customdata") if points else None
+    if node:
+        st.session_state["goto_node"] = node[0] if isinstance(node, list) else node
+
+
+def numbers(f: Filters, all_nodes: list[str]) -> None:
+    """Failure rate, MTBF, ETTR, jobs lost, nodes at risk; the trend charts; top Xids."""
     n_nodes = ui.fleet_size(f, all_nodes)
     episodes = q_fleet.select_episodes(query(q_fleet.episodes_in, f.since, f.until), f)
     node_days = f.node_days(len(all_nodes))
@@ -43,7 +97,7 @@ def render() -> None:
     c[4].metric(
         "Nodes at risk now",
         f"{sections.count_at_risk(at_risk)}",
-        help="latest prediction run, score >= 0.5",
+        help=f"latest prediction run, score >= {q_state.WATCH_THRESHOLD}",
     )
     left, right = st.columns(2)
     ui.chart(
@@ -52,13 +106,28 @@ def render() -> None:
     ui.chart(right, figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)), key="mtbf")
     left, right = st.columns(2)
     ui.chart(left, figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids")
-    # the table, not a chart of it, and the interruption taxonomy on the Jobs page only: fewer
-    # elements for the browser to redraw on every filter change
-    if at_risk.height:
-        right.markdown("**At risk now** (latest prediction run)")
-        right.dataframe(sections.risk_table(at_risk.head(20)), hide_index=True)
-    else:
-        right.caption("No predictions: run `faultlens predict`.")
+    at_risk_table(right, f, at_risk)
+
+
+def at_risk_table(where, f: Filters, at_risk) -> None:  # noqa: ANN001
+    """Only the nodes above the watch threshold, each linking to its node page."""
+    if at_risk.height == 0:
+        where.caption("No predictions: run `faultlens predict`.")
+        return
+    above = sections.above_watch(at_risk)
+    where.markdown(f"**At risk now** (latest prediction run, score >= {q_state.WATCH_THRESHOLD})")
+    if above.height == 0:
+        top = at_risk.row(0, named=True)
+        where.caption(
+            f"No node above the watch threshold; highest: {top['node']} at {top['score']:.2f}."
+        )
+        return
+    lines = [
+        f"- [{r['node']}]({urls.node_link(f, r['node'])}) **{r['score']:.2f}** · "
+        f"`{r.get('action') or '-'}` · {panels.md_text(r.get('reasons') or '')}"
+        for r in sections.risk_table(above).head(20).iter_rows(named=True)
+    ]
+    where.markdown("\n".join(lines))
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
