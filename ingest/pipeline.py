@@ -63,6 +63,7 @@ class FileReport:
     noise: int = 0
     quarantined: int = 0
     error: str | None = None
+    warning: str | None = None  # e.g. the format was not recognized (scanned for known messages)
     bytes_read: int = 0
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -101,6 +102,7 @@ class ParsedFile:
     quarantine_parts: list[str]
     boot_time: datetime | None
     scratch: str
+    warning: str | None = None
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
@@ -220,15 +222,18 @@ def _same_content(path: str, head: Any, rec: dict[str, Any]) -> bool:
     return tail_fingerprint(path, rec["bytes"]) == rec["tail_fingerprint"]
 
 
-def sniff_format(task: FileTask) -> str:
+UNRECOGNIZED = "format not recognized, scanned for known messages"
+
+
+def sniff_format(task: FileTask) -> tuple[str, str | None]:
+    """The parser for a file and a warning: a document format (JSON, CSV, XML, Prometheus text,
+    sacct tables, ...) by its sniffer; any line-oriented log, and a file no sniffer recognizes,
+    is read by ``lines`` (every family's messages). Raises ``InputError`` for binary input."""
     head = read_head_text(task.path, task.gzipped)
     name, score = registry.sniff(head.splitlines()[:400], task.path)
     if name is None or score <= 0:
-        raise InputError(
-            f"{task.path}: no parser recognizes this format "
-            f"(force one with --format; known: {', '.join(registry.names())})"
-        )
-    return name
+        return registry.FALLBACK, UNRECOGNIZED
+    return registry.reader_for(name), None
 
 
 SPILL_ROWS = 250_000  # rows of a table buffered before a Parquet part is written
@@ -392,7 +397,7 @@ def uses_prefilter(parser: Any) -> bool:
 
 def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     """Parse one file into Parquet parts in a scratch folder. Touches no database."""
-    fmt = task.fmt or sniff_format(task)
+    fmt, warning = (task.fmt, None) if task.fmt else sniff_format(task)
     if task.fmt is None and not task.gzipped:
         read_head_text(task.path, task.gzipped, 8192)  # binary check also for forced formats
     parser = registry.get(fmt)
@@ -425,6 +430,7 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         sink.qparts,
         boot_time,
         scratch,
+        warning,
     )
 
 
@@ -484,6 +490,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         parsed=pf.parsed,
         noise=pf.lines - pf.parsed - pf.quarantined,
         quarantined=pf.quarantined,
+        warning=pf.warning,
         bytes_read=pf.end_byte - task.start_byte,
         rows=rows,
     )

@@ -273,7 +273,11 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
 
 
 def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
-    df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+    return daemon_rows(numbered(lines, first_line).filter(pl.col("raw").is_not_null()), ctx)
+
+
+def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
+    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine."""
     df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
     matched = pl.col("msg").is_not_null()
     proc = pl.coalesce("proc", "proc2")

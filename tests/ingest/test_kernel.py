@@ -56,7 +56,7 @@ def test_every_corpus_file_is_accounted_for(corpus, store):
     for path in files:
         r = by_path[path.name]
         assert r.status in ("ok", "partial"), (path.name, r.error)
-        assert r.format in ("kernel", "k8s_device_plugin"), path.name
+        assert r.format in ("lines", "k8s_device_plugin"), path.name
         assert r.lines == real_line_count(path), path.name
         assert r.lines == r.parsed + r.noise + r.quarantined, path.name
     # nothing in the real corpus is left unexplained

@@ -1,0 +1,165 @@
+"""Line-oriented logs of any kind: every family's lines found, wherever they stand.
+
+A node's journal, a log shipper's file or a job's output holds kernel, NCCL / PyTorch and Slurm
+daemon lines together. The ``lines`` parser is what the driver uses for every line-oriented
+log (the sniffed ``kernel``, ``nccl``, ``pytorch`` and ``slurmctld`` formats, and any file of no
+known format): one raw-byte scan (``ingest.scan``, Hyperscan) finds the candidate lines of all
+families at once, each candidate goes to the one family whose anchor it carries, and each family
+parses its lines with its own vectorized path and keeps its own state across chunks.
+
+Routing, per candidate line, first that applies:
+
+1. the detail line after an NCCL ``Last error:`` line, or a line with an NCCL / PyTorch anchor
+   (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
+   watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
+2. a line a Slurm daemon wrote (``slurmctld:`` / ``slurmd[123]:`` / ``_slurm_rpc_``) -> ``slurm``;
+3. a line with a kernel literal (``NVRM``, ``Xid``, ``PCIe Bus Error``, ``[Hardware Error]``,
+   EDAC, panics, ...) -> ``kernel``;
+4. any other NCCL / PyTorch literal -> ``nccl``.
+
+``parse_line`` is this module's chunk path run on one line (``ChunkResult.to_line_result``); the
+per-family references are the families' own ``parse_line``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from faultlens.ingest import kernel, nccl, slurm_daemon
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.schema import Source
+
+# Slurm daemon lines: the daemon's name, or (the ``[ISO] message`` log-file form) its phrases.
+SLURM_LITERALS = (
+    "slurm",
+    "Slurm",
+    "error:",
+    "fatal:",
+    "responding",
+    "returned to service",
+    "state set to",
+    "state to",
+    "unexpectedly rebooted",
+    "Killing JobId",
+    "equeue",
+    "NODE_FAIL",
+)
+LITERALS: tuple[str, ...] = tuple(dict.fromkeys((*kp.LITERALS, *nccl.LITERALS, *SLURM_LITERALS)))
+# An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
+# (``NET/IB : Using [0]mlx5_0``, ``PCIe Bus Error`` quoted in a RuntimeError).
+NCCL_ANCHOR = (
+    r"NCCL (?:INFO|WARN|ABORT|TRACE)|ProcessGroupNCCL|torch\.distributed|c10d|[Ww]atchdog"
+    r"|ChildFailedError|DistBackendError|nccl[A-Z][a-zA-Z]*Error"
+)
+SLURM_ANCHOR = (
+    r"\bslurm(?:ctld|d|stepd|dbd|restd)?(?:\[[0-9]+\])?: |_slurm_rpc_|\bslurm\w*\.service\b"
+    r"|\bsystemd(?:\[[0-9]+\])?: .*\b[Ss]lurm"
+)
+# slurmctld's own log file: ``[2024-01-02T03:04:05.123] message`` (after the kernel's anchors, so
+# that a collector's ISO stamp before an NVRM line stays kernel).
+SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
+_KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
+_KERNEL = literal_regex(kp.LITERALS)
+_NCCL = nccl.FILTER
+FAMILIES = ("nccl", "slurm", "kernel")
+
+
+@dataclass
+class LinesState:
+    kernel: Any
+    nccl: Any
+
+
+def route_expr() -> pl.Expr:
+    """The family of each candidate line (``raw``, ``follows``): nccl, slurm, kernel or null."""
+    raw = pl.col("raw")
+    rules = (
+        (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
+        (raw.str.contains(SLURM_ANCHOR), "slurm"),
+        (raw.str.contains(_KERNEL_STRONG), "kernel"),
+        (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
+        (raw.str.contains(_KERNEL), "kernel"),
+        (raw.str.contains(_NCCL), "nccl"),
+    )
+    expr: Any = pl
+    for cond, family in rules:
+        expr = expr.when(cond).then(pl.lit(family))
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+def route(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` (``line``, ``raw``[, ``follows``]) with a ``family`` column."""
+    if "follows" not in cand.columns:
+        cand = cand.with_columns(follows=pl.lit(False))
+    cand = cand.with_columns(pl.col("follows").fill_null(False))
+    return cand.with_columns(family=route_expr().cast(pl.String))
+
+
+class LinesParser:
+    """Every line family of a log (kernel, NCCL / PyTorch, Slurm daemons) in one pass."""
+
+    name = "lines"
+    source = Source.KERNEL  # the events carry each family's own source
+    whole_file = False
+    prefilter = LITERALS
+    prefilter_follow: str | None = nccl.LAST_ERROR
+    raw_scan = True
+
+    def __init__(self) -> None:
+        self._kernel = kernel.KernelParser()
+        self._nccl = nccl.NcclParser("nccl")
+
+    def sniff(self, head_lines: list[str], path: str) -> float:
+        return 0.0  # chosen by the driver for line-oriented logs, never by its own sniff
+
+    def new_state(self, ctx: ParseContext) -> LinesState:
+        return LinesState(self._kernel.new_state(ctx), self._nccl.new_state(ctx))
+
+    def parse_line(self, line: str, ctx: ParseContext) -> LineResult:
+        """This parser's chunk path on one line (the families' own ``parse_line`` are the
+        references for their messages)."""
+        state = self.new_state(ctx)
+        one = self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, state)
+        return one.merge(self.finish(ctx, state)).to_line_result()
+
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """Every line of a chunk (the driver's path without a raw scan): the candidates, then
+        ``parse_candidates``."""
+        raw = pl.col("raw")
+        follows = raw.shift(1).str.contains(nccl.LAST_ERROR, literal=True).fill_null(False)
+        hit = raw.str.contains(literal_regex(LITERALS)).fill_null(False) | follows
+        cand = (
+            numbered(lines, first_line)
+            .with_columns(follows=follows)
+            .filter(hit & raw.is_not_null())
+        )
+        return self.parse_candidates(cand, first_line + lines.len() - 1, ctx, state)
+
+    def parse_candidates(
+        self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
+        ``last_line``, each parsed by its family."""
+        routed = route(cand)
+        result = ChunkResult()
+        k = routed.filter(pl.col("family") == "kernel").select("line", "raw")
+        result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
+        n = routed.filter(pl.col("family") == "nccl").select("line", "raw", "follows")
+        result = result.merge(self._nccl.parse_candidates(n, last_line, ctx, state.nccl))
+        s = routed.filter(pl.col("family") == "slurm")
+        if s.height:
+            result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))
+        return result
+
+    def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        return self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
+
+
+PARSERS = [LinesParser()]
