@@ -25,6 +25,7 @@ from glob import glob
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from faultlens.ingest import registry
@@ -103,6 +104,8 @@ class ParsedFile:
     boot_time: datetime | None
     scratch: str
     warning: str | None = None
+    noise: int = 0
+    partition: Partition | None = None  # the checked line sets, when the parser reports them
 
 
 def expand_paths(paths: Iterable[str]) -> list[str]:
@@ -249,6 +252,9 @@ class _Sink:
         self.qparts: list[str] = []
         self.parsed = self.quarantined = 0
         self.boot_time: datetime | None = None
+        # the line numbers behind the counts (None once a parser does not report its own)
+        self.parsed_lines: list[pl.Series] | None = []
+        self.quarantine_lines: list[pl.Series] = []
         self._buf: dict[str, list[pl.DataFrame]] = {}
         self._rows: dict[str, int] = {}
         self._k = 0
@@ -256,6 +262,11 @@ class _Sink:
     def add(self, result: ChunkResult) -> None:
         self.parsed += result.parsed
         self.boot_time = self.boot_time or result.boot_time
+        known = result.known_lines()
+        if known is None or self.parsed_lines is None:
+            self.parsed_lines = None
+        elif known.len():
+            self.parsed_lines.append(known)
         for table, frame in result.tables.items():
             if frame.height:
                 self._buf.setdefault(table, []).append(conform(table, frame))
@@ -265,6 +276,7 @@ class _Sink:
         if result.quarantine is not None and result.quarantine.height:
             self._buf.setdefault("quarantine", []).append(result.quarantine)
             self.quarantined += result.quarantine.height
+            self.quarantine_lines.append(result.quarantine["line"])
 
     def _flush(self, table: str) -> None:
         frames = self._buf.pop(table, [])
@@ -395,6 +407,44 @@ def uses_prefilter(parser: Any) -> bool:
     )
 
 
+class AccountingError(AssertionError):
+    """A parser's line accounting does not add up (a bug in the parser, never in the input)."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A file part's lines ``first..last`` split into parsed, quarantined and noise."""
+
+    parsed: np.ndarray  # sorted unique line numbers
+    quarantined: np.ndarray
+    first: int
+    last: int
+
+    @property
+    def noise(self) -> int:
+        return self.last - self.first + 1 - len(self.parsed) - len(self.quarantined)
+
+
+def partition(
+    parsed: Sequence[pl.Series], quarantined: Sequence[pl.Series], first: int, last: int
+) -> Partition:
+    """The parsed and quarantined line sets of lines ``first..last``, checked: no line twice in
+    a set, none in both, none outside the range. Raises ``AccountingError`` otherwise."""
+    sets = []
+    for name, parts in (("parsed", parsed), ("quarantined", quarantined)):
+        lines = pl.concat(list(parts)).to_numpy() if parts else np.empty(0, np.int64)
+        unique = np.unique(lines)
+        if len(unique) != len(lines):
+            raise AccountingError(f"{len(lines) - len(unique)} lines {name} twice")
+        if len(unique) and (unique[0] < first or unique[-1] > last):
+            raise AccountingError(f"{name} line outside {first}..{last}")
+        sets.append(unique)
+    both = np.intersect1d(sets[0], sets[1], assume_unique=True)
+    if len(both):
+        raise AccountingError(f"{len(both)} lines both parsed and quarantined (first {both[0]})")
+    return Partition(sets[0], sets[1], first, last)
+
+
 def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     """Parse one file into Parquet parts in a scratch folder. Touches no database."""
     fmt, warning = (task.fmt, None) if task.fmt else sniff_format(task)
@@ -412,12 +462,11 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    if sink.parsed + sink.quarantined > n_lines:
+    try:
+        noise, lines_partition = _noise(sink, task.start_line, n_lines)
+    except AccountingError as e:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise AssertionError(
-            f"{task.path}: parser {fmt} accounted {sink.parsed}+{sink.quarantined} of "
-            f"{n_lines} lines"
-        )
+        raise AccountingError(f"{task.path}: parser {fmt}: {e}") from None
     boot_time = task.ctx.boot_time or task.boot_time or sink.boot_time
     return ParsedFile(
         task,
@@ -431,7 +480,25 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         boot_time,
         scratch,
         warning,
+        noise,
+        lines_partition,
     )
+
+
+def _noise(sink: _Sink, start_line: int, n_lines: int) -> tuple[int, Partition | None]:
+    """The noise lines of a parsed part: from the line sets when the parser reports them (and
+    checked; the partition is returned too), else what the counts leave over."""
+    if sink.parsed_lines is None:
+        if sink.parsed + sink.quarantined > n_lines:
+            raise AccountingError(f"accounted {sink.parsed}+{sink.quarantined} of {n_lines} lines")
+        return n_lines - sink.parsed - sink.quarantined, None
+    part = partition(sink.parsed_lines, sink.quarantine_lines, start_line, start_line + n_lines - 1)
+    if (len(part.parsed), len(part.quarantined)) != (sink.parsed, sink.quarantined):
+        raise AccountingError(
+            f"counts {sink.parsed} parsed / {sink.quarantined} quarantined, but line sets of "
+            f"{len(part.parsed)} / {len(part.quarantined)}"
+        )
+    return part.noise, part
 
 
 def _one_chunk(chunks: Iterable[Chunk]) -> list[Chunk]:
@@ -459,7 +526,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed
             quarantined = prior.get("quarantined", 0) + pf.quarantined
-            noise = lines - parsed - quarantined
+            noise = prior.get("noise", 0) + pf.noise
             status = "partial" if quarantined else "ok"
             end = pf.end_byte if not task.gzipped else task.size
             store.record_file(
@@ -488,7 +555,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         format=pf.fmt,
         lines=pf.lines,
         parsed=pf.parsed,
-        noise=pf.lines - pf.parsed - pf.quarantined,
+        noise=pf.noise,
         quarantined=pf.quarantined,
         warning=pf.warning,
         bytes_read=pf.end_byte - task.start_byte,

@@ -31,6 +31,7 @@ from faultlens.ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    line_series,
     normalize_node,
     numbered,
     quarantine_frame,
@@ -306,15 +307,17 @@ def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
             for row in res.rows["events"]:
                 row.update(ts=rec["ts"], ts_flag=rec["ts_flag"], line=rec["line"])
                 rows.append(row)
-    rows, parsed = merge_reasons(rows)
+    parsed_lines = line_series(sorted({r["line"] for r in rows}))
+    rows = merge_reasons(rows)
     tables = {"events": pl.DataFrame(rows, infer_schema_length=None)} if rows else {}
     q = quarantine_frame(*map(list, zip(*q_rows, strict=True))) if q_rows else None
-    return result(tables, parsed, q)
+    out = result(tables, parsed_lines.len(), q)
+    out.parsed_lines = parsed_lines
+    return out
 
 
-def merge_reasons(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def merge_reasons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Attach ``reason set to:`` lines to the next state change of the same node."""
-    parsed = len({r["line"] for r in rows})
     pending: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for row in rows:
@@ -337,7 +340,7 @@ def merge_reasons(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int
         out.append(row)
     out.extend(pending.values())
     out.sort(key=lambda r: r["line"])
-    return out, parsed
+    return out
 
 
 class DaemonParser:
