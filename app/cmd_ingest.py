@@ -50,6 +50,22 @@ def ingest(
     node: Annotated[
         str | None, typer.Option(help="Node name for logs that do not name one (dmesg).")
     ] = None,
+    node_from_path: Annotated[
+        str | None,
+        typer.Option(
+            "--node-from-path",
+            help="Regex over each file's path whose 'node' group names the node of lines that "
+            "name none, e.g. '/nodes/(?P<node>[^/]+)/'. A folder is never a node by default.",
+        ),
+    ] = None,
+    reparse: Annotated[
+        bool,
+        typer.Option(
+            "--reparse",
+            help="Parse the files again and replace their rows in one transaction (with a "
+            "corrected --node / --boot-time / --columns).",
+        ),
+    ] = False,
     year: Annotated[
         int | None, typer.Option(help="Year for year-less syslog stamps [default: file mtime].")
     ] = None,
@@ -87,14 +103,19 @@ def ingest(
 ) -> None:
     """Ingest logs (kernel / Xid, Slurm, ...) into the database; each file exactly once.
 
-    Every line is parsed, counted as noise, or quarantined with a reason. A file that cannot be
-    read is reported as failed and the others are still ingested (exit code 3). Re-ingesting a
-    file changes nothing; a log that has grown is read from where the last run stopped.
+    Every line is parsed, counted as noise, or quarantined with a reason. Every line-oriented
+    log is searched for every family (kernel, NCCL / PyTorch, Slurm); a file of no known format
+    is scanned for known messages (a warning, not a failure). A file that cannot be read is
+    reported as failed and the others are still ingested (exit code 3). Re-ingesting a file
+    changes nothing; a log that has grown is read from where the last run stopped; --reparse
+    replaces a file's rows. Events without a time or a node are kept, flagged and counted.
 
     With --prometheus URL, DCGM series are pulled from that server's HTTP API (query_range in
     time windows, resumable; a second pull only fetches what is new).
 
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
+
+    Example: faultlens ingest --reparse dmesg.txt --boot-time 2024-05-01T08:00:00 --node gpu-07
     """
     if prometheus is not None:
         from faultlens.app.cmd_prom import pull_prometheus
@@ -107,6 +128,7 @@ def ingest(
     ctx = ParseContext(
         file="",
         node=node,
+        node_pattern=node_from_path,
         year=year,
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
@@ -127,6 +149,7 @@ def ingest(
                 on_file=on_file,
                 executor=executor,
                 scratch=str(scratch) if scratch else None,
+                reparse=reparse,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
@@ -137,6 +160,9 @@ def ingest(
     for f in report.files:
         if f.status == "failed":
             err.print(f"[red]failed[/red] {f.path}: {f.error}", highlight=False)
+        elif f.warning:
+            err.print(f"[yellow]warning[/yellow] {f.path}: {f.warning}", highlight=False)
+    _print_unplaced(report.files)
     if any(f.status == "failed" for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
 
@@ -154,9 +180,26 @@ def _file_progress(total: int) -> Iterator[Any]:
         yield lambda _report: progress.advance(bar)
 
 
+def _print_unplaced(files: list[FileReport]) -> None:
+    """One stderr line for the events kept without a time or a node, and the files they are in."""
+    no_ts = [f for f in files if f.events_no_ts]
+    no_node = [f for f in files if f.events_no_node]
+    if not (no_ts or no_node):
+        return
+    err.print(
+        f"{sum(f.events_no_ts for f in no_ts):,} events without a time in {len(no_ts)} files, "
+        f"{sum(f.events_no_node for f in no_node):,} without a node in {len(no_node)} files "
+        "(kept and flagged; fix with --reparse PATH --boot-time / --node; `faultlens status` "
+        "lists them)",
+        highlight=False,
+    )
+
+
 def _print_report(files: list[FileReport]) -> None:
     out = Console()
-    table = Table("file", "format", "status", "lines", "parsed", "noise", "quarantined")
+    table = Table(
+        "file", "format", "status", "lines", "parsed", "noise", "quarantined", "no time", "no node"
+    )
     for f in files:
         table.add_row(
             Path(f.path).name,
@@ -166,6 +209,8 @@ def _print_report(files: list[FileReport]) -> None:
             str(f.parsed),
             str(f.noise),
             str(f.quarantined),
+            str(f.events_no_ts),
+            str(f.events_no_node),
         )
     out.print(table)
 
@@ -202,6 +247,13 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
             f"{r['quarantined']:,}",
         )
     out.print(f)
+    u = doc["unplaced"]
+    if u["no_ts"] or u["no_node"]:
+        t = Table("file", "no time", "no node", title="events without a time or a node (kept)")
+        for r in u["files"]:
+            t.add_row(Path(r["file"]).name, f"{r['no_ts']:,}", f"{r['no_node']:,}")
+        out.print(t)
+        out.print(f"{u['no_ts']:,} events without a time, {u['no_node']:,} without a node")
     if doc["quarantine"]:
         q = Table("reason", "lines", "example file", title="quarantine")
         for r in doc["quarantine"]:
@@ -225,4 +277,19 @@ def status_doc(store: Store) -> dict:
         "SELECT reason, count(*) AS n, min(file) AS file FROM quarantine GROUP BY ALL "
         "ORDER BY n DESC LIMIT 20"
     ).to_dicts()
-    return {"tables": tables, "events_by_kind": by_kind, "files": files, "quarantine": quarantine}
+    unplaced = store.query(
+        "SELECT file, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+        "count(*) FILTER (WHERE node IS NULL) AS no_node FROM events GROUP BY file "
+        "HAVING no_ts > 0 OR no_node > 0 ORDER BY no_ts + no_node DESC, file"
+    ).to_dicts()
+    return {
+        "tables": tables,
+        "events_by_kind": by_kind,
+        "files": files,
+        "quarantine": quarantine,
+        "unplaced": {
+            "no_ts": sum(r["no_ts"] for r in unplaced),
+            "no_node": sum(r["no_node"] for r in unplaced),
+            "files": unplaced[:20],
+        },
+    }

@@ -49,6 +49,8 @@ class ParseContext:
 
     file: str
     node: str | None = None  # node for lines that name none (dmesg, per-node files)
+    node_origin: str | None = None  # where ``node`` came from: option (--node) or path
+    node_pattern: str | None = None  # regex over the file's path with a ``node`` group
     year: int | None = None  # for year-less stamps (syslog RFC 3164, glog)
     mtime: datetime | None = None  # file's modification time (UTC), to infer the year
     boot_time: datetime | None = None  # for boot-relative dmesg stamps

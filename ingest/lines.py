@@ -23,7 +23,7 @@ per-family references are the families' own ``parse_line``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
@@ -31,6 +31,7 @@ import polars as pl
 from faultlens.ingest import kernel, nccl, slurm_daemon
 from faultlens.ingest import kernel_patterns as kp
 from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
 from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
 
@@ -73,6 +74,9 @@ FAMILIES = ("nccl", "slurm", "kernel")
 class LinesState:
     kernel: Any
     nccl: Any
+    # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
+    # events and multi-line kernel records come out chunks after their lines
+    prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
 
 
 def route_expr() -> pl.Expr:
@@ -90,6 +94,14 @@ def route_expr() -> pl.Expr:
     for cond, family in rules:
         expr = expr.when(cond).then(pl.lit(family))
     return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
+    """Events without a time or node take those of their line's prefix (``ingest.prefixes``)."""
+    events = result.tables.get("events")
+    if events is not None and events.height and pre.height:
+        result.tables["events"] = fill_events(events, pre)
+    return result
 
 
 def route(cand: pl.DataFrame) -> pl.DataFrame:
@@ -147,19 +159,24 @@ class LinesParser:
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
         ``last_line``, each parsed by its family."""
-        routed = route(cand)
+        routed = prefix_frame(route(cand), ctx)
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", "raw")
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
-        n = routed.filter(pl.col("family") == "nccl").select("line", "raw", "follows")
+        # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
+        n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")
         result = result.merge(self._nccl.parse_candidates(n, last_line, ctx, state.nccl))
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
             result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))
-        return result
+        known = routed.filter(pl.col("p_ts").is_not_null() | pl.col("p_host").is_not_null())
+        if known.height:
+            state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
+        return _filled(result, state.prefixes)
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
-        return self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
+        result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
+        return _filled(result, state.prefixes)
 
 
 PARSERS = [LinesParser()]

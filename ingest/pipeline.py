@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from faultlens.ingest import registry
-from faultlens.ingest.base import ChunkResult, ParseContext
+from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
 from faultlens.ingest.errors import InputError, StoreError
 from faultlens.ingest.lake import DAY_COLUMN, partition_columns
 from faultlens.ingest.reader import (
@@ -65,6 +65,8 @@ class FileReport:
     quarantined: int = 0
     error: str | None = None
     warning: str | None = None  # e.g. the format was not recognized (scanned for known messages)
+    events_no_ts: int = 0  # the file's events without a wall-clock time (kept, flagged)
+    events_no_node: int = 0  # ... and without a node (no evidence named one)
     bytes_read: int = 0
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -89,6 +91,7 @@ class FileTask:
     start_line: int = 1
     prior: dict[str, int] = field(default_factory=dict)  # counts of the part already ingested
     boot_time: datetime | None = None
+    reparse: bool = False  # replace the rows an earlier ingest of this path left
 
 
 @dataclass
@@ -131,8 +134,24 @@ def expand_paths(paths: Iterable[str]) -> list[str]:
     return unique
 
 
+def _place_node(ctx: ParseContext, path: str) -> None:
+    """The node for lines that name none: ``--node``, else what ``--node-from-path`` finds in the
+    path, else none (a folder name is never taken for a node by default)."""
+    if ctx.node is not None:
+        ctx.node = normalize_node(ctx.node)
+        ctx.node_origin = ctx.node_origin or "option"
+        return
+    if ctx.node_pattern:
+        m = re.search(ctx.node_pattern, path)
+        if m:
+            groups = m.groupdict()
+            ctx.node = normalize_node(groups["node"] if "node" in groups else m.group(m.re.groups))
+            ctx.node_origin = "path" if ctx.node else None
+
+
 def infer_node(path: str) -> str | None:
-    """The node a per-node log belongs to, from its folder, when its name is a generic one.
+    """The node a per-node log's folder suggests when its file name is a generic one (a hint to
+    show, never applied: pass ``--node`` or ``--node-from-path``).
 
     A folder that holds a job's logs (``jobs/<id>/``, or a numeric Slurm job id) is not a node.
     """
@@ -162,8 +181,12 @@ def plan(
     *,
     fmt: str | None = None,
     base_ctx: ParseContext | None = None,
+    reparse: bool = False,
 ) -> FileTask | FileReport:
-    """How to ingest ``path``: a ``FileTask``, or a ``FileReport`` if there is nothing to do."""
+    """How to ingest ``path``: a ``FileTask``, or a ``FileReport`` if there is nothing to do.
+
+    With ``reparse`` the file is read from the start whatever was ingested of it before, and
+    loading it replaces that file's rows (with a corrected ``--node`` / ``--boot-time``)."""
     abspath = str(Path(path).resolve()) if Path(path).exists() else path
     try:
         if not Path(path).is_file():
@@ -177,11 +200,13 @@ def plan(
         ctx = ParseContext(
             **{**asdict(base_ctx), "file": abspath, "mtime": base_ctx.mtime or mtime}
         )
-    if ctx.node is None:
-        ctx.node = infer_node(abspath)
+    _place_node(ctx, abspath)
     if ctx.job_id is None:
         ctx.job_id = infer_job(abspath)
     task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)
+    if reparse:
+        task.reparse = True
+        return task
     for rec in store.files_matching(abspath, head.fingerprint).iter_rows(named=True):
         if rec["status"] == "failed" or not _same_content(path, head, rec):
             continue  # another file, or a rotated / truncated one: read from the start
@@ -246,8 +271,9 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # a row without a timestamp (or s
 class _Sink:
     """Collects a parser's chunk results and spills them to few, large Parquet parts."""
 
-    def __init__(self, scratch: str) -> None:
+    def __init__(self, scratch: str, ctx: ParseContext | None = None) -> None:
         self.scratch = scratch
+        self.ctx = ctx
         self.parts: dict[str, list[str]] = {}
         self.qparts: list[str] = []
         self.parsed = self.quarantined = 0
@@ -269,7 +295,10 @@ class _Sink:
             self.parsed_lines.append(known)
         for table, frame in result.tables.items():
             if frame.height:
-                self._buf.setdefault(table, []).append(conform(table, frame))
+                frame = conform(table, frame)
+                if table == "events" and self.ctx is not None:
+                    frame = with_node_source(frame, self.ctx)
+                self._buf.setdefault(table, []).append(frame)
                 self._rows[table] = self._rows.get(table, 0) + frame.height
                 if self._rows[table] >= SPILL_ROWS:
                     self._flush(table)
@@ -296,6 +325,18 @@ class _Sink:
     def close(self) -> None:
         for table in list(self._buf):
             self._flush(table)
+
+
+def with_node_source(events: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """``node_source`` for events whose parser left it unset: ``line`` when the file named the
+    node, ctx's origin (``option`` / ``path``) when it is the context's fallback node."""
+    node = pl.col("node")
+    source: Any = pl.when(node.is_null()).then(pl.lit(None, pl.String))
+    if ctx.node is not None:
+        source = source.when(node == ctx.node).then(pl.lit(ctx.node_origin or "option"))
+    return events.with_columns(
+        node_source=pl.coalesce(pl.col("node_source"), source.otherwise(pl.lit("line")))
+    )
 
 
 def partitions(table: str, frame: pl.DataFrame) -> Iterator[tuple[tuple[str, ...], pl.DataFrame]]:
@@ -452,7 +493,7 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         read_head_text(task.path, task.gzipped, 8192)  # binary check also for forced formats
     parser = registry.get(fmt)
     scratch = tempfile.mkdtemp(prefix="faultlens-", dir=scratch_root)
-    sink = _Sink(scratch)
+    sink = _Sink(scratch, task.ctx)
     state = parser.new_state(task.ctx)
     try:
         feed = _feed_candidates if uses_prefilter(parser) else _feed_lines
@@ -516,12 +557,21 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
     rows: dict[str, int] = {}
     try:
         with store.transaction():
+            if task.reparse:
+                store.forget_file(task.path)
             for table, files in pf.parts.items():
                 rows[table] = store.insert_parquet(table, files)
             if pf.quarantine_parts:
                 store.insert_quarantine_parquet(task.path, pf.quarantine_parts)
             if pf.boot_time is not None:
                 store.resolve_boot_relative(task.path, pf.boot_time)
+            if "events" in pf.parts:
+                store.nodes_from_rank_map(task.path)
+            no_ts, no_node = store.query(
+                "SELECT count(*) FILTER (WHERE ts IS NULL) AS a, "
+                "count(*) FILTER (WHERE node IS NULL) AS b FROM events WHERE file = ?",
+                [task.path],
+            ).row(0)
             prior = task.prior
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed
@@ -558,6 +608,8 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         noise=pf.noise,
         quarantined=pf.quarantined,
         warning=pf.warning,
+        events_no_ts=no_ts,
+        events_no_node=no_node,
         bytes_read=pf.end_byte - task.start_byte,
         rows=rows,
     )
@@ -586,7 +638,7 @@ class IngestReport:
 
     @property
     def totals(self) -> dict[str, int]:
-        keys = ("lines", "parsed", "noise", "quarantined")
+        keys = ("lines", "parsed", "noise", "quarantined", "events_no_ts", "events_no_node")
         t: dict[str, int] = {
             k: sum(getattr(f, k) for f in self.files if f.status != "unchanged") for k in keys
         }
@@ -610,13 +662,14 @@ def ingest_paths(
     on_file: Callable[[FileReport], None] | None = None,
     executor: Any = None,
     scratch: str | None = None,
+    reparse: bool = False,
 ) -> IngestReport:
     """Ingest files, folders and globs. ``executor``: any ``concurrent.futures``-style executor
     (a process pool or a Dask client) to parse in parallel; loading stays in this process."""
     reports: list[FileReport] = []
     tasks: list[FileTask] = []
     for path in expand_paths(paths):
-        planned = plan(store, path, fmt=fmt, base_ctx=base_ctx)
+        planned = plan(store, path, fmt=fmt, base_ctx=base_ctx, reparse=reparse)
         if isinstance(planned, FileReport):
             reports.append(planned)
             if on_file:
