@@ -96,6 +96,36 @@ def route_expr() -> pl.Expr:
     return expr.otherwise(pl.lit(None, dtype=pl.String))
 
 
+# Wrappings the kernel parser's own prefix forms do not cover: a collector's bracketed stamp, a
+# container platform's ``host: kern: level: [stamp]:``, launcher tags (rank, Ray, pdsh / IP
+# before a stamp or a kernel tag), and syslog with a month name that is not English.
+_FOREIGN = (
+    r"^(?:\[[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]|[A-Za-z0-9][A-Za-z0-9._:-]*: [a-z]{3,8}: +[a-z]{3,8}: \["
+    r"|\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?"
+    r"|(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): (?:\[ *[0-9]+\.[0-9]+\]|\[[A-Z][a-z]{2} "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
+)
+_ENGLISH_SYSLOG = r"^(?:<[0-9]{1,3}>)?(?:" + "|".join(kp.MONTHS) + r") "
+_SYSLOG_ANY = r"^(?:<[0-9]{1,3}>)?[^\W\d_]{2,12}\.? {1,2}[0-9]{1,2},? [0-9]{2}:[0-9]{2}:[0-9]{2}"
+_LAUNCHER = r"^(?:\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?)"
+# a pdsh / IP tag, removed only before a stamp or a kernel tag (never ``NVRM: `` itself)
+_TAG_BEFORE = (
+    r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): ( *(?:\[ *[0-9]+\.|\[[A-Z][a-z]{2} "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
+)
+
+
+def kernel_text() -> pl.Expr:
+    """What the kernel family reads of a line: the line itself in the forms its own prefix
+    parser knows; the message after the outer prefix (``body``) and any launcher tag behind
+    a foreign or a nested wrapping (whose time and host the prefix library supplies)."""
+    raw = pl.col("raw")
+    locale = raw.str.contains(_SYSLOG_ANY) & ~raw.str.contains(_ENGLISH_SYSLOG)
+    foreign = raw.str.contains(_FOREIGN) | locale | pl.col("p_nested")
+    inner = pl.col("body").str.replace(_LAUNCHER, "").str.replace(_TAG_BEFORE, "${1}")
+    return pl.when(foreign).then(inner).otherwise(raw)
+
+
 def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
     """Events without a time or node take those of their line's prefix (``ingest.prefixes``)."""
     events = result.tables.get("events")
@@ -161,7 +191,7 @@ class LinesParser:
         ``last_line``, each parsed by its family."""
         routed = prefix_frame(route(cand), ctx)
         result = ChunkResult()
-        k = routed.filter(pl.col("family") == "kernel").select("line", "raw")
+        k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
         # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
         n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")

@@ -153,8 +153,9 @@ def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFram
 
 
 def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:
-    """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag`` and ``body`` (the
-    message after every recognized outer prefix; the line itself when none is). Two layers are
+    """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag``, ``body`` (the
+    message after every recognized outer prefix; the line itself when none is) and ``p_nested``
+    (two prefixes were read). Two layers are
     read: a collector's stamp around a syslog line gives the stamp's time and the syslog host."""
     f = _one_layer(frame, column, ctx).rename(
         {"_ts": "_ts1", "_host": "_h1", "_flag": "_f1", "_body": "_b1"}
@@ -166,6 +167,7 @@ def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") ->
         p_host=node_expr(pl.coalesce("_h1", "_host")),
         p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
         body=pl.coalesce("_body", "_b1"),
+        p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
     ).drop("_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body", "_which")
 
 
