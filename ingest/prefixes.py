@@ -130,45 +130,57 @@ def _syslog_ts(g: pl.Expr, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
 
 def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
     """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body``."""
+    names = list(SHAPES)
+    f = frame.with_columns(
+        pl.col(text).str.extract_groups(rx).alias(f"_g{i}") for i, rx in enumerate(SHAPES.values())
+    )  # each shape's regex runs once; the expressions below read its groups
     ts: list[pl.Expr] = []
     hosts: list[pl.Expr] = []
     flags: list[pl.Expr] = []
     bodies: list[pl.Expr] = []
-    for name, rx in SHAPES.items():
-        g = pl.col(text).str.extract_groups(rx)
-        hit = g.struct.field("body").is_not_null()
-        t, f = _syslog_ts(g, ctx) if name == "syslog" else (_iso_ts(g), pl.lit(None, pl.String))
-        ts.append(pl.when(hit).then(t))
-        hosts.append(pl.when(hit).then(g.struct.field("host")))
-        flags.append(pl.when(hit & t.is_not_null()).then(f))
-        bodies.append(pl.when(hit).then(g.struct.field("body")))
+    for i, name in enumerate(names):
+        g = pl.col(f"_g{i}")
+        t, fl = _syslog_ts(g, ctx) if name == "syslog" else (_iso_ts(g), pl.lit(None, pl.String))
+        ts.append(t)
+        hosts.append(g.struct.field("host"))
+        flags.append(pl.when(t.is_not_null()).then(fl))
+        bodies.append(g.struct.field("body"))
     first = pl.coalesce([pl.when(b.is_not_null()).then(pl.lit(i)) for i, b in enumerate(bodies)])
+    f = f.with_columns(_which=first)
     pick = pl.col("_which")
-    return frame.with_columns(_which=first).with_columns(
-        _ts=pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(ts)]),
-        _host=pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(hosts)]),
-        _flag=pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(flags)]),
-        _body=pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(bodies)]),
-    )
+
+    def chosen(exprs: list[pl.Expr]) -> pl.Expr:
+        return pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(exprs)])
+
+    return f.with_columns(
+        _ts=chosen(ts), _host=chosen(hosts), _flag=chosen(flags), _body=chosen(bodies)
+    ).drop(*(f"_g{i}" for i in range(len(names))), "_which")
 
 
 def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:
     """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag``, ``body`` (the
     message after every recognized outer prefix; the line itself when none is) and ``p_nested``
-    (two prefixes were read). Two layers are
-    read: a collector's stamp around a syslog line gives the stamp's time and the syslog host."""
-    f = _one_layer(frame, column, ctx).rename(
+    (two prefixes were read). Two layers are read: a collector's stamp around a syslog line
+    gives the stamp's time and the syslog host. Row order is kept."""
+    f = _one_layer(frame.with_row_index("_row"), column, ctx).rename(
         {"_ts": "_ts1", "_host": "_h1", "_flag": "_f1", "_body": "_b1"}
     )
-    f = f.with_columns(_b1=pl.coalesce("_b1", column))
-    f = _one_layer(f, "_b1", ctx)
+    outer = f.filter(pl.col("_b1").is_not_null())  # only these can hold a second prefix
+    inner = _one_layer(outer, "_b1", ctx)
+    rest = f.filter(pl.col("_b1").is_null()).with_columns(
+        _ts=pl.lit(None, pl.Datetime("us")),
+        _host=pl.lit(None, pl.String),
+        _flag=pl.lit(None, pl.String),
+        _body=pl.lit(None, pl.String),
+    )
+    f = pl.concat([inner, rest], how="vertical_relaxed").sort("_row")
     return f.with_columns(
         p_ts=pl.coalesce("_ts1", "_ts"),
         p_host=node_expr(pl.coalesce("_h1", "_host")),
         p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
-        body=pl.coalesce("_body", "_b1"),
+        body=pl.coalesce("_body", "_b1", column),
         p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
-    ).drop("_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body", "_which")
+    ).drop("_row", "_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body")
 
 
 def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
