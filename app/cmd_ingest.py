@@ -57,6 +57,22 @@ def ingest(
     node: Annotated[
         str | None, typer.Option(help="Node name for logs that do not name one (dmesg).")
     ] = None,
+    node_from_path: Annotated[
+        str | None,
+        typer.Option(
+            "--node-from-path",
+            help="Regex over each file's path whose 'node' group names the node of lines that "
+            "name none, e.g. '/nodes/(?P<node>[^/]+)/'. A folder is never a node by default.",
+        ),
+    ] = None,
+    reparse: Annotated[
+        bool,
+        typer.Option(
+            "--reparse",
+            help="Parse the files again and replace their rows in one transaction (with a "
+            "corrected --node / --boot-time / --columns).",
+        ),
+    ] = False,
     year: Annotated[
         int | None, typer.Option(help="Year for year-less syslog stamps [default: file mtime].")
     ] = None,
@@ -125,9 +141,12 @@ def ingest(
 ) -> None:
     """Ingest logs (kernel / Xid, Slurm, ...) into the database; each file exactly once.
 
-    Every line is parsed, counted as noise, or quarantined with a reason. A file that cannot be
-    read is reported as failed and the others are still ingested (exit code 3). Re-ingesting a
-    file changes nothing; a log that has grown is read from where the last run stopped.
+    Every line is parsed, counted as noise, or quarantined with a reason. Every line-oriented
+    log is searched for every family (kernel, NCCL / PyTorch, Slurm); a file of no known format
+    is scanned for known messages (a warning, not a failure). A file that cannot be read is
+    reported as failed and the others are still ingested (exit code 3). Re-ingesting a file
+    changes nothing; a log that has grown is read from where the last run stopped; --reparse
+    replaces a file's rows. Events without a time or a node are kept, flagged and counted.
 
     Incident records (tickets, repair logs, public failure data: CSV, JSON, JSON lines) go to
     --dataset NAME when they are not the site's own; --epoch places offset times, --map names
@@ -137,6 +156,8 @@ def ingest(
     time windows, resumable; a second pull only fetches what is new).
 
     Example: faultlens ingest /var/log/kern.log sacct.txt --db data/faultlens.duckdb
+
+    Example: faultlens ingest --reparse dmesg.txt --boot-time 2024-05-01T08:00:00 --node gpu-07
     """
     http = None
     if config is not None:
@@ -167,6 +188,7 @@ def ingest(
     ctx = ParseContext(
         file="",
         node=node,
+        node_pattern=node_from_path,
         year=year,
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
@@ -191,6 +213,7 @@ def ingest(
                 scratch=str(scratch) if scratch else None,
                 follow_symlinks=follow_symlinks,
                 live_write_s=live_s,
+                reparse=reparse,
             )
         if any(f.status in ("ok", "partial") for f in report.files):
             refresh(store)  # join the new events to GPUs and jobs, re-attribute failed jobs
@@ -204,6 +227,13 @@ def ingest(
                 f"[red]failed[/red] {terminal_text(f.path)}: {terminal_text(f.error)}",
                 highlight=False,
             )
+
+        elif f.warning:
+            err.print(
+                f"[yellow]warning[/yellow] {terminal_text(f.path)}: {terminal_text(f.warning)}",
+                highlight=False,
+            )
+    _print_unplaced(report.files)
     if any(_lost(f) for f in report.files):
         raise typer.Exit(ExitCode.PARTIAL)
 
@@ -290,9 +320,26 @@ def _file_progress(total: int) -> Iterator[Any]:
         yield lambda _report: progress.advance(bar)
 
 
+def _print_unplaced(files: list[FileReport]) -> None:
+    """One stderr line for the events kept without a time or a node, and the files they are in."""
+    no_ts = [f for f in files if f.events_no_ts]
+    no_node = [f for f in files if f.events_no_node]
+    if not (no_ts or no_node):
+        return
+    err.print(
+        f"{sum(f.events_no_ts for f in no_ts):,} events without a time in {len(no_ts)} files, "
+        f"{sum(f.events_no_node for f in no_node):,} without a node in {len(no_node)} files "
+        "(kept and flagged; fix with --reparse PATH --boot-time / --node; `faultlens status` "
+        "lists them)",
+        highlight=False,
+    )
+
+
 def _print_report(files: list[FileReport]) -> None:
     out = stdout_console()
-    table = Table("file", "format", "status", "lines", "parsed", "noise", "quarantined")
+    table = Table(
+        "file", "format", "status", "lines", "parsed", "noise", "quarantined", "no time", "no node"
+    )
     for f in files:
         table.add_row(
             f.path,
@@ -302,6 +349,8 @@ def _print_report(files: list[FileReport]) -> None:
             str(f.parsed),
             str(f.noise),
             str(f.quarantined),
+            str(f.events_no_ts),
+            str(f.events_no_node),
         )
     out.print(table)
 
@@ -345,6 +394,13 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
         )
     out.print(f)
     _print_last_seen(out, doc["last_seen"])
+    u = doc["unplaced"]
+    if u["no_ts"] or u["no_node"]:
+        t = Table("file", "no time", "no node", title="events without a time or a node (kept)")
+        for r in u["files"]:
+            t.add_row(Path(r["file"]).name, f"{r['no_ts']:,}", f"{r['no_node']:,}")
+        out.print(t)
+        out.print(f"{u['no_ts']:,} events without a time, {u['no_node']:,} without a node")
     if doc["quarantine"]:
         q = Table("reason", "lines", "example file", title="quarantine")
         for r in doc["quarantine"]:
@@ -397,4 +453,19 @@ def status_doc(store: Store) -> dict:
         "SELECT reason, count(*) AS n, min(file) AS file FROM quarantine GROUP BY ALL "
         "ORDER BY n DESC LIMIT 20"
     ).to_dicts()
-    return {"tables": tables, "events_by_kind": by_kind, "files": files, "quarantine": quarantine}
+    unplaced = store.query(
+        "SELECT file, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+        "count(*) FILTER (WHERE node IS NULL) AS no_node FROM events GROUP BY file "
+        "HAVING no_ts > 0 OR no_node > 0 ORDER BY no_ts + no_node DESC, file"
+    ).to_dicts()
+    return {
+        "tables": tables,
+        "events_by_kind": by_kind,
+        "files": files,
+        "quarantine": quarantine,
+        "unplaced": {
+            "no_ts": sum(r["no_ts"] for r in unplaced),
+            "no_node": sum(r["no_node"] for r in unplaced),
+            "files": unplaced[:20],
+        },
+    }

@@ -23,11 +23,22 @@ from typing import Any
 from rich.console import Console
 
 from faultlens.app.common import Table, open_store
+from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.store import Store
 from faultlens.synth import SynthConfig, generate
+
+# The synthetic cluster writes each node's kernel log to nodes/<node>/kern.log (its dmesg -T
+# logs name no host, as real ones do): the layout is the evidence, passed as a path pattern.
+SYNTH_NODE_PATTERN = r"/nodes/(?P<node>[^/]+)/[^/]+$"
+
+
+def synth_context() -> ParseContext:
+    """The ingest context for a synthetic cluster's output folder."""
+    return ParseContext(file="", node_pattern=SYNTH_NODE_PATTERN)
+
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +225,7 @@ def run_demo(
         if store.count("xid_catalog") == 0:
             store.load_xid_catalog(load_catalog(None))
         logs = [str(p) for p in result.files if p.name not in NOT_LOGS]
-        report = ingest_paths(store, logs, now=now, workers=workers)
+        report = ingest_paths(store, logs, now=now, workers=workers, base_ctx=synth_context())
         for stage in stages if stages is not None else STAGES:
             say(f"stage {stage.__name__}")
             stage(store, result.truth, console)

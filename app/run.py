@@ -36,6 +36,7 @@ from faultlens.app import alerts as am
 from faultlens.app.common import default_db_path
 from faultlens.app.common import open_store as open_db
 from faultlens.ingest.attribution import refresh
+from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.errors import ConfigError, LockedError, ModelError
 from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_config
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 class RunConfig:
     db: Path
     ingest_paths: list[str] = field(default_factory=list)
+    node_from_path: str | None = None  # [ingest] node_from_path: regex with a ``node`` group
     models_dir: Path | None = None
     model_version: str | None = None
     scheduler: str = "slurm"
@@ -110,6 +112,7 @@ def load_config(
         cfg = RunConfig(
             db=db or rel(top.get("db")) or default_db_path(),
             ingest_paths=[rel_glob(p) for p in ing.get("paths", [])],
+            node_from_path=ing.get("node_from_path") or None,
             models_dir=rel(top.get("models_dir")),
             model_version=top.get("model_version"),
             scheduler=str(top.get("scheduler", "slurm")),
@@ -290,7 +293,10 @@ def _ingest_and_predict(
             if store.count("xid_catalog") == 0:
                 store.load_xid_catalog(load_catalog())
             log.info("ingesting %s", cfg.ingest_paths)
-            report = ingest_paths(store, cfg.ingest_paths, now=now, live_write_s=cfg.live_write_s)
+            ctx = ParseContext(file="", node_pattern=cfg.node_from_path)
+            report = ingest_paths(
+                store, cfg.ingest_paths, now=now, base_ctx=ctx, live_write_s=cfg.live_write_s
+            )
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):
                 refresh(store)

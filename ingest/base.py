@@ -21,7 +21,10 @@ an optional ``prefilter_follow`` literal makes the line after each line holding 
 Accounting: a parser reports how many input lines it turned into rows (``parsed``, continuation
 lines of a multi-line record included) and which lines it quarantined; every other line of the
 chunk is noise. Null entries in ``lines`` (empty lines, and over-long lines already quarantined by
-the driver) must be neither parsed nor quarantined.
+the driver) must be neither parsed nor quarantined. A parser that also reports *which* lines it
+parsed (``parsed_lines``; the line-log families do) gets its accounting checked: the driver
+asserts that the parsed and quarantined sets are disjoint, within the file's lines and as large
+as the counts, and computes noise as the lines in neither set.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class ParseContext:
 
     file: str
     node: str | None = None  # node for lines that name none (dmesg, per-node files)
+    node_origin: str | None = None  # where ``node`` came from: option (--node) or path
+    node_pattern: str | None = None  # regex over the file's path with a ``node`` group
     year: int | None = None  # for year-less stamps (syslog RFC 3164, glog)
     mtime: datetime | None = None  # file's modification time (UTC), to infer the year
     boot_time: datetime | None = None  # for boot-relative dmesg stamps
@@ -76,6 +81,8 @@ class ChunkResult:
     parsed: int = 0  # input lines that became (part of) rows
     quarantine: pl.DataFrame | None = None  # columns line, raw, reason
     boot_time: datetime | None = None  # wall-clock boot time learned from the file, if any
+    # The line numbers behind ``parsed`` (Int64), or None when the parser does not say.
+    parsed_lines: pl.Series | None = None
 
     @property
     def quarantined(self) -> int:
@@ -104,7 +111,27 @@ class ChunkResult:
             parsed=self.parsed + other.parsed,
             quarantine=pl.concat(quarantine) if quarantine else None,
             boot_time=other.boot_time or self.boot_time,
+            parsed_lines=merge_lines(self, other),
         )
+
+    def known_lines(self) -> pl.Series | None:
+        """``parsed_lines``, empty when nothing was parsed, None when the parser does not say."""
+        if self.parsed_lines is not None:
+            return self.parsed_lines
+        return line_series([]) if self.parsed == 0 else None
+
+
+def line_series(lines: Any) -> pl.Series:
+    """Line numbers (a list, a Series or a frame column) as an Int64 series."""
+    return pl.Series("line", lines, dtype=pl.Int64)
+
+
+def merge_lines(*results: ChunkResult) -> pl.Series | None:
+    """The parsed lines of several results, or None if any of them does not say."""
+    parts = [r.known_lines() for r in results]
+    if any(p is None for p in parts):
+        return None
+    return pl.concat(parts) if parts else line_series([])
 
 
 class Parser(Protocol):

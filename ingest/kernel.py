@@ -58,6 +58,7 @@ from faultlens.ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    line_series,
     normalize_node,
     numbered,
     quarantine_frame,
@@ -186,7 +187,7 @@ def classify_frame(
             ev, q = dp_events(part, ctx.file, route)
             frames.append(ev)
             qframes.append(q)
-    parsed = sum(f.height for f in frames)
+    lines = [f["line"] for f in frames]
     if state.boot_time is None:
         _learn_boot_time(pf, state)
     other = pf.filter(pl.col("_route") == "other")
@@ -195,23 +196,25 @@ def classify_frame(
         split = family_events(other, ctx.file)
         frames += split.events
         qframes.append(split.quarantine)
-        parsed += split.parsed
+        lines += split.lines
     rows, pieces, quar = _python_routes(py_part, ctx)
-    ml_events, ml_quar, ml_parsed = assemble(pieces, state.open_recs, ctx, end_line)
+    ml_events, ml_quar, ml_lines = assemble(pieces, state.open_recs, ctx, end_line)
+    lines.append(line_series([r["line"] for r in rows] + ml_lines))
     rows += ml_events
     quar += ml_quar
-    parsed += len(rows) - len(ml_events) + ml_parsed
     if rows:
         frames.append(pl.DataFrame(rows, schema=_EVENT_SCHEMA))
     if quar:
         qframes.append(quarantine_frame(*(list(x) for x in zip(*quar, strict=True))))
     qframes = [q for q in qframes if q.height]
     events = pl.concat([conform("events", f) for f in frames]) if frames else _empty_events()
+    parsed_lines = pl.concat([line_series(x) for x in lines])
     return ChunkResult(
         tables={"events": events} if events.height else {},
-        parsed=parsed,
+        parsed=parsed_lines.len(),
         quarantine=pl.concat(qframes) if qframes else None,
         boot_time=state.boot_time,
+        parsed_lines=parsed_lines,
     )
 
 
@@ -305,7 +308,13 @@ class KernelParser:
         events, quar, parsed = assemble([], state.open_recs, ctx, None)
         q = quarantine_frame(*(list(x) for x in zip(*quar, strict=True))) if quar else None
         tables = {"events": pl.DataFrame(events, schema=_EVENT_SCHEMA)} if events else {}
-        return ChunkResult(tables=tables, parsed=parsed, quarantine=q, boot_time=state.boot_time)
+        return ChunkResult(
+            tables=tables,
+            parsed=len(parsed),
+            quarantine=q,
+            boot_time=state.boot_time,
+            parsed_lines=line_series(parsed),
+        )
 
 
 class DevicePluginParser(KernelParser):

@@ -361,6 +361,7 @@ class FamilySplit:
     events: list[pl.DataFrame]  # per family (events schema columns, not conformed)
     quarantine: pl.DataFrame  # line, raw, reason
     parsed: int
+    lines: list[pl.Series]  # the parsed lines, per family
 
 
 def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
@@ -368,6 +369,7 @@ def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
     body = pl.col("body")
     frames: list[pl.DataFrame] = []
     parsed = 0
+    lines: list[pl.Series] = []
     rest = f
     for fam in FAMILIES:
         if rest.height == 0:
@@ -379,6 +381,7 @@ def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
         if fam.custom:
             frames.append(CUSTOM_VEC[fam.custom](part, file))
             parsed += part.height
+            lines.append(part["line"])
             continue
         if fam.noise:
             continue
@@ -413,11 +416,12 @@ def family_events(f: pl.DataFrame, file: str) -> FamilySplit:
             )
         )
         parsed += part.height
+        lines.append(part["line"])
     strong = body.str.contains(literal_regex(QUARANTINE_LITERALS)).fill_null(False)
     q = rest.filter(strong).select(
         "line", pl.col("raw").str.slice(0, 4000), reason=pl.lit(UNKNOWN_SHAPE)
     )
-    return FamilySplit(frames, q, parsed)
+    return FamilySplit(frames, q, parsed, lines)
 
 
 # -- EDAC and AER over a frame (``kernel_misc._edac_event`` / ``_aer_event`` one at a time) -------

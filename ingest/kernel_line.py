@@ -165,6 +165,8 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
             up, body = float(im["up2"]), im["body2"]
     node = normalize_node(host) if host else ctx.node
     flag = None if ts is not None else ("boot_relative" if up is not None else "no_ts")
+    if ts is not None and g["bsd_mon"] and ctx.year is None and ctx.mtime is not None:
+        flag = "year_from_mtime"
     return Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag, node=node)
 
 

@@ -263,21 +263,21 @@ def _apei_event(rec: Record, ctx: ParseContext) -> dict[str, Any]:
 
 def assemble(
     pieces: list[Piece], open_recs: dict[str, Record], ctx: ParseContext, end_line: int | None
-) -> tuple[list[dict[str, Any]], list[Any], int]:
+) -> tuple[list[dict[str, Any]], list[Any], list[int]]:
     """Join pieces (in line order) into records. ``open_recs`` carries unfinished records across
     chunks; records idle for more than ``MAX_GAP_LINES`` before ``end_line`` are closed (all, when
-    ``end_line`` is None). Returns (events, quarantined (line, raw, reason), parsed line count)."""
+    ``end_line`` is None). Returns (events, quarantined (line, raw, reason), parsed lines)."""
     events: list[dict[str, Any]] = []
     quarantined: list[Any] = []
-    parsed = 0
+    parsed: list[int] = []
 
     def close(fam: str) -> None:
-        nonlocal parsed
         rec = open_recs.pop(fam)
         ev, q = finish_record(rec, ctx)
         events.extend(ev)
         quarantined.extend(q)
-        parsed += len(rec.pieces) if ev else 0
+        if ev:
+            parsed.extend(p.line for p in rec.pieces if p.line is not None)
 
     for p in pieces:
         cur = open_recs.get(p.family)

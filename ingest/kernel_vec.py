@@ -35,6 +35,14 @@ def _year_expr(ctx: ParseContext, state: Any) -> pl.Expr:
     return pl.lit(None, pl.Int32)
 
 
+def _year_flag(ctx: ParseContext) -> pl.Expr:
+    """``year_from_mtime`` for a dated line whose stamp has no year when the year was taken from
+    the file's mtime (no ``--year``); else null."""
+    if ctx.year is None and ctx.mtime is not None:
+        return pl.when(pl.col("bsd_mon").is_not_null()).then(pl.lit("year_from_mtime"))
+    return pl.lit(None, pl.String)
+
+
 def _update_year_state(frame: pl.DataFrame, ctx: ParseContext, state: Any) -> None:
     if ctx.year is None:
         return
@@ -81,7 +89,7 @@ def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.D
     )
     f = f.with_columns(
         ts_flag=pl.when(c("ts").is_not_null())
-        .then(pl.lit(None, pl.String))
+        .then(_year_flag(ctx))
         .when(c("uptime_s").is_not_null())
         .then(pl.lit("boot_relative"))
         .otherwise(pl.lit("no_ts"))
@@ -196,7 +204,7 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     )
     f = f.with_columns(
         ts_flag=pl.when(c("ts").is_not_null())
-        .then(pl.lit(None, pl.String))
+        .then(_year_flag(ctx))
         .when(c("uptime_s").is_not_null())
         .then(pl.lit("boot_relative"))
         .otherwise(pl.lit("no_ts"))

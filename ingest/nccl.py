@@ -46,6 +46,7 @@ from faultlens.ingest.base import (
     ChunkResult,
     LineResult,
     ParseContext,
+    line_series,
     normalize_node,
     normalize_pci,
     quarantine_frame,
@@ -643,7 +644,7 @@ class NcclParser:
         batch = nccl_vec.flush(ctx, state)  # the last candidates, before what they left pending
         sink = Sink()
         pytorch.finish(state.torch, ctx, sink, state.job_id)
-        result = result_of(sink, 0)
+        result = result_of(sink, [])
         ranks = rank_rows(state)
         if ranks:
             result.tables["nccl_ranks"] = _frame("nccl_ranks", ranks)
@@ -656,7 +657,8 @@ def _frame(table: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
     return pl.DataFrame({c: [r.get(c) for r in rows] for c in schema}, schema=schema)
 
 
-def result_of(sink: Sink, parsed: int) -> ChunkResult:
+def result_of(sink: Sink, parsed: list[int]) -> ChunkResult:
+    """The sink's rows and quarantine, with the lines that became rows (``parsed``)."""
     tables = {
         name: _frame(name, rows)
         for name, rows in (("events", sink.events), ("link_health", sink.link_health))
@@ -666,7 +668,12 @@ def result_of(sink: Sink, parsed: int) -> ChunkResult:
     if sink.quarantine:
         nos, raws, reasons = zip(*sink.quarantine, strict=True)
         quarantine = quarantine_frame(list(nos), list(raws), list(reasons))
-    return ChunkResult(tables=tables, parsed=parsed, quarantine=quarantine)
+    return ChunkResult(
+        tables=tables,
+        parsed=len(parsed),
+        quarantine=quarantine,
+        parsed_lines=line_series(parsed),
+    )
 
 
 def reference_parse(
@@ -683,7 +690,7 @@ def reference_parse(
     parser = parser or NcclParser()
     st = state or parser.new_state(ctx)
     sink = Sink()
-    parsed = 0
+    parsed: list[int] = []
     for i, line in enumerate(lines):
         prev_last_error, st.prev_last_error = st.prev_last_error, False
         if line is None:
@@ -694,7 +701,7 @@ def reference_parse(
         row_hint = _ROW_HINT_RX.match(line) is not None
         ng = _NCCL_RX.match(line)
         rg = _ROW_RX.match(line) if row_hint else None
-        parsed += handle(
+        if handle(
             first_line + i,
             line,
             ng.groupdict() if ng else None,
@@ -702,7 +709,8 @@ def reference_parse(
             st,
             ctx,
             sink,
-        )
+        ):
+            parsed.append(first_line + i)
     result = result_of(sink, parsed)
     return result.merge(parser.finish(ctx, st))
 

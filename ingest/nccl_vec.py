@@ -26,7 +26,7 @@ from typing import Any
 import polars as pl
 
 from faultlens.ingest import nccl, pytorch
-from faultlens.ingest.base import ChunkResult, ParseContext, fmt, node_expr
+from faultlens.ingest.base import ChunkResult, ParseContext, fmt, line_series, node_expr
 from faultlens.ingest.schema import TABLES, Kind, Severity, Source
 
 _EVENT_SCHEMA = TABLES["events"].polars_schema
@@ -138,7 +138,9 @@ def parse_batch(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) ->
     slow = frame.filter(~taken)
     err_ev, err_taken = error_blocks(slow, ctx, state, cand["line"].max())
     result = slow_rows(slow.filter(~err_taken), ctx, state)
-    result.parsed += int(taken.sum()) + int(err_taken.sum())
+    fast_lines = [frame.filter(taken)["line"], slow.filter(err_taken)["line"]]
+    result.parsed_lines = pl.concat([line_series(x) for x in (result.parsed_lines, *fast_lines)])
+    result.parsed = result.parsed_lines.len()
     for table, fast in (("events", (warn_ev, wd_ev, err_ev)), ("link_health", (row_lh,))):
         parts = [f for f in (result.tables.get(table), *fast) if f is not None and f.height]
         if parts:
@@ -150,7 +152,7 @@ def slow_rows(slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState) -> Chun
     """The remaining candidates through the per-line handler, in line order (they carry state)."""
     sink = pytorch.Sink()
     if slow.height == 0:
-        return nccl.result_of(sink, 0)
+        return nccl.result_of(sink, [])
     # regex groups as dicts only for the lines they matched
     ngs = _groups_by_line(
         slow.filter(pl.col("host").is_not_null()), [c for c in slow.columns if c not in _CAND_COLS]
@@ -162,9 +164,10 @@ def slow_rows(slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState) -> Chun
         .filter(pl.col("size").is_not_null()),
         None,
     )
-    parsed = 0
+    parsed: list[int] = []
     for line_no, raw in zip(slow["line"].to_list(), slow["raw"].to_list(), strict=True):
-        parsed += nccl.handle(line_no, raw, ngs.get(line_no), rgs.get(line_no), st, ctx, sink)
+        if nccl.handle(line_no, raw, ngs.get(line_no), rgs.get(line_no), st, ctx, sink):
+            parsed.append(line_no)
     return nccl.result_of(sink, parsed)
 
 

@@ -26,10 +26,11 @@ from glob import glob
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from faultlens.ingest import registry
-from faultlens.ingest.base import ChunkResult, ParseContext
+from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
 from faultlens.ingest.errors import InputError, StoreError
 from faultlens.ingest.lake import DAY_COLUMN, partition_columns
 from faultlens.ingest.reader import (
@@ -64,6 +65,9 @@ class FileReport:
     noise: int = 0
     quarantined: int = 0
     error: str | None = None
+    warning: str | None = None  # e.g. the format was not recognized (scanned for known messages)
+    events_no_ts: int = 0  # the file's events without a wall-clock time (kept, flagged)
+    events_no_node: int = 0  # ... and without a node (no evidence named one)
     bytes_read: int = 0
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -89,6 +93,7 @@ class FileTask:
     prior: dict[str, int] = field(default_factory=dict)  # counts of the part already ingested
     boot_time: datetime | None = None
     live_since: float | None = None  # a file modified at or after this epoch second is live
+    reparse: bool = False  # replace the rows an earlier ingest of this path left
 
 
 @dataclass
@@ -103,6 +108,9 @@ class ParsedFile:
     quarantine_parts: list[str]
     boot_time: datetime | None
     scratch: str
+    warning: str | None = None
+    noise: int = 0
+    partition: Partition | None = None  # the checked line sets, when the parser reports them
 
 
 def expand_paths(paths: Iterable[str], *, follow_symlinks: bool = False) -> list[str]:
@@ -148,8 +156,24 @@ def _folder_files(folder: Path, follow_symlinks: bool) -> list[str]:
     return [str(f) for f in sorted(found)]
 
 
+def _place_node(ctx: ParseContext, path: str) -> None:
+    """The node for lines that name none: ``--node``, else what ``--node-from-path`` finds in the
+    path, else none (a folder name is never taken for a node by default)."""
+    if ctx.node is not None:
+        ctx.node = normalize_node(ctx.node)
+        ctx.node_origin = ctx.node_origin or "option"
+        return
+    if ctx.node_pattern:
+        m = re.search(ctx.node_pattern, path)
+        if m:
+            groups = m.groupdict()
+            ctx.node = normalize_node(groups["node"] if "node" in groups else m.group(m.re.groups))
+            ctx.node_origin = "path" if ctx.node else None
+
+
 def infer_node(path: str) -> str | None:
-    """The node a per-node log belongs to, from its folder, when its name is a generic one.
+    """The node a per-node log's folder suggests when its file name is a generic one (a hint to
+    show, never applied: pass ``--node`` or ``--node-from-path``).
 
     A folder that holds a job's logs (``jobs/<id>/``, or a numeric Slurm job id) is not a node.
     """
@@ -179,8 +203,12 @@ def plan(
     *,
     fmt: str | None = None,
     base_ctx: ParseContext | None = None,
+    reparse: bool = False,
 ) -> FileTask | FileReport:
-    """How to ingest ``path``: a ``FileTask``, or a ``FileReport`` if there is nothing to do."""
+    """How to ingest ``path``: a ``FileTask``, or a ``FileReport`` if there is nothing to do.
+
+    With ``reparse`` the file is read from the start whatever was ingested of it before, and
+    loading it replaces that file's rows (with a corrected ``--node`` / ``--boot-time``)."""
     abspath = str(Path(path).resolve()) if Path(path).exists() else path
     try:
         if not Path(path).is_file():
@@ -194,11 +222,13 @@ def plan(
         ctx = ParseContext(
             **{**asdict(base_ctx), "file": abspath, "mtime": base_ctx.mtime or mtime}
         )
-    if ctx.node is None:
-        ctx.node = infer_node(abspath)
+    _place_node(ctx, abspath)
     if ctx.job_id is None:
         ctx.job_id = infer_job(abspath)
     task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)
+    if reparse:
+        task.reparse = True
+        return task
     for rec in store.files_matching(abspath, head.fingerprint).iter_rows(named=True):
         if rec["status"] == "failed" or not _same_content(path, head, rec):
             continue  # another file, or a rotated / truncated one: read from the start
@@ -243,20 +273,21 @@ def _same_content(path: str, head: Any, rec: dict[str, Any]) -> bool:
 
 
 SNIFF_LINE_CHARS = 2048
+UNRECOGNIZED = "format not recognized, scanned for known messages"
 
 
-def sniff_format(task: FileTask) -> str:
+def sniff_format(task: FileTask) -> tuple[str, str | None]:
+    """The parser for a file and a warning: a document format (JSON, CSV, XML, Prometheus text,
+    sacct tables, ...) by its sniffer; any line-oriented log, and a file no sniffer recognizes,
+    is read by ``lines`` (every family's messages). Raises ``InputError`` for binary input."""
     head = read_head_text(task.path, task.gzipped)
     # a line's start is enough to recognize it; a hostile 64 KiB line would keep the sniffers'
     # regular expressions busy for minutes
     lines = [line[:SNIFF_LINE_CHARS] for line in head.splitlines()[:400]]
     name, score = registry.sniff(lines, task.path)
     if name is None or score <= 0:
-        raise InputError(
-            f"{task.path}: no parser recognizes this format "
-            f"(force one with --format; known: {', '.join(registry.names())})"
-        )
-    return name
+        return registry.FALLBACK, UNRECOGNIZED
+    return registry.reader_for(name), None
 
 
 SPILL_ROWS = 250_000  # rows of a table buffered before a Parquet part is written
@@ -266,12 +297,16 @@ NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # a row without a timestamp (or s
 class _Sink:
     """Collects a parser's chunk results and spills them to few, large Parquet parts."""
 
-    def __init__(self, scratch: str) -> None:
+    def __init__(self, scratch: str, ctx: ParseContext | None = None) -> None:
         self.scratch = scratch
+        self.ctx = ctx
         self.parts: dict[str, list[str]] = {}
         self.qparts: list[str] = []
         self.parsed = self.quarantined = 0
         self.boot_time: datetime | None = None
+        # the line numbers behind the counts (None once a parser does not report its own)
+        self.parsed_lines: list[pl.Series] | None = []
+        self.quarantine_lines: list[pl.Series] = []
         self._buf: dict[str, list[pl.DataFrame]] = {}
         self._rows: dict[str, int] = {}
         self._k = 0
@@ -279,15 +314,24 @@ class _Sink:
     def add(self, result: ChunkResult) -> None:
         self.parsed += result.parsed
         self.boot_time = self.boot_time or result.boot_time
+        known = result.known_lines()
+        if known is None or self.parsed_lines is None:
+            self.parsed_lines = None
+        elif known.len():
+            self.parsed_lines.append(known)
         for table, frame in result.tables.items():
             if frame.height:
-                self._buf.setdefault(table, []).append(conform(table, frame))
+                frame = conform(table, frame)
+                if table == "events" and self.ctx is not None:
+                    frame = with_node_source(frame, self.ctx)
+                self._buf.setdefault(table, []).append(frame)
                 self._rows[table] = self._rows.get(table, 0) + frame.height
                 if self._rows[table] >= SPILL_ROWS:
                     self._flush(table)
         if result.quarantine is not None and result.quarantine.height:
             self._buf.setdefault("quarantine", []).append(result.quarantine)
             self.quarantined += result.quarantine.height
+            self.quarantine_lines.append(result.quarantine["line"])
 
     def _flush(self, table: str) -> None:
         frames = self._buf.pop(table, [])
@@ -307,6 +351,18 @@ class _Sink:
     def close(self) -> None:
         for table in list(self._buf):
             self._flush(table)
+
+
+def with_node_source(events: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """``node_source`` for events whose parser left it unset: ``line`` when the file named the
+    node, ctx's origin (``option`` / ``path``) when it is the context's fallback node."""
+    node = pl.col("node")
+    source: Any = pl.when(node.is_null()).then(pl.lit(None, pl.String))
+    if ctx.node is not None:
+        source = source.when(node == ctx.node).then(pl.lit(ctx.node_origin or "option"))
+    return events.with_columns(
+        node_source=pl.coalesce(pl.col("node_source"), source.otherwise(pl.lit("line")))
+    )
 
 
 def partitions(table: str, frame: pl.DataFrame) -> Iterator[tuple[tuple[str, ...], pl.DataFrame]]:
@@ -421,14 +477,52 @@ def uses_prefilter(parser: Any) -> bool:
     )
 
 
+class AccountingError(AssertionError):
+    """A parser's line accounting does not add up (a bug in the parser, never in the input)."""
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A file part's lines ``first..last`` split into parsed, quarantined and noise."""
+
+    parsed: np.ndarray  # sorted unique line numbers
+    quarantined: np.ndarray
+    first: int
+    last: int
+
+    @property
+    def noise(self) -> int:
+        return self.last - self.first + 1 - len(self.parsed) - len(self.quarantined)
+
+
+def partition(
+    parsed: Sequence[pl.Series], quarantined: Sequence[pl.Series], first: int, last: int
+) -> Partition:
+    """The parsed and quarantined line sets of lines ``first..last``, checked: no line twice in
+    a set, none in both, none outside the range. Raises ``AccountingError`` otherwise."""
+    sets = []
+    for name, parts in (("parsed", parsed), ("quarantined", quarantined)):
+        lines = pl.concat(list(parts)).to_numpy() if parts else np.empty(0, np.int64)
+        unique = np.unique(lines)
+        if len(unique) != len(lines):
+            raise AccountingError(f"{len(lines) - len(unique)} lines {name} twice")
+        if len(unique) and (unique[0] < first or unique[-1] > last):
+            raise AccountingError(f"{name} line outside {first}..{last}")
+        sets.append(unique)
+    both = np.intersect1d(sets[0], sets[1], assume_unique=True)
+    if len(both):
+        raise AccountingError(f"{len(both)} lines both parsed and quarantined (first {both[0]})")
+    return Partition(sets[0], sets[1], first, last)
+
+
 def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     """Parse one file into Parquet parts in a scratch folder. Touches no database."""
-    fmt = task.fmt or sniff_format(task)
+    fmt, warning = (task.fmt, None) if task.fmt else sniff_format(task)
     if task.fmt is None and not task.gzipped:
         read_head_text(task.path, task.gzipped, 8192)  # binary check also for forced formats
     parser = registry.get(fmt)
     scratch = tempfile.mkdtemp(prefix="faultlens-", dir=scratch_root)
-    sink = _Sink(scratch)
+    sink = _Sink(scratch, task.ctx)
     state = parser.new_state(task.ctx)
     try:
         feed = _feed_candidates if uses_prefilter(parser) else _feed_lines
@@ -438,12 +532,11 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    if sink.parsed + sink.quarantined > n_lines:
+    try:
+        noise, lines_partition = _noise(sink, task.start_line, n_lines)
+    except AccountingError as e:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise AssertionError(
-            f"{task.path}: parser {fmt} accounted {sink.parsed}+{sink.quarantined} of "
-            f"{n_lines} lines"
-        )
+        raise AccountingError(f"{task.path}: parser {fmt}: {e}") from None
     boot_time = task.ctx.boot_time or task.boot_time or sink.boot_time
     return ParsedFile(
         task,
@@ -456,7 +549,26 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
         sink.qparts,
         boot_time,
         scratch,
+        warning,
+        noise,
+        lines_partition,
     )
+
+
+def _noise(sink: _Sink, start_line: int, n_lines: int) -> tuple[int, Partition | None]:
+    """The noise lines of a parsed part: from the line sets when the parser reports them (and
+    checked; the partition is returned too), else what the counts leave over."""
+    if sink.parsed_lines is None:
+        if sink.parsed + sink.quarantined > n_lines:
+            raise AccountingError(f"accounted {sink.parsed}+{sink.quarantined} of {n_lines} lines")
+        return n_lines - sink.parsed - sink.quarantined, None
+    part = partition(sink.parsed_lines, sink.quarantine_lines, start_line, start_line + n_lines - 1)
+    if (len(part.parsed), len(part.quarantined)) != (sink.parsed, sink.quarantined):
+        raise AccountingError(
+            f"counts {sink.parsed} parsed / {sink.quarantined} quarantined, but line sets of "
+            f"{len(part.parsed)} / {len(part.quarantined)}"
+        )
+    return part.noise, part
 
 
 def _one_chunk(chunks: Iterable[Chunk]) -> list[Chunk]:
@@ -474,6 +586,8 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
     rows: dict[str, int] = {}
     try:
         with store.transaction():
+            if task.reparse:
+                store.forget_file(task.path)
             for table, files in pf.parts.items():
                 rows[table] = store.insert_parquet(table, files)
             if pf.quarantine_parts:
@@ -481,11 +595,18 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
             if pf.boot_time is not None:
                 store.resolve_boot_relative(task.path, pf.boot_time)
             store.record_dataset(task.path, task.ctx.options.get("dataset"))
+            if "events" in pf.parts:
+                store.nodes_from_rank_map(task.path)
+            no_ts, no_node = store.query(
+                "SELECT count(*) FILTER (WHERE ts IS NULL) AS a, "
+                "count(*) FILTER (WHERE node IS NULL) AS b FROM events WHERE file = ?",
+                [task.path],
+            ).row(0)
             prior = task.prior
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed
             quarantined = prior.get("quarantined", 0) + pf.quarantined
-            noise = lines - parsed - quarantined
+            noise = prior.get("noise", 0) + pf.noise
             status = "partial" if quarantined else "ok"
             end = pf.end_byte if not task.gzipped else task.size
             store.record_file(
@@ -514,8 +635,11 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         format=pf.fmt,
         lines=pf.lines,
         parsed=pf.parsed,
-        noise=pf.lines - pf.parsed - pf.quarantined,
+        noise=pf.noise,
         quarantined=pf.quarantined,
+        warning=pf.warning,
+        events_no_ts=no_ts,
+        events_no_node=no_node,
         bytes_read=pf.end_byte - task.start_byte,
         rows=rows,
     )
@@ -544,7 +668,7 @@ class IngestReport:
 
     @property
     def totals(self) -> dict[str, int]:
-        keys = ("lines", "parsed", "noise", "quarantined")
+        keys = ("lines", "parsed", "noise", "quarantined", "events_no_ts", "events_no_node")
         t: dict[str, int] = {
             k: sum(getattr(f, k) for f in self.files if f.status != "unchanged") for k in keys
         }
@@ -570,6 +694,7 @@ def ingest_paths(
     scratch: str | None = None,
     follow_symlinks: bool = False,
     live_write_s: float = 0.0,
+    reparse: bool = False,
 ) -> IngestReport:
     """Ingest files, folders and globs. ``executor``: any ``concurrent.futures``-style executor
     (a process pool or a Dask client) to parse in parallel; loading stays in this process.
@@ -580,7 +705,7 @@ def ingest_paths(
     tasks: list[FileTask] = []
     live_since = now.replace(tzinfo=UTC).timestamp() - live_write_s if live_write_s > 0 else None
     for path in expand_paths(paths, follow_symlinks=follow_symlinks):
-        planned = plan(store, path, fmt=fmt, base_ctx=base_ctx)
+        planned = plan(store, path, fmt=fmt, base_ctx=base_ctx, reparse=reparse)
         if isinstance(planned, FileTask):
             planned.live_since = live_since
         if isinstance(planned, FileReport):

@@ -40,6 +40,7 @@ MODULE_OF: dict[str, str] = {
     "training": "faultlens.ingest.training",
     "incidents": "faultlens.ingest.incidents",
     **dict.fromkeys(("unit_residency", "unit_lifetimes"), "faultlens.ingest.lifetimes"),
+    "lines": "faultlens.ingest.lines",
     **dict.fromkeys(
         (
             "alibaba2023_pods",
@@ -124,6 +125,20 @@ def get(name: str) -> Parser:
         return REGISTRY[name]
     except KeyError:
         raise InputError(f"unknown format {name!r}; known: {', '.join(names())}") from None
+
+
+# Sniffed formats that are line-oriented logs: such a file is read by ``lines``, which finds every
+# family's lines in it (a node log holds kernel, NCCL / PyTorch and Slurm lines together).
+LINE_FORMATS = frozenset({"kernel", "nccl", "pytorch", "slurmctld"})
+# What a file of no known format is read with.
+FALLBACK = "lines"
+
+
+def reader_for(sniffed: str | None) -> str:
+    """The parser that reads a file sniffed as ``sniffed`` (None: no format recognized)."""
+    if sniffed is None or sniffed in LINE_FORMATS:
+        return FALLBACK
+    return sniffed
 
 
 def sniff(head_lines: list[str], path: str) -> tuple[str | None, float]:

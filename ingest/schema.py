@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class Source(StrEnum):
@@ -158,8 +158,12 @@ EVENTS = Table(
     (
         _c("ts", "TIMESTAMP"),  # UTC; NULL when only a boot-relative stamp is known
         _c("uptime_s", "DOUBLE"),  # boot-relative stamp, when the line had one
-        _c("ts_flag", "VARCHAR"),  # NULL, or why ts is approximate/missing: boot_relative, no_ts
+        # NULL, or why ts is approximate / missing: boot_relative, no_ts, year_from_mtime, ...
+        _c("ts_flag", "VARCHAR"),
         _c("node", "VARCHAR"),
+        # how the node was known: line (named in the file), option (--node), path
+        # (--node-from-path), rank_map (the job's NCCL rank map); NULL when nothing names one
+        _c("node_source", "VARCHAR"),
         _c("gpu", "VARCHAR"),  # PCI bus id 0000:3b:00.0, or the GPU index as text
         _c("gpu_index", "INTEGER"),
         _c("source", "VARCHAR"),

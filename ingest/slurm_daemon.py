@@ -31,6 +31,7 @@ from faultlens.ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    line_series,
     normalize_node,
     numbered,
     quarantine_frame,
@@ -273,7 +274,11 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
 
 
 def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
-    df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+    return daemon_rows(numbered(lines, first_line).filter(pl.col("raw").is_not_null()), ctx)
+
+
+def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
+    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine."""
     df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
     matched = pl.col("msg").is_not_null()
     proc = pl.coalesce("proc", "proc2")
@@ -302,15 +307,17 @@ def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkR
             for row in res.rows["events"]:
                 row.update(ts=rec["ts"], ts_flag=rec["ts_flag"], line=rec["line"])
                 rows.append(row)
-    rows, parsed = merge_reasons(rows)
+    parsed_lines = line_series(sorted({r["line"] for r in rows}))
+    rows = merge_reasons(rows)
     tables = {"events": pl.DataFrame(rows, infer_schema_length=None)} if rows else {}
     q = quarantine_frame(*map(list, zip(*q_rows, strict=True))) if q_rows else None
-    return result(tables, parsed, q)
+    out = result(tables, parsed_lines.len(), q)
+    out.parsed_lines = parsed_lines
+    return out
 
 
-def merge_reasons(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def merge_reasons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Attach ``reason set to:`` lines to the next state change of the same node."""
-    parsed = len({r["line"] for r in rows})
     pending: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for row in rows:
@@ -333,7 +340,7 @@ def merge_reasons(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int
         out.append(row)
     out.extend(pending.values())
     out.sort(key=lambda r: r["line"])
-    return out, parsed
+    return out
 
 
 class DaemonParser:

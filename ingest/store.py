@@ -33,6 +33,7 @@ DEFAULT_MEMORY = "1GB"
 # created from TABLES; later versions append ALTER statements here.
 MIGRATIONS: dict[int, list[str]] = {
     2: ["ALTER TABLE ingested_files ADD COLUMN IF NOT EXISTS tail_fingerprint VARCHAR"],
+    3: ["ALTER TABLE events ADD COLUMN IF NOT EXISTS node_source VARCHAR"],
 }
 
 
@@ -226,6 +227,38 @@ class Store:
             [row["path"], row["fingerprint"], row["head_len"]],
         )
         self.insert("ingested_files", pl.DataFrame([row]))
+
+    def forget_file(self, path: str) -> None:
+        """Delete every row parsed from ``path`` and its registry rows (for ``--reparse``; call
+        inside the transaction that loads it again). Telemetry samples are not keyed by file and
+        stay as they are."""
+        for table in TABLES.values():  # telemetry keeps no file column: it is not replaced
+            if table.name != "ingested_files" and "file" in {c.name for c in table.columns}:
+                self.execute(f"DELETE FROM {table.name} WHERE file = ?", [path])
+        self.execute("DELETE FROM ingested_files WHERE path = ?", [path])
+
+    def nodes_from_rank_map(self, file: str) -> int:
+        """Give ``file``'s node-less events that name a rank the host of that rank in the NCCL
+        rank map of the same job (or, without a job id, of the same file), with ``node_source =
+        'rank_map'``; ranks mapped to more than one host are left alone. Returns how many."""
+        rank = "TRY_CAST(json_extract_string(e.attrs, '$.rank') AS INTEGER)"
+        where = f"e.file = ? AND e.node IS NULL AND {rank} IS NOT NULL"
+        if not self.scalar(f"SELECT count(*) FROM events e WHERE {where}", [file]):
+            return 0
+        self.execute(
+            "UPDATE events e SET node = m.node, node_source = 'rank_map' FROM ("
+            "  SELECT coalesce(job_id, 'file:' || file) AS k, rank, any_value(node) AS node"
+            "  FROM nccl_ranks WHERE node IS NOT NULL AND rank IS NOT NULL GROUP BY ALL"
+            "  HAVING count(DISTINCT node) = 1"
+            f") m WHERE {where} AND m.k = coalesce(e.job_id, 'file:' || e.file) "
+            f"AND m.rank = {rank}",
+            [file],
+        )
+        return int(
+            self.scalar(
+                "SELECT count(*) FROM events WHERE file = ? AND node_source = 'rank_map'", [file]
+            )
+        )
 
     def resolve_boot_relative(self, file: str, boot_time: datetime) -> int:
         """Turn the boot-relative stamps of ``file``'s events into wall-clock time."""

@@ -56,7 +56,7 @@ def test_every_corpus_file_is_accounted_for(corpus, store):
     for path in files:
         r = by_path[path.name]
         assert r.status in ("ok", "partial"), (path.name, r.error)
-        assert r.format in ("kernel", "k8s_device_plugin"), path.name
+        assert r.format in ("lines", "k8s_device_plugin"), path.name
         assert r.lines == real_line_count(path), path.name
         assert r.lines == r.parsed + r.noise + r.quarantined, path.name
     # nothing in the real corpus is left unexplained
@@ -630,7 +630,10 @@ def test_synthetic_cluster_kernel_precursors_and_failures_are_events(tmp_path, s
     generate(cfg, tmp_path / "synth")
     truth = json.loads((tmp_path / "synth" / "ground_truth.json").read_text())
     report = ingest(
-        store, sorted((tmp_path / "synth" / "nodes").glob("*/kern.log")), year=cfg.start.year
+        store,
+        sorted((tmp_path / "synth" / "nodes").glob("*/kern.log")),
+        year=cfg.start.year,
+        node_pattern=r"/nodes/(?P<node>[^/]+)/",  # the synthetic layout: dmesg logs name no host
     )
     assert report.totals["quarantined"] == 0 and report.totals["failed"] == 0
     ev = store.query("SELECT node, ts, kind, subkind FROM events")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlens.ingest import kernel
+from faultlens.ingest import kernel, lines
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
 from tests.conftest import CORPUS
@@ -21,6 +21,7 @@ VOLATILE = {"id", "ingested_at", "path", "file"}
 
 def ingest(path: Path, db: Path, raw_scan: bool, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(kernel.KernelParser, "raw_scan", raw_scan)
+    monkeypatch.setattr(lines.LinesParser, "raw_scan", raw_scan)  # what reads a sniffed kernel log
     with Store(db) as store:
         report = ingest_paths(store, [str(path)], now=NOW)
         (f,) = report.files

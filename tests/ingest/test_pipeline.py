@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import infer_job, infer_node, ingest_paths
 from faultlens.ingest.store import Store
 
@@ -29,7 +30,8 @@ def test_look_alike_files_are_each_ingested(tmp_path: Path, store: Store) -> Non
     for path, node in ((a, 0x3B), (b, 0x5E)):
         path.parent.mkdir()
         path.write_text(BANNER + _xid(node, 79))
-    report = ingest_paths(store, [str(a), str(b)], now=NOW, fmt="kernel")
+    by_folder = ParseContext(file="", node_pattern=r"/(?P<node>[ab])/dmesg$")
+    report = ingest_paths(store, [str(a), str(b)], now=NOW, fmt="kernel", base_ctx=by_folder)
     assert [f.status for f in report.files] == ["ok", "ok"]
     got = store.query("SELECT node, gpu, code FROM events ORDER BY node").rows()
     assert got == [("a", "0000:3b:00.0", 79), ("b", "0000:5e:00.0", 79)]

@@ -34,7 +34,7 @@ def events(store: Store, **where: str) -> list[dict]:
 def test_new_format_watchdog_reduce_scatter(corpus: Path, store: Store) -> None:
     path = corpus / "nccl" / "nccl-watchdog-llamafactory-issue6269-reduce-scatter-timeout.log"
     f = ingest_one(store, path)
-    assert (f["format"], f["lines"], f["parsed"]) == ("pytorch", 5, 5)
+    assert (f["format"], f["lines"], f["parsed"]) == ("lines", 5, 5)
     timeouts = events(store, kind="nccl_timeout")
     assert [e["attrs"]["rank"] for e in timeouts] == [0, 4, 3]
     first = timeouts[0]
@@ -97,7 +97,7 @@ def test_old_format_watchdog_with_tqdm_carriage_returns(corpus: Path, store: Sto
 def test_dist_backend_error_block_is_one_event(corpus: Path, store: Store) -> None:
     path = corpus / "nccl" / "nccl-issue2076-2.21.5-distbackenderror-socket-reset.log"
     f = ingest_one(store, path)
-    assert (f["format"], f["lines"], f["parsed"]) == ("pytorch", 4, 4)
+    assert (f["format"], f["lines"], f["parsed"]) == ("lines", 4, 4)
     (ev,) = events(store)
     assert (ev["kind"], ev["subkind"], ev["source"]) == ("nccl_error", "ncclRemoteError", "pytorch")
     a = ev["attrs"]

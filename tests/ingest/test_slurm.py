@@ -67,7 +67,7 @@ def test_every_corpus_file_is_accounted_for(corpus, store):
     formats = {Path(f.path).name: f.format for f in report.files}
     assert formats[SNOWMAN] == "sacct"
     assert formats["sinfo-elasticluster-issue272-down-not-responding.txt"] == "sinfo"
-    assert formats["slurmd-journal-bibigrid-issue705-gres-fatal.log"] == "slurmctld"
+    assert formats["slurmd-journal-bibigrid-issue705-gres-fatal.log"] == "lines"
     assert formats["slurmrestd-slurm-web-25.05-node-drain.json"] == "slurmrestd_nodes"
     assert formats["slurmrestd-slurm-web-25.05-slurmdb-job-gpus-multi-nodes.json"] == "sacct_json"
     # Headerless sacct without --columns: quarantined with the reason, not guessed.

@@ -159,7 +159,10 @@ def test_acme_cluster_summary_is_noise_and_readable(store, corpus):
     assert seren["job_num"] == 1031550 and seren["gpu_job_num"] == 663813
 
 
-def test_parse_line_agrees_with_parse_chunk_on_real_rows(corpus):
+def test_rows_parse_independently_of_their_chunk(corpus):
+    """The traces' ``parse_line`` IS their chunk path run on one row, so this is no check of a
+    reference against the vectorized path: it checks that a row's result does not depend on the
+    rows around it (a chunk of 60 rows = 60 one-row chunks)."""
     for rel, fmt in CORPUS_FORMATS.items():
         path = corpus / "traces" / rel
         parser = registry.get(fmt)

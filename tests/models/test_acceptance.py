@@ -27,6 +27,7 @@ from datetime import datetime
 
 import pytest
 
+from faultlens.app.demo import synth_context
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.catalog import load_catalog
 from faultlens.ingest.pipeline import ingest_paths
@@ -56,7 +57,7 @@ def build_and_train(store, out, seed: int = ACCEPTANCE_SEED):
     result = generate(acceptance_config(seed), out)
     store.load_xid_catalog(load_catalog(None))
     logs = [str(p) for p in result.files if p.name not in NOT_LOGS]
-    report = ingest_paths(store, logs, now=datetime(2030, 1, 1))
+    report = ingest_paths(store, logs, now=datetime(2030, 1, 1), base_ctx=synth_context())
     assert report.totals["failed"] == 0
     refresh(store)
     end = datetime.fromisoformat(result.truth["summary"]["window"][1])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from faultlens.app.demo import synth_context
 from faultlens.ingest.attribution import HARDWARE_CAUSES, compare_with_truth, refresh, taxonomy
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
@@ -23,7 +24,7 @@ def test_attributed_causes_match_the_ground_truth(tmp_path: Path) -> None:
     result = generate(cfg, tmp_path / "synth")
     logs = [str(p) for p in result.files if p.name not in ("topology.csv", "ground_truth.json")]
     with Store(tmp_path / "db.duckdb") as store:
-        report = ingest_paths(store, logs, now=datetime(2026, 1, 1))
+        report = ingest_paths(store, logs, now=datetime(2026, 1, 1), base_ctx=synth_context())
         assert [f.path for f in report.files if f.status == "failed"] == []
         refresh(store)
         attributions = store.query("SELECT * FROM attributions")

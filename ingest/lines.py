@@ -1,0 +1,212 @@
+"""Line-oriented logs of any kind: every family's lines found, wherever they stand.
+
+A node's journal, a log shipper's file or a job's output holds kernel, NCCL / PyTorch and Slurm
+daemon lines together. The ``lines`` parser is what the driver uses for every line-oriented
+log (the sniffed ``kernel``, ``nccl``, ``pytorch`` and ``slurmctld`` formats, and any file of no
+known format): one raw-byte scan (``ingest.scan``, Hyperscan) finds the candidate lines of all
+families at once, each candidate goes to the one family whose anchor it carries, and each family
+parses its lines with its own vectorized path and keeps its own state across chunks.
+
+Routing, per candidate line, first that applies:
+
+1. the detail line after an NCCL ``Last error:`` line, or a line with an NCCL / PyTorch anchor
+   (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
+   watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
+2. a line a Slurm daemon wrote (``slurmctld:`` / ``slurmd[123]:`` / ``_slurm_rpc_``) -> ``slurm``;
+3. a line with a kernel literal (``NVRM``, ``Xid``, ``PCIe Bus Error``, ``[Hardware Error]``,
+   EDAC, panics, ...) -> ``kernel``;
+4. any other NCCL / PyTorch literal -> ``nccl``.
+
+``parse_line`` is this module's chunk path run on one line (``ChunkResult.to_line_result``); the
+per-family references are the families' own ``parse_line``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from faultlens.ingest import kernel, nccl, slurm_daemon
+from faultlens.ingest import kernel_patterns as kp
+from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
+from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.schema import Source
+
+# Slurm daemon lines: the daemon's name, or (the ``[ISO] message`` log-file form) its phrases.
+SLURM_LITERALS = (
+    "slurm",
+    "Slurm",
+    "error:",
+    "fatal:",
+    "responding",
+    "returned to service",
+    "state set to",
+    "state to",
+    "unexpectedly rebooted",
+    "Killing JobId",
+    "equeue",
+    "NODE_FAIL",
+)
+LITERALS: tuple[str, ...] = tuple(dict.fromkeys((*kp.LITERALS, *nccl.LITERALS, *SLURM_LITERALS)))
+# An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
+# (``NET/IB : Using [0]mlx5_0``, ``PCIe Bus Error`` quoted in a RuntimeError).
+NCCL_ANCHOR = (
+    r"NCCL (?:INFO|WARN|ABORT|TRACE)|ProcessGroupNCCL|torch\.distributed|c10d|[Ww]atchdog"
+    r"|ChildFailedError|DistBackendError|nccl[A-Z][a-zA-Z]*Error"
+)
+SLURM_ANCHOR = (
+    r"\bslurm(?:ctld|d|stepd|dbd|restd)?(?:\[[0-9]+\])?: |_slurm_rpc_|\bslurm\w*\.service\b"
+    r"|\bsystemd(?:\[[0-9]+\])?: .*\b[Ss]lurm"
+)
+# slurmctld's own log file: ``[2024-01-02T03:04:05.123] message`` (after the kernel's anchors, so
+# that a collector's ISO stamp before an NVRM line stays kernel).
+SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
+_KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
+_KERNEL = literal_regex(kp.LITERALS)
+_NCCL = nccl.FILTER
+FAMILIES = ("nccl", "slurm", "kernel")
+
+
+@dataclass
+class LinesState:
+    kernel: Any
+    nccl: Any
+    # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
+    # events and multi-line kernel records come out chunks after their lines
+    prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
+
+
+def route_expr() -> pl.Expr:
+    """The family of each candidate line (``raw``, ``follows``): nccl, slurm, kernel or null."""
+    raw = pl.col("raw")
+    rules = (
+        (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
+        (raw.str.contains(SLURM_ANCHOR), "slurm"),
+        (raw.str.contains(_KERNEL_STRONG), "kernel"),
+        (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
+        (raw.str.contains(_KERNEL), "kernel"),
+        (raw.str.contains(_NCCL), "nccl"),
+    )
+    expr: Any = pl
+    for cond, family in rules:
+        expr = expr.when(cond).then(pl.lit(family))
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+# Wrappings the kernel parser's own prefix forms do not cover: a collector's bracketed stamp, a
+# container platform's ``host: kern: level: [stamp]:``, launcher tags (rank, Ray, pdsh / IP
+# before a stamp or a kernel tag), and syslog with a month name that is not English.
+_FOREIGN = (
+    r"^(?:\[[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]|[A-Za-z0-9][A-Za-z0-9._:-]*: [a-z]{3,8}: +[a-z]{3,8}: \["
+    r"|\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?"
+    r"|(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): (?:\[ *[0-9]+\.[0-9]+\]|\[[A-Z][a-z]{2} "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
+)
+_ENGLISH_SYSLOG = r"^(?:<[0-9]{1,3}>)?(?:" + "|".join(kp.MONTHS) + r") "
+_SYSLOG_ANY = r"^(?:<[0-9]{1,3}>)?[^\W\d_]{2,12}\.? {1,2}[0-9]{1,2},? [0-9]{2}:[0-9]{2}:[0-9]{2}"
+_LAUNCHER = r"^(?:\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?)"
+# a pdsh / IP tag, removed only before a stamp or a kernel tag (never ``NVRM: `` itself)
+_TAG_BEFORE = (
+    r"^(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): ( *(?:\[ *[0-9]+\.|\[[A-Z][a-z]{2} "
+    r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
+)
+
+
+def kernel_text() -> pl.Expr:
+    """What the kernel family reads of a line: the line itself in the forms its own prefix
+    parser knows; the message after the outer prefix (``body``) and any launcher tag behind
+    a foreign or a nested wrapping (whose time and host the prefix library supplies)."""
+    raw = pl.col("raw")
+    locale = raw.str.contains(_SYSLOG_ANY) & ~raw.str.contains(_ENGLISH_SYSLOG)
+    foreign = raw.str.contains(_FOREIGN) | locale | pl.col("p_nested")
+    inner = pl.col("body").str.replace(_LAUNCHER, "").str.replace(_TAG_BEFORE, "${1}")
+    return pl.when(foreign).then(inner).otherwise(raw)
+
+
+def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
+    """Events without a time or node take those of their line's prefix (``ingest.prefixes``)."""
+    events = result.tables.get("events")
+    if events is not None and events.height and pre.height:
+        result.tables["events"] = fill_events(events, pre)
+    return result
+
+
+def route(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` (``line``, ``raw``[, ``follows``]) with a ``family`` column."""
+    if "follows" not in cand.columns:
+        cand = cand.with_columns(follows=pl.lit(False))
+    cand = cand.with_columns(pl.col("follows").fill_null(False))
+    return cand.with_columns(family=route_expr().cast(pl.String))
+
+
+class LinesParser:
+    """Every line family of a log (kernel, NCCL / PyTorch, Slurm daemons) in one pass."""
+
+    name = "lines"
+    source = Source.KERNEL  # the events carry each family's own source
+    whole_file = False
+    prefilter = LITERALS
+    prefilter_follow: str | None = nccl.LAST_ERROR
+    raw_scan = True
+
+    def __init__(self) -> None:
+        self._kernel = kernel.KernelParser()
+        self._nccl = nccl.NcclParser("nccl")
+
+    def sniff(self, head_lines: list[str], path: str) -> float:
+        return 0.0  # chosen by the driver for line-oriented logs, never by its own sniff
+
+    def new_state(self, ctx: ParseContext) -> LinesState:
+        return LinesState(self._kernel.new_state(ctx), self._nccl.new_state(ctx))
+
+    def parse_line(self, line: str, ctx: ParseContext) -> LineResult:
+        """This parser's chunk path on one line (the families' own ``parse_line`` are the
+        references for their messages)."""
+        state = self.new_state(ctx)
+        one = self.parse_chunk(pl.Series([line], dtype=pl.String), 1, ctx, state)
+        return one.merge(self.finish(ctx, state)).to_line_result()
+
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """Every line of a chunk (the driver's path without a raw scan): the candidates, then
+        ``parse_candidates``."""
+        raw = pl.col("raw")
+        follows = raw.shift(1).str.contains(nccl.LAST_ERROR, literal=True).fill_null(False)
+        hit = raw.str.contains(literal_regex(LITERALS)).fill_null(False) | follows
+        cand = (
+            numbered(lines, first_line)
+            .with_columns(follows=follows)
+            .filter(hit & raw.is_not_null())
+        )
+        return self.parse_candidates(cand, first_line + lines.len() - 1, ctx, state)
+
+    def parse_candidates(
+        self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
+        ``last_line``, each parsed by its family."""
+        routed = prefix_frame(route(cand), ctx)
+        result = ChunkResult()
+        k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
+        result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
+        # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
+        n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")
+        result = result.merge(self._nccl.parse_candidates(n, last_line, ctx, state.nccl))
+        s = routed.filter(pl.col("family") == "slurm")
+        if s.height:
+            result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))
+        known = routed.filter(pl.col("p_ts").is_not_null() | pl.col("p_host").is_not_null())
+        if known.height:
+            state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
+        return _filled(result, state.prefixes)
+
+    def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
+        return _filled(result, state.prefixes)
+
+
+PARSERS = [LinesParser()]

@@ -1,0 +1,198 @@
+"""Time and host from whatever a log pipeline put before a message: the prefix library.
+
+A line is recognized by its anchor (``NVRM:``, ``NCCL WARN``, ...); what precedes it says when
+and where, in one of the shapes real pipelines write, possibly nested (a collector's stamp around
+a syslog line). ``prefix_frame`` reads them over a whole frame of lines with polars expressions:
+
+- RFC 5424: ``<13>1 2024-05-01T10:00:00.123456Z host app procid msgid [sd] message``;
+- ISO 8601 / RFC 3339, ``T`` or space, up to nanoseconds, ``Z`` / offset / none, bare or in
+  brackets (collector stamps ``[2024-05-01 10:00:00]``, journald ``short-iso``), optionally
+  followed by ``host tag[pid]:``;
+- RFC 3164 syslog and journald ``short`` / ``short-precise`` (``May 01 10:00:00.123456 host
+  tag[pid]:``) with month names in any of ``LOCALES`` (taken from babel's CLDR data, not hand
+  tables); the year is ``ctx.year`` or the file's mtime year (flagged ``year_from_mtime``);
+- container platforms' kernel log: ``<host>: kern: warning: [2024-05-01T10:00:00.123456789Z]:``.
+
+Launcher tags after these (``[rankN]:``, pdsh ``host:``, Ray actors) and the families' own stamps
+(dmesg uptime, glog ``E0419 12:00:00.123456``) are read by the family parsers, which see the
+message with the outer prefix removed (``body``). Times are UTC.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import cache
+
+import polars as pl
+from babel.dates import get_month_names
+
+from faultlens.ingest.base import ParseContext, node_expr
+
+# Locales whose month names a node's journal may use (LANG on the node, not the reader's).
+LOCALES = (
+    "en", "de", "fr", "es", "it", "pt", "nl", "sv", "da", "nb", "fi", "pl", "cs", "sk", "hu",
+    "ro", "tr", "ru", "uk", "el", "ca", "hr", "sl", "et", "lv", "lt", "id",
+)  # fmt: skip
+_ISO = (
+    r"(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T ](?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:[.,](?P<frac>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?"
+)
+_HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
+_TAG = r"(?:[^\s:\[\]]{1,64})(?:\[[0-9]{1,10}\])?: "
+SHAPES: dict[str, str] = {
+    "rfc5424": rf"^<[0-9]{{1,3}}>1 {_ISO} {_HOST} \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?(?P<body>.*)$",
+    "talos": rf"^{_HOST}: [a-z]{{3,8}}: +[a-z]{{3,8}}: \[{_ISO}\]: (?P<body>.*)$",
+    "iso": rf"^(?:<[0-9]{{1,3}}>)?\[?{_ISO}\]?:? (?:{_HOST} {_TAG})?(?P<body>.*)$",
+    "syslog": (
+        r"^(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
+        r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
+        rf"{_HOST} {_TAG}(?P<body>.*)$"
+    ),
+}
+_COLS = ("p_ts", "p_host", "p_flag", "body")
+PREFIX_SCHEMA = {
+    "line": pl.Int64,
+    "p_ts": pl.Datetime("us"),
+    "p_host": pl.String,
+    "p_flag": pl.String,
+}
+
+
+def _fold(name: str) -> str:
+    """A month name as matched: lower case, accents and a trailing dot dropped."""
+    text = unicodedata.normalize("NFKD", name.lower().rstrip("."))
+    return "".join(c for c in text if not unicodedata.combining(c))
+
+
+@cache
+def month_numbers() -> dict[str, int]:
+    """Abbreviated and full month names of ``LOCALES`` (folded) -> month number; a name that
+    means different months in two locales is left out."""
+    out: dict[str, int] = {}
+    clash: set[str] = set()
+    for loc in LOCALES:
+        for width in ("abbreviated", "wide"):
+            for context in ("format", "stand-alone"):
+                for no, name in get_month_names(width, context, locale=loc).items():
+                    key = _fold(name)
+                    if out.get(key, no) != no:
+                        clash.add(key)
+                    out[key] = no
+    return {k: v for k, v in out.items() if k not in clash}
+
+
+def _iso_ts(g: pl.Expr) -> pl.Expr:
+    frac = g.struct.field("frac").fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
+    local = pl.concat_str(
+        [g.struct.field("date"), pl.lit("T"), g.struct.field("hms"), pl.lit("."), frac]
+    ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False)
+    tz = g.struct.field("tz").str.replace(":", "", literal=True)
+    sign = pl.when(tz.str.starts_with("-")).then(-1).otherwise(1)
+    minutes = tz.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + tz.str.slice(3, 2).cast(
+        pl.Int64, strict=False
+    )
+    offset = pl.when(tz.is_null() | (tz == "Z")).then(0).otherwise(sign * minutes)
+    return local - pl.duration(minutes=offset.fill_null(0))
+
+
+def _syslog_ts(g: pl.Expr, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
+    months = month_numbers()
+    mon_key = g.struct.field("mon").str.to_lowercase().str.strip_chars_end(".")
+    month = (
+        mon_key.str.normalize("NFKD")
+        .str.replace_all(r"\p{M}", "")
+        .replace_strict(months, default=None, return_dtype=pl.Int32)
+    )
+    if ctx.year is not None:
+        year, flag = pl.lit(ctx.year), pl.lit(None, pl.String)
+    elif ctx.mtime is not None:
+        year = pl.lit(ctx.mtime.year) - (month > ctx.mtime.month).cast(pl.Int32)
+        flag = pl.lit("year_from_mtime")
+    else:
+        return pl.lit(None, pl.Datetime("us")), pl.lit("no_year")
+    frac = g.struct.field("frac").fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
+    text = pl.concat_str(
+        [
+            year.cast(pl.String),
+            pl.lit("-"),
+            month.cast(pl.String).str.zfill(2),
+            pl.lit("-"),
+            g.struct.field("day").str.zfill(2),
+            pl.lit("T"),
+            g.struct.field("hms"),
+            pl.lit("."),
+            frac,
+        ]
+    )
+    ts = text.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False)
+    return ts, pl.when(ts.is_not_null()).then(flag)
+
+
+def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
+    """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body``."""
+    names = list(SHAPES)
+    f = frame.with_columns(
+        pl.col(text).str.extract_groups(rx).alias(f"_g{i}") for i, rx in enumerate(SHAPES.values())
+    )  # each shape's regex runs once; the expressions below read its groups
+    ts: list[pl.Expr] = []
+    hosts: list[pl.Expr] = []
+    flags: list[pl.Expr] = []
+    bodies: list[pl.Expr] = []
+    for i, name in enumerate(names):
+        g = pl.col(f"_g{i}")
+        t, fl = _syslog_ts(g, ctx) if name == "syslog" else (_iso_ts(g), pl.lit(None, pl.String))
+        ts.append(t)
+        hosts.append(g.struct.field("host"))
+        flags.append(pl.when(t.is_not_null()).then(fl))
+        bodies.append(g.struct.field("body"))
+    first = pl.coalesce([pl.when(b.is_not_null()).then(pl.lit(i)) for i, b in enumerate(bodies)])
+    f = f.with_columns(_which=first)
+    pick = pl.col("_which")
+
+    def chosen(exprs: list[pl.Expr]) -> pl.Expr:
+        return pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(exprs)])
+
+    return f.with_columns(
+        _ts=chosen(ts), _host=chosen(hosts), _flag=chosen(flags), _body=chosen(bodies)
+    ).drop(*(f"_g{i}" for i in range(len(names))), "_which")
+
+
+def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:
+    """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag``, ``body`` (the
+    message after every recognized outer prefix; the line itself when none is) and ``p_nested``
+    (two prefixes were read). Two layers are read: a collector's stamp around a syslog line
+    gives the stamp's time and the syslog host. Row order is kept."""
+    f = _one_layer(frame.with_row_index("_row"), column, ctx).rename(
+        {"_ts": "_ts1", "_host": "_h1", "_flag": "_f1", "_body": "_b1"}
+    )
+    outer = f.filter(pl.col("_b1").is_not_null())  # only these can hold a second prefix
+    inner = _one_layer(outer, "_b1", ctx)
+    rest = f.filter(pl.col("_b1").is_null()).with_columns(
+        _ts=pl.lit(None, pl.Datetime("us")),
+        _host=pl.lit(None, pl.String),
+        _flag=pl.lit(None, pl.String),
+        _body=pl.lit(None, pl.String),
+    )
+    f = pl.concat([inner, rest], how="vertical_relaxed").sort("_row")
+    return f.with_columns(
+        p_ts=pl.coalesce("_ts1", "_ts"),
+        p_host=node_expr(pl.coalesce("_h1", "_host")),
+        p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
+        body=pl.coalesce("_body", "_b1", column),
+        p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
+    ).drop("_row", "_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body")
+
+
+def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
+    """Events whose parser found no time or node get the prefix's (``pre``: ``line``, ``p_ts``,
+    ``p_host``, ``p_flag``); a time so found takes the prefix's flag."""
+    if events.height == 0:
+        return events
+    lookup = pre.select("line", *_COLS[:3]).unique("line", keep="first")
+    joined = events.join(lookup, on="line", how="left")
+    filled = pl.col("ts").is_null() & pl.col("p_ts").is_not_null()
+    return joined.with_columns(
+        ts=pl.coalesce("ts", "p_ts"),
+        ts_flag=pl.when(filled).then("p_flag").otherwise("ts_flag"),
+        node=pl.coalesce("node", "p_host"),
+    ).drop(*_COLS[:3])

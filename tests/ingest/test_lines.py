@@ -1,0 +1,77 @@
+"""Line-oriented logs: every family found in one file, and no readable file rejected."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from faultlens.ingest import lines
+from faultlens.ingest.pipeline import UNRECOGNIZED, ingest_paths
+from faultlens.ingest.store import Store
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "lines"
+NOW = datetime(2025, 1, 1)
+
+
+def _events(store: Store) -> list[tuple]:
+    return store.query(
+        "SELECT line, source, kind, code, gpu FROM events ORDER BY line, kind"
+    ).rows()
+
+
+def test_every_family_of_a_mixed_node_log_is_found(store: Store) -> None:
+    (f,) = ingest_paths(store, [str(DATA / "mixed-node.log")], now=NOW).files
+    assert (f.status, f.format, f.lines, f.warning) == ("ok", "lines", 8, None)
+    assert _events(store) == [
+        (1, "kernel", "xid", 79, "0000:3b:00.0"),
+        (3, "nccl", "nccl_error", None, "0"),
+        (5, "pytorch", "nccl_timeout", None, None),
+        (6, "slurm", "node_not_responding", None, None),
+        (7, "kernel", "kernel_panic", None, None),
+    ]
+    # line 4 (NCCL INFO with the NIC list, which holds the kernel literal "mlx5") is NCCL's
+    assert f.parsed == 6 and f.quarantined == 0 and f.noise == 2
+
+
+def test_a_file_of_no_known_format_is_scanned_not_rejected(store: Store) -> None:
+    (f,) = ingest_paths(store, [str(DATA / "unknown-format.txt")], now=NOW).files
+    assert (f.status, f.format, f.warning) == ("ok", "lines", UNRECOGNIZED)
+    assert _events(store) == [
+        (3, "kernel", "xid", 48, "0000:18:00.0"),
+        (4, "kernel", "kernel_panic", None, None),
+    ]
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (5, 2, 3, 0)
+
+
+def test_binary_input_still_fails(store: Store, tmp_path: Path) -> None:
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(bytes(range(256)) * 64)
+    (f,) = ingest_paths(store, [str(blob)], now=NOW).files
+    assert f.status == "failed" and "binary" in (f.error or "")
+
+
+def test_routing_prefers_the_anchor_over_a_stray_literal() -> None:
+    cand = pl.DataFrame(
+        {
+            "line": [1, 2, 3, 4, 5, 6],
+            "raw": [
+                "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB",  # kernel literal mlx5
+                "kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+                "[2024-05-01T10:06:00.000] update_node: node g2 reason set to: Xid 79",
+                "Feb 02 09:51:48 g1 slurmd[1]: slurmd: error: Waiting for gres.conf",
+                "[2024-05-01 10:06:00] NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off",
+                "sshd[1]: Accepted publickey",
+            ],
+            "follows": [False] * 6,
+        }
+    )
+    assert lines.route(cand)["family"].to_list() == [
+        "nccl",
+        "kernel",
+        "slurm",
+        "slurm",
+        "kernel",
+        None,
+    ]
