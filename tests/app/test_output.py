@@ -29,8 +29,19 @@ def test_piped_ingest_table_is_tsv_with_the_whole_path(tmp_path: Path) -> None:
     result = runner.invoke(app, ["ingest", "--format", "kernel", str(log), "--db", str(db)])
     assert result.exit_code == 0, result.output
     rows = [line.split("\t") for line in result.stdout.splitlines()]
-    assert rows[0] == ["file", "format", "status", "lines", "parsed", "noise", "quarantined"]
-    assert rows[1] == [str(log), "kernel", "partial", "4", "3", "0", "1"]
+    assert rows[0] == [
+        "file",
+        "format",
+        "status",
+        "lines",
+        "parsed",
+        "noise",
+        "quarantined",
+        "no time",
+        "no node",
+    ]
+    # the three Xid lines carry neither a time nor a host: kept, and counted as such
+    assert rows[1] == [str(log), "kernel", "partial", "4", "3", "0", "1", "3", "3"]
 
 
 def test_status_json_counts_are_numbers(tmp_path: Path) -> None:
