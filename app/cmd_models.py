@@ -162,25 +162,26 @@ def train(
 
 
 def print_metrics(out: Console, doc: dict[str, Any]) -> None:
-    t = Table(
-        "scorer",
-        "PR-AUC",
-        "precision",
-        "recall",
-        "precision@k",
-        "median lead (h)",
-        title=f"{doc['model_version']}: failure within {doc['horizon_h']:g} h, test "
-        f"{doc['test_window'][0][:16]} .. {doc['test_window'][1][:16]}",
-    )
-    for name, m in doc["metrics"].items():
-        t.add_row(
-            name,
-            *(
-                _fmt(m[k])
-                for k in ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
-            ),
+    out.print(
+        metrics_table(
+            doc["metrics"],
+            f"{doc['model_version']}: failure within {doc['horizon_h']:g} h, test "
+            f"{doc['test_window'][0][:16]} .. {doc['test_window'][1][:16]}",
         )
-    out.print(t)
+    )
+
+
+METRIC_KEYS = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+
+
+def metrics_table(metrics: dict[str, dict[str, float | None]], title: str) -> Table:
+    """One row per scorer (the model and its baselines), the train contract's metrics."""
+    t = Table(
+        "scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)", title=title
+    )
+    for name, m in metrics.items():
+        t.add_row(name, *(_fmt(m[k]) for k in METRIC_KEYS))
+    return t
 
 
 def _fmt(x: float | None) -> str:

@@ -144,21 +144,14 @@ def _yes(flag: bool) -> str:
 
 
 def _metrics_table(demo: DemoModels) -> Table:
+    from faultlens.app.cmd_models import metrics_table
+
     card, split = demo.result.card, demo.result.split
-    t = Table(
-        "scorer",
-        "PR-AUC",
-        "precision",
-        "recall",
-        "precision@k",
-        "median lead (h)",
-        title=f"failure within {card['horizon_h']:g} h, test window "
+    return metrics_table(
+        demo.result.metrics,
+        f"failure within {card['horizon_h']:g} h, test window "
         f"{split.test[0]:%Y-%m-%d} .. {split.test[1]:%Y-%m-%d}",
     )
-    keys = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
-    for name, m in demo.result.metrics.items():
-        t.add_row(name, *("-" if m[k] is None else f"{m[k]:.3f}" for k in keys))
-    return t
 
 
 def _risk_table(demo: DemoModels) -> Table:

@@ -80,32 +80,20 @@ def iter_scan(
     if any("\n" in lit or not lit for lit in literals):
         raise ValueError("literals must be non-empty and hold no newline")
     engine = engine or ("hyperscan" if available() else "polars")
-    if engine == "hyperscan":
-        make = functools.partial(
-            _hs_chunks,
-            path,
-            tuple(literals),
-            follow,
-            gzipped,
-            start_byte,
-            start_line,
-            block_bytes,
-            live_since,
-        )
-    elif engine == "polars":
-        make = functools.partial(
-            _polars_chunks,
-            path,
-            tuple(literals),
-            follow,
-            gzipped,
-            start_byte,
-            start_line,
-            block_bytes,
-            live_since,
-        )
-    else:
+    engines = {"hyperscan": _hs_chunks, "polars": _polars_chunks}
+    if engine not in engines:
         raise ValueError(f"unknown scan engine {engine!r}")
+    make = functools.partial(
+        engines[engine],
+        path,
+        tuple(literals),
+        follow,
+        gzipped,
+        start_byte,
+        start_line,
+        block_bytes,
+        live_since,
+    )
     # a block's candidates are small (the block itself is not kept): let the scan run well
     # ahead of the parser, so that neither waits for the other
     return reader._in_thread(make, depth=PREFETCH) if threaded else make()
