@@ -321,7 +321,15 @@ def rows_of(good: pl.DataFrame, ctx: ParseContext) -> dict[str, pl.DataFrame]:
         **{"class": pl.col("class")},
         dataset=pl.lit(dataset),
     ).struct.json_encode()
-    events = good.select(
+    events = incident_events(good, message.otherwise(label), attrs, file)
+    return {"incidents": incidents, "events": events, "nodes": fleet_rows(good, dataset, ctx)}
+
+
+def incident_events(
+    frame: pl.DataFrame, message: pl.Expr, attrs: pl.Expr, file: pl.Expr | None = None
+) -> pl.DataFrame:
+    """The ``incident`` event each record gives on its node (at its start, with its category)."""
+    return frame.select(
         pl.col("start").alias("ts"),
         "node",
         "gpu",
@@ -329,12 +337,11 @@ def rows_of(good: pl.DataFrame, ctx: ParseContext) -> dict[str, pl.DataFrame]:
         pl.lit(Kind.INCIDENT.value).alias("kind"),
         pl.col("category").alias("subkind"),
         "severity",
-        message.otherwise(label).alias("message"),
+        message.alias("message"),
         attrs.alias("attrs"),
-        file.alias("file"),
+        (pl.col("file") if file is None else file).alias("file"),
         "line",
     )
-    return {"incidents": incidents, "events": events, "nodes": fleet_rows(good, dataset, ctx)}
 
 
 def fleet_rows(good: pl.DataFrame, dataset: str, ctx: ParseContext) -> pl.DataFrame:

@@ -28,8 +28,8 @@ import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext, node_expr, quarantine_frame
 from faultlens.ingest.incident_shapes import parse_times, slug
-from faultlens.ingest.incidents import read_records
-from faultlens.ingest.schema import SITE_DATASET, IncidentCategory, Kind, Severity, Source
+from faultlens.ingest.incidents import incident_events, read_records
+from faultlens.ingest.schema import SITE_DATASET, IncidentCategory, Severity, Source
 
 log = logging.getLogger(__name__)
 
@@ -172,19 +172,11 @@ class ResidencyParser(_Base):
             file,
             pl.col("_line").alias("line"),
         )
-        events = incidents.select(
-            pl.col("start").alias("ts"),
-            "node",
-            "gpu",
-            pl.lit(Source.INCIDENT.value).alias("source"),
-            pl.lit(Kind.INCIDENT.value).alias("kind"),
-            pl.col("category").alias("subkind"),
-            "severity",
-            "description",
-            pl.struct(level="level", dataset=pl.lit(dataset)).struct.json_encode().alias("attrs"),
-            "file",
-            "line",
-        ).rename({"description": "message"})
+        events = incident_events(
+            incidents,
+            pl.col("description"),
+            pl.struct(level="level", dataset=pl.lit(dataset)).struct.json_encode(),
+        )
         nodes = good.group_by("node").agg(
             pl.col("rack").drop_nulls().first(),
             pl.col("start").min().alias("first_seen"),
