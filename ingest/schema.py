@@ -391,6 +391,44 @@ REFRESH_STATE = Table(
     ),
 )
 
+# Newest row per node and source (``models.freshness``), kept up to date from the rows appended
+# since the marks in ``source_last_seen_marks``, so that a scheduled run never rescans history.
+SOURCE_LAST_SEEN = Table(
+    "source_last_seen",
+    (_c("node", "VARCHAR"), _c("source", "VARCHAR"), _c("last_seen", "TIMESTAMP")),
+)
+SOURCE_LAST_SEEN_MARKS = Table(
+    "source_last_seen_marks",
+    (
+        _c("tbl", "VARCHAR"),
+        _c("max_rowid", "BIGINT"),
+        _c("n_rows", "BIGINT"),
+        _c("untimed", "BIGINT"),
+        _c("mark", "VARCHAR"),
+    ),
+)
+
+# Suggested drains and what became of them (``models.drains``): was the node drained (its Slurm
+# state in later data) and did it fail within the horizon.
+DRAIN_OUTCOMES = Table(
+    "drain_outcomes",
+    (
+        _c("run_id", "VARCHAR"),
+        _c("made_at", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("action", "VARCHAR"),  # drain_after_jobs | drain_now
+        _c("score", "DOUBLE"),
+        _c("horizon", "DOUBLE"),  # hours
+        _c("drained_at", "TIMESTAMP"),  # first drain / down state seen after made_at
+        _c("drain_state", "VARCHAR"),  # DRAIN, DOWN, ...
+        _c("drain_file", "VARCHAR"),
+        _c("drain_line", "BIGINT"),
+        _c("failed_at", "TIMESTAMP"),  # first failure episode within the horizon
+        _c("outcome", "VARCHAR"),  # DrainOutcome
+        _c("checked_at", "TIMESTAMP"),  # newest data when the outcome was decided
+    ),
+)
+
 # The fleet: one row per node sighting (a node list, an inventory, an incident file), dated.
 NODES = Table(
     "nodes",
@@ -464,6 +502,9 @@ TABLES: dict[str, Table] = {
         PREDICTIONS,
         ATTRIBUTIONS,
         REFRESH_STATE,
+        SOURCE_LAST_SEEN,
+        SOURCE_LAST_SEEN_MARKS,
+        DRAIN_OUTCOMES,
         NODES,
         INCIDENTS,
         LIFETIMES,
