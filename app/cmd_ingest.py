@@ -364,11 +364,13 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
 
     Example: faultlens status --db data/faultlens.duckdb
     """
+    from faultlens.models.drains import drain_summary
     from faultlens.models.freshness import freshness_doc, source_last_seen
 
     with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
         doc["last_seen"] = freshness_doc(source_last_seen(store), utc_now())
+        doc["drains"] = drain_summary(store)
     if json:
         emit_json(doc)
         return
@@ -394,6 +396,12 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
         )
     out.print(f)
     _print_last_seen(out, doc["last_seen"])
+    d = doc["drains"]
+    if d["suggested"]:
+        t = Table("outcome", "suggestions", title="suggested drains and what followed")
+        for outcome, n in d["by_outcome"].items():
+            t.add_row(outcome, str(n))
+        out.print(t)
     u = doc["unplaced"]
     if u["no_ts"] or u["no_node"]:
         t = Table("file", "no time", "no node", title="events without a time or a node (kept)")

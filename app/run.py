@@ -44,7 +44,8 @@ from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.models.actions import ACTION_RANK, RiskAction
-from faultlens.models.freshness import default_as_of, quiet_sources, source_last_seen
+from faultlens.models.drains import update_drain_outcomes
+from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
 from faultlens.models.predictor import Prediction, predict_failures, save_predictions
 from faultlens.models.registry import LoadedModel, default_models_dir, load_model
 
@@ -214,7 +215,7 @@ def run_once(
     the prediction is for (default: just after the newest data, never ``now``)."""
     with run_lock(cfg.lock_file):
         model = load_model(cfg.models_dir or default_models_dir(cfg.db), cfg.model_version)
-        report, pred, last_seen = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
+        report, pred, last_seen, drains = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
         as_of = pred.as_of
         stopped = _logs_stopped(cfg, last_seen, now)
         horizon_h = float(model.card["horizon_h"])
@@ -274,6 +275,7 @@ def run_once(
             "resolved": len(plan.resolved),
             "unchanged": plan.unchanged,
         },
+        "drain_outcomes": drains,
         "textfile": str(cfg.textfile) if cfg.textfile else None,
         "needs_human": needs,
     }
@@ -283,10 +285,11 @@ def run_once(
 
 def _ingest_and_predict(
     cfg: RunConfig, model: LoadedModel, *, now: datetime, as_of: datetime | None
-) -> tuple[IngestReport | None, Prediction, pl.DataFrame]:
+) -> tuple[IngestReport | None, Prediction, pl.DataFrame, dict[str, int]]:
     """Ingest the configured paths, score as of ``as_of`` (default: just after the newest
-    data), and store the run's predictions (one transaction); also returns the newest row per
-    node and source."""
+    data), store the run's predictions (one transaction) and update what became of earlier
+    drain suggestions (``models.drains``); also returns the newest row per node and source and
+    the drain outcomes written."""
     with open_store(cfg.db, cfg.db_wait_s) as store:
         report = None
         if cfg.ingest_paths:
@@ -315,7 +318,8 @@ def _ingest_and_predict(
         log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
         save_predictions(store, pred, model.card["horizon_h"])
         log.info("predictions written")
-    return report, pred, last_seen
+        drains = update_drain_outcomes(store, newest_data(store) or as_of)
+    return report, pred, last_seen, drains
 
 
 def _logs_stopped(cfg: RunConfig, last_seen: pl.DataFrame, now: datetime) -> list[dict]:

@@ -86,6 +86,14 @@ def _tidy(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _has_rollup(store: Store) -> bool:
+    n = store.scalar(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name IN "
+        "('source_last_seen', 'source_last_seen_marks')"
+    )
+    return int(n or 0) == 2
+
+
 def source_last_seen_full(store: Store) -> pl.DataFrame:
     """``source_last_seen`` from every row (the baseline the rollup is checked against)."""
     return _tidy(store.query(_FULL_SQL.format(where=""), [TELEMETRY_SOURCE]))
@@ -98,6 +106,8 @@ def source_last_seen(store: Store) -> pl.DataFrame:
     cost follows what is new, not the length of the history; when the marks no longer hold (a
     reparse deleted rows, a checkpoint renumbered them, old events were given a time) it is
     rebuilt from every row. A writable store saves the result for the next call."""
+    if not _has_rollup(store):  # a database made before the rollup, opened read-only
+        return source_last_seen_full(store)
     stored = store.query("SELECT tbl, max_rowid, n_rows, untimed, mark FROM source_last_seen_marks")
     marks = {r[0]: (int(r[1]), int(r[2]), int(r[3] or 0), r[4] or "") for r in stored.rows()}
     if marks and _marks_hold(store, marks):
