@@ -324,6 +324,12 @@ def _dataset_sections(store: Store, f: Filters) -> list[tuple[str, str, Callable
     ]
 
 
+def _straggler_forecast(store: Store, f: Filters) -> Section:
+    from faultlens.reports.straggler_forecast import section  # scikit-learn: on demand
+
+    return section(store, f)
+
+
 def build_sections(store: Store, f: Filters, models_dir: Path | None = None) -> list[Section]:
     builders: list[tuple[str, str, Callable[[], Section]]] = [
         ("Overview", "overview", lambda: overview(store, f)),
@@ -332,6 +338,7 @@ def build_sections(store: Store, f: Filters, models_dir: Path | None = None) -> 
         ("Jobs", "jobs", lambda: jobs(store, f)),
         ("Predictions", "predictions", lambda: predictions(store, f, models_dir)),
         ("Stragglers", "stragglers", lambda: stragglers(store, f)),
+        ("Straggler forecast", "straggler-forecast", lambda: _straggler_forecast(store, f)),
         ("Recovery what-if", "recovery", lambda: recovery(store, f)),
         ("Reliability", "reliability", lambda: reliability(store, f)),
         *_dataset_sections(store, f),

@@ -7,6 +7,8 @@ import streamlit as st
 from faultlens.app.dashboard import ui
 from faultlens.app.dashboard.views import query
 from faultlens.reports import figures, q_detail
+from faultlens.reports import straggler_forecast as sf
+from faultlens.reports.filters import Filters
 
 
 def render() -> None:
@@ -32,6 +34,30 @@ def render() -> None:
     st.dataframe(found, hide_index=True)
     st.subheader("Cost per job")
     st.dataframe(jobs, hide_index=True)
+    forecast_panel(f)
+
+
+def forecast_panel(f: Filters) -> None:
+    """The straggler predictor: GPUs likely to straggle in their next window, and its test-split
+    quality beside the "straggled in the previous window" baseline."""
+    st.subheader("Next window: straggler predictor")
+    # the forecast runs once per snapshot, job and start; the node filter selects from it
+    fc = query(sf.straggler_forecast, Filters(since=f.since, job_id=f.job_id))
+    if fc.note:
+        st.info(fc.note)
+        return
+    if f.nodes:
+        fc = sf.narrowed(fc, f.nodes)
+    c = st.columns(len(sf.numbers(fc)))
+    for col, (label, value) in zip(c, sf.numbers(fc), strict=True):
+        col.metric(label, value)
+    ui.chart(st, sf.fig_straggler_forecast(fc.next), key="forecast")
+    st.caption(
+        f"Test split {fc.test_window[0]} to {fc.test_window[1]} ({fc.positives_test} "
+        "straggling windows); the baseline says a GPU straggles next if it straggles now."
+    )
+    st.dataframe(fc.metrics, hide_index=True, key="forecast_metrics")
+    st.dataframe(fc.next.head(sf.TOP_N), hide_index=True, key="forecast_next")
 
 
 if __name__ == "__main__":  # run by st.navigation as a page script
