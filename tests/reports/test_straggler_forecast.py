@@ -136,7 +136,8 @@ def test_dashboard_panel_under_apptest(cluster, monkeypatch, tmp_path) -> None:
     assert not at.exception, [e.value for e in at.exception]
     assert "Next window: straggler predictor" in [s.value for s in at.subheader]
     expected = _expected_next(cluster["db"]).head(sf.TOP_N)
-    shown = at.dataframe(key="forecast_next").value
+    shown = at.dataframe[-1].value  # the page's last table: the forecast's GPUs
+    assert at.dataframe[-2].value["scorer"].tolist() == ["model", "baseline"]
     assert shown["node"].tolist() == expected["node"].to_list()
     assert shown["gpu"].tolist() == expected["gpu"].to_list()
     labels = {m.label: m.value for m in at.metric}
