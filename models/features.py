@@ -93,6 +93,14 @@ def _point_wrap(sql: str, bases: Sequence[Base]) -> str:
     return f"SELECT node, gkey, {', '.join(aggs)} FROM ({sql}) GROUP BY node, gkey"
 
 
+def _in_nodes(col: str, nodes: Sequence[str] | None) -> tuple[str, list[object]]:
+    """``AND col IN nodes`` and its parameter (nothing when ``nodes`` is None: every node). The
+    node subset lets training build its grid a group of nodes at a time (``models.chunked``)."""
+    if nodes is None:
+        return "", []
+    return f" AND list_contains(?::VARCHAR[], {col})", [list(nodes)]
+
+
 def _warn_sql() -> tuple[str, list[object]]:
     """SQL predicate (events alias e) for a hardware warning, and its parameters."""
     sql = (
@@ -103,7 +111,13 @@ def _warn_sql() -> tuple[str, list[object]]:
 
 
 def event_buckets(
-    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool, point: bool = False
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    per_gpu: bool,
+    point: bool = False,
+    nodes: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Event counts per (node, GPU key, hour). Events are read from ``WARN_STREAK_H`` before
     ``lo`` so that a warning streak sees its history; buckets before ``lo`` are dropped by the
@@ -116,13 +130,14 @@ def event_buckets(
         cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
         params.extend(b.params)
     warn, warn_params = _warn_sql()
+    in_nodes, node_params = _in_nodes("e.node", nodes)
     gpu = _gkey_events(True)
     sql = (
         f"WITH x AS (SELECT e.node, {_gkey_events(per_gpu)} AS gkey, {gpu} AS gpu_key, "
         f"{_bucket_sql('e.ts')} AS b, e.ts, e.kind, e.code, e.severity, {warn} AS warn "
         "FROM events e LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
         "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu "
-        "WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL), "
+        f"WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL{in_nodes}), "
         "y AS (SELECT *, CASE WHEN warn THEN sum(CAST(warn AS INTEGER)) OVER ("
         "PARTITION BY node, gpu_key ORDER BY ts RANGE BETWEEN "
         f"INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW) END AS streak FROM x) "
@@ -131,12 +146,26 @@ def event_buckets(
     if point:
         sql = _point_wrap(sql, EVENT_BASES)
     return store.query(
-        sql, [_anchor_us(anchor), *warn_params, lo - timedelta(hours=WARN_STREAK_H), hi, *params]
+        sql,
+        [
+            _anchor_us(anchor),
+            *warn_params,
+            lo - timedelta(hours=WARN_STREAK_H),
+            hi,
+            *node_params,
+            *params,
+        ],
     )
 
 
 def telemetry_buckets(
-    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool, point: bool = False
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    per_gpu: bool,
+    point: bool = False,
+    nodes: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Counter increments and gauge aggregates per (node, GPU, hour); ``lo`` should start a day
     before the first bucket wanted, so the first increment has a previous value. Counters need
@@ -151,13 +180,14 @@ def telemetry_buckets(
         for name in COUNTER_METRICS
     ]
     gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
+    in_nodes, node_params = _in_nodes("t.node", nodes)
     sql = f"""
         WITH m AS (SELECT unnest(?::VARCHAR[]) AS metric, unnest(?::VARCHAR[]) AS grp),
         h AS (
             SELECT t.node, t.gpu, t.metric, any_value(m.grp) AS grp, {_bucket_sql("t.ts")} AS b,
                    max(t.value) AS vmax
             FROM telemetry t JOIN m ON t.metric = m.metric
-            WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL
+            WHERE t.ts >= ? AND t.ts < ? AND t.node IS NOT NULL{in_nodes}
             GROUP BY t.node, t.gpu, t.metric, b
         ), c AS (
             SELECT *, vmax - lag(vmax) OVER (PARTITION BY node, gpu, metric ORDER BY b) AS d
@@ -165,7 +195,7 @@ def telemetry_buckets(
         )
         SELECT node, {gkey} AS gkey, b, {", ".join(cols)} FROM c GROUP BY ALL
     """
-    params = [names, grps, _anchor_us(anchor), lo, hi]
+    params = [names, grps, _anchor_us(anchor), lo, hi, *node_params]
     if point:
         counters = [b for b in TELEMETRY_BASES if b.name in COUNTER_METRICS]
         inc_frame = store.query(_point_wrap(sql, counters), params)
@@ -174,7 +204,7 @@ def telemetry_buckets(
     return (
         store.query(sql, params)
         .join(
-            _telemetry_gauges(store, lo, hi, anchor, per_gpu),
+            _telemetry_gauges(store, lo, hi, anchor, per_gpu, nodes),
             on=["node", "gkey", "b"],
             how="full",
             coalesce=True,
@@ -184,7 +214,12 @@ def telemetry_buckets(
 
 
 def _telemetry_gauges(
-    store: Store, lo: datetime, hi: datetime, anchor: datetime, per_gpu: bool
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    per_gpu: bool,
+    nodes: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """Hourly gauge aggregates (max / sum / samples of each gauge, HW-throttled samples)."""
     gauge = {m: g for g, ms in GAUGE_METRICS.items() for m in ms}
@@ -202,13 +237,17 @@ def _telemetry_gauges(
         ]
         params += [list(ms)] * 3
     gkey = "coalesce(CAST(gpu AS VARCHAR), '')" if per_gpu else "''"
+    in_nodes, node_params = _in_nodes("node", nodes)
     sql = f"""
         SELECT node, {gkey} AS gkey, {_bucket_sql("ts")} AS b, {", ".join(cols)}
         FROM telemetry
         WHERE ts >= ? AND ts < ? AND node IS NOT NULL AND list_contains(?::VARCHAR[], metric)
+          {in_nodes}
         GROUP BY ALL
     """
-    return store.query(sql, [_anchor_us(anchor), *params, lo, hi, [*gauge, *THROTTLE_METRICS]])
+    return store.query(
+        sql, [_anchor_us(anchor), *params, lo, hi, [*gauge, *THROTTLE_METRICS], *node_params]
+    )
 
 
 def _telemetry_gauges_point(
@@ -260,7 +299,14 @@ def _telemetry_gauges_point(
     )
 
 
-def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
+def job_buckets(
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    nodes: Sequence[str] | None = None,
+) -> pl.DataFrame:
+    in_nodes, node_params = _in_nodes("node", nodes)
     sql = f"""
         WITH j AS (
             SELECT unnest(nodes) AS node, "end" AS ts, state,
@@ -271,18 +317,26 @@ def job_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> p
                count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes <= 1) AS node_fail_single,
                count(*) FILTER (WHERE state LIKE 'NODE_FAIL%' AND n_nodes > 1) AS node_fail_multi,
                count(*) FILTER (WHERE state LIKE 'FAILED%') AS jobs_failed
-        FROM j GROUP BY ALL
+        FROM j WHERE true{in_nodes} GROUP BY ALL
     """
-    return store.query(sql, [lo, hi, _anchor_us(anchor)])
+    return store.query(sql, [lo, hi, _anchor_us(anchor), *node_params])
 
 
-def attribution_buckets(store: Store, lo: datetime, hi: datetime, anchor: datetime) -> pl.DataFrame:
+def attribution_buckets(
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    anchor: datetime,
+    nodes: Sequence[str] | None = None,
+) -> pl.DataFrame:
+    in_nodes, node_params = _in_nodes("node", nodes)
     sql = f"""
         SELECT node, '' AS gkey, {_bucket_sql('"end"')} AS b, count(*) AS attr_any,
                count(*) FILTER (WHERE list_contains(?::VARCHAR[], cause)) AS attr_hw
-        FROM attributions WHERE "end" >= ? AND "end" < ? AND node IS NOT NULL GROUP BY ALL
+        FROM attributions WHERE "end" >= ? AND "end" < ? AND node IS NOT NULL{in_nodes}
+        GROUP BY ALL
     """
-    return store.query(sql, [_anchor_us(anchor), list(HARDWARE_CAUSES), lo, hi])
+    return store.query(sql, [_anchor_us(anchor), list(HARDWARE_CAUSES), lo, hi, *node_params])
 
 
 def failure_buckets(episodes: pl.DataFrame, anchor: datetime, per_gpu: bool) -> pl.DataFrame:
@@ -310,21 +364,25 @@ def load_buckets(
     per_gpu: bool,
     telemetry_lo: datetime | None = None,
     point: bool = False,
+    nodes: Sequence[str] | None = None,
 ) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
     """All sparse hourly frames for buckets in ``[lo, hi)`` and the failure episodes behind them.
 
     ``telemetry_lo`` lets a point evaluation read telemetry only as far back as its longest
-    window needs; a day more is read so the first counter increment has a previous value."""
+    window needs; a day more is read so the first counter increment has a previous value.
+    ``nodes``: only these nodes' rows (None: every node)."""
     tel_lo = max(lo, telemetry_lo) if telemetry_lo is not None else lo
     episodes = episodes_from_events(target_events(store, lo - HOUR, hi))
     episodes = episodes.filter(pl.col("ts") >= lo)
+    if nodes is not None:
+        episodes = episodes.filter(pl.col("node").is_in(list(nodes)))
     frames = {
-        "events": event_buckets(store, lo, hi, anchor, per_gpu, point),
+        "events": event_buckets(store, lo, hi, anchor, per_gpu, point, nodes),
         "telemetry": telemetry_buckets(
-            store, tel_lo - timedelta(days=1), hi, anchor, per_gpu, point
+            store, tel_lo - timedelta(days=1), hi, anchor, per_gpu, point, nodes
         ),
-        "jobs": job_buckets(store, lo, hi, anchor),
-        "attributions": attribution_buckets(store, lo, hi, anchor),
+        "jobs": job_buckets(store, lo, hi, anchor, nodes),
+        "attributions": attribution_buckets(store, lo, hi, anchor, nodes),
         "failures": failure_buckets(episodes, anchor, per_gpu),
     }
     lo_b = int((lo - anchor) / HOUR)
@@ -388,14 +446,24 @@ class FeatureGrid:
     (``labelable`` is False): their future is not in the data yet.
     """
 
-    def __init__(self, store: Store, start: datetime, end: datetime, *, horizon_h: float) -> None:
+    def __init__(
+        self,
+        store: Store,
+        start: datetime,
+        end: datetime,
+        *,
+        horizon_h: float,
+        nodes: Sequence[str] | None = None,
+    ) -> None:
+        """``nodes``: the grid of these nodes only (a group of a chunked training run; None:
+        every node seen in the period)."""
         self.start = floor_hour(start)
         self.T = max(1, int(np.ceil((end - self.start) / HOUR)))
         self.end = self.start + self.T * HOUR
         self.horizon = max(1, int(np.ceil(horizon_h)))
-        self.nodes = node_universe(store, self.start, self.end)
+        self.nodes = node_universe(store, self.start, self.end) if nodes is None else sorted(nodes)
         self.frames, self.episodes = load_buckets(
-            store, self.start, self.end, self.start, per_gpu=False
+            store, self.start, self.end, self.start, per_gpu=False, nodes=nodes
         )
         self._index = pl.DataFrame(
             {"node": self.nodes, "ni": np.arange(len(self.nodes), dtype=np.int64)}

@@ -29,7 +29,6 @@ from tests.app.test_dashboard_browser import (
     _free_port,
     _no_exception,
     _wait_http,
-    _wait_idle,
 )
 from tests.models.test_stragglers import START, ingest_file
 
@@ -167,6 +166,18 @@ def dashboard(cluster, tmp_path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+def _wait_idle(page, timeout_ms: int = 300_000) -> None:  # noqa: ANN001
+    """Until Streamlit finished the run: detection and two predictor fits take a while on a
+    loaded machine (the dashboard's own pages wait 60 s)."""
+    page.wait_for_selector("[data-testid='stMain']", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=\"stApp\"]')"
+        "?.getAttribute('data-test-script-state') === 'notRunning'"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
+        timeout=timeout_ms,
+    )
+
+
 @pytest.mark.integration
 def test_dashboard_panel_in_chromium(dashboard, cluster, tmp_path) -> None:
     from playwright.sync_api import sync_playwright
@@ -180,7 +191,7 @@ def test_dashboard_panel_in_chromium(dashboard, cluster, tmp_path) -> None:
             page = browser.new_page(viewport={"width": 1400, "height": 2400})
             page.goto(f"{dashboard}/stragglers", timeout=120_000)
             _wait_idle(page)
-            page.get_by_text("Next window: straggler predictor").wait_for(timeout=120_000)
+            page.get_by_text("Next window: straggler predictor").wait_for(timeout=300_000)
             _wait_idle(page)
             _no_exception(page)
             # the chart drew its bars (plotly's SVG) with the forecast's title
