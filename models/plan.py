@@ -7,9 +7,17 @@ node x hour arrays per base column while the windowed sums are built. The estima
     peak ~ BASE_GB + 2.2 x window_rows x (features + 4) x 4 B + 4 x node_hours x 8 B
 
 where ``window_rows`` is the larger of the calibration and test windows; it is fitted on
-``bench.bench_models`` (12,500 nodes x 42 days: 4.85 GB estimated, 4.89 GB measured). A plan over
-the limit stops with a message naming the ``--since`` that fits, instead of being killed by the
-kernel half-way.
+``bench.bench_models`` (12,500 nodes x 42 days: 4.85 GB estimated, 4.89 GB measured).
+
+Over the limit, training runs in node groups (``models.chunked``): one group's grid and tables
+at a time, beside the sampled training and calibrator rows and the compact scored rows of the
+calibration and test windows (``COMPACT_ROW_B`` each):
+
+    peak ~ BASE_GB + sampled_rows x (features + 4) x 4 B x 2.2
+           + node_hours x (calib + test share) x COMPACT_ROW_B + group x hours x per_node_hour
+
+``check_chunked_plan`` picks the largest group that fits; when not even one node does, it stops
+with a message naming the ``--since`` that fits, instead of being killed by the kernel half-way.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from faultlens.ingest.errors import ConfigError
 from faultlens.models.feature_catalog import FEATURES
 
 BASE_GB = 0.6  # interpreter, LightGBM, DuckDB buffers
+COMPACT_ROW_B = 96  # a scored row of the chunked path (node, ts, label, baselines, score) + copies
 GB = 1024**3
 
 
@@ -76,4 +85,41 @@ def check_plan(
         f"training on {plan.nodes:,} nodes x {plan.hours / 24:,.0f} days needs about "
         f"{plan.estimate_gb:,.1f} GB, over the {plan.limit_gb:g} GB limit: train on the last "
         f"{fit_h / 24:,.0f} days (--since {since}) or raise --max-memory-gb"
+    )
+
+
+def _since_for(end: datetime, fit_h: int) -> str:
+    """The next midnight after ``end - fit_h`` (a whole date for the command line)."""
+    earliest = end - timedelta(hours=fit_h)
+    return (datetime.combine(earliest.date(), datetime.min.time()) + timedelta(days=1)).strftime(
+        "%Y-%m-%d"
+    )
+
+
+def check_chunked_plan(
+    plan: MemoryPlan,
+    end: datetime,
+    *,
+    test_fraction: float,
+    calib_fraction: float,
+    max_train_rows: int,
+    max_calib_rows: int,
+) -> int:
+    """The largest node group whose chunked run fits ``plan.limit_gb`` (see the module doc);
+    ``ConfigError`` with the ``--since`` that fits when not even a group of one node does."""
+    share = max(test_fraction, calib_fraction)
+    sampled_gb = 2.2 * (max_train_rows + max_calib_rows) * (len(FEATURES) + 4) * 4 / GB
+    per_hour_compact = plan.nodes * (test_fraction + calib_fraction) * COMPACT_ROW_B
+    fixed_gb = BASE_GB + sampled_gb + plan.hours * per_hour_compact / GB
+    per_node_gb = plan.hours * _per_node_hour(share) / GB
+    group = int((plan.limit_gb - fixed_gb) / per_node_gb) if per_node_gb > 0 else plan.nodes
+    if group >= 1:
+        return min(group, max(plan.nodes, 1))
+    room = max(plan.limit_gb - BASE_GB - sampled_gb, 0.0) * GB
+    fit_h = int(room / (per_hour_compact + _per_node_hour(share)))
+    raise ConfigError(
+        f"training on {plan.nodes:,} nodes x {plan.hours / 24:,.0f} days is over the "
+        f"{plan.limit_gb:g} GB limit even one node at a time (the scored calibration and test "
+        f"rows alone take {plan.hours * per_hour_compact / GB:,.1f} GB): train on the last "
+        f"{fit_h / 24:,.0f} days (--since {_since_for(end, fit_h)}) or raise --max-memory-gb"
     )

@@ -239,6 +239,9 @@ class TrainConfig:
     # ``max_memory_gb`` (models.plan) stops before the tables are built.
     since: datetime | None = None
     max_memory_gb: float = 8.0
+    # Node-group size of a chunked run (models.chunked); None: chunked only when the unchunked
+    # plan is over max_memory_gb.
+    node_group: int | None = None
     n_jobs: int = 1  # LightGBM threads (2 oversubscribes a shared 2-core machine: OpenMP spins)
     params: dict[str, Any] = field(default_factory=dict)
 
@@ -333,6 +336,13 @@ def train_failure_model(
         if cfg.since >= min(hi, as_of):
             raise ModelError(f"no data after --since {cfg.since:%Y-%m-%d %H:%M} to train on")
         lo = max(lo, cfg.since)
+    from faultlens.models.chunked import node_group_for, train_chunked  # bounded memory
+
+    group = node_group_for(store, lo, min(hi, as_of), cfg)
+    if group is not None:
+        return train_chunked(
+            store, lo, min(hi, as_of), cfg, group, created=now or as_of, client=client
+        )
     _check_memory(store, lo, min(hi, as_of), cfg)
     grid = FeatureGrid(store, lo, min(hi, as_of), horizon_h=cfg.horizon_h)
     split = time_split(

@@ -11,7 +11,14 @@ from typer.testing import CliRunner
 from faultlens.ingest.errors import ConfigError
 from faultlens.ingest.store import Store
 from faultlens.models.feature_catalog import FEATURES
-from faultlens.models.plan import BASE_GB, GB, check_plan, plan_training
+from faultlens.models.plan import (
+    BASE_GB,
+    COMPACT_ROW_B,
+    GB,
+    check_chunked_plan,
+    check_plan,
+    plan_training,
+)
 from tests.models.synthetic import random_cluster
 
 END = datetime(2035, 1, 1)
@@ -60,3 +67,26 @@ def test_train_cli_stops_over_the_limit_and_trains_since(tmp_path) -> None:
     doc = json.loads(res.stdout)
     card = json.loads((tmp_path / "models" / doc["model_version"] / "model_card.json").read_text())
     assert datetime.fromisoformat(card["data_window"][0]) >= since
+
+
+def test_chunked_plan_picks_the_largest_group_that_fits() -> None:
+    start = END - timedelta(days=3650)
+    plan = plan_training(1524, start, END, limit_gb=8.0, **FR)
+    rows = {"max_train_rows": 300_000, "max_calib_rows": 800_000}
+    group = check_chunked_plan(plan, END, **FR, **rows)
+    hours = plan.hours
+    per_node = hours * (2.2 * 0.25 * (len(FEATURES) + 4) * 4 + 32) / GB
+    fixed = (
+        BASE_GB
+        + 2.2 * 1_100_000 * (len(FEATURES) + 4) * 4 / GB
+        + 1524 * hours * 0.5 * COMPACT_ROW_B / GB
+    )
+    assert 1 <= group < 1524
+    assert fixed + group * per_node <= 8.0 < fixed + (group + 1) * per_node
+    # a limit below the fixed part: stopped, with a --since whose plan fits one node at a time
+    small = plan_training(1524, start, END, limit_gb=3.0, **FR)
+    with pytest.raises(ConfigError, match=r"over the 3 GB limit even one node") as err:
+        check_chunked_plan(small, END, **FR, **rows)
+    since = datetime.strptime(err.value.args[0].split("--since ")[1][:10], "%Y-%m-%d")
+    later = plan_training(1524, since, END, limit_gb=3.0, **FR)
+    assert check_chunked_plan(later, END, **FR, **rows) >= 1

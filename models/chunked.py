@@ -1,0 +1,270 @@
+"""Training in node groups: the same model as ``train_failure_model`` in bounded memory.
+
+The unchunked path holds one dense node x hour grid of the whole history and the full
+calibration and test windows' feature tables (``models.plan``: about 35 GB for 10 years x 1,500
+nodes). Here the grid is built for a group of nodes at a time (``FeatureGrid(nodes=...)``, whose
+queries read only those nodes), in two passes:
+
+1. per group: the training rows (every positive, negatives sampled at one fleet-wide rate to
+   about ``max_train_rows``) and the calibrator's rows (the calibration window, negatives sampled
+   to about ``max_calib_rows``), features kept; then the model is fitted on them;
+2. per group again: the calibration and test windows' rows, scored by the model and kept in a
+   compact form (node, time, label, score and the two baselines' columns), features dropped.
+
+Thresholds, baselines and metrics are then computed on the compact rows exactly as the
+unchunked path does. What differs: negatives are sampled at a rate set from the fleet's row
+count (not its exact negative count), and per group with its own random stream; with one group
+and no sampling both paths fit on the same rows. The peak is one group's grid and tables plus
+the sampled rows and the compact rows; ``plan.chunked_group_size`` picks the largest group that
+fits the memory limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from faultlens.ingest.errors import ModelError
+from faultlens.ingest.store import Store
+from faultlens.models.actions import Thresholds
+from faultlens.models.evaluate import (
+    LEMON_COLUMN,
+    RULE_COLUMNS,
+    Split,
+    baseline_thresholds,
+    choose_threshold,
+    evaluate_all,
+    time_split,
+)
+from faultlens.models.feature_catalog import FEATURES
+from faultlens.models.features import FeatureGrid, floor_hour, node_universe
+from faultlens.models.plan import check_chunked_plan, plan_training
+
+log = logging.getLogger(__name__)
+
+_COMPACT = ("node", "ts", "label", *dict.fromkeys((*RULE_COLUMNS, LEMON_COLUMN)))
+
+
+@dataclass(frozen=True)
+class GridShape:
+    """What the model card needs of a grid (``predictor._card``), for all groups together."""
+
+    start: datetime
+    end: datetime
+    nodes: list[str]
+    episodes: pl.DataFrame
+
+
+def node_group_for(store: Store, lo: datetime, hi: datetime, cfg: Any) -> int | None:
+    """The node-group size to train with: ``cfg.node_group`` when set; None (unchunked) when the
+    unchunked plan fits ``cfg.max_memory_gb``; else the largest group that fits, or
+    ``ConfigError`` (with the ``--since`` that fits) when not even one node does."""
+    if cfg.node_group:
+        return int(cfg.node_group)
+    fractions = {"test_fraction": cfg.test_fraction, "calib_fraction": cfg.calib_fraction}
+    nodes = len(node_universe(store, floor_hour(lo), hi))
+    plan = plan_training(nodes, lo, hi, limit_gb=cfg.max_memory_gb, **fractions)
+    if plan.fits:
+        return None
+    group = check_chunked_plan(
+        plan,
+        hi,
+        max_train_rows=cfg.max_train_rows,
+        max_calib_rows=cfg.max_calib_rows,
+        **fractions,
+    )
+    log.info(
+        "the unchunked plan needs about %.1f GB (limit %g GB): training in groups of %d nodes",
+        plan.estimate_gb,
+        cfg.max_memory_gb,
+        group,
+    )
+    return group
+
+
+def _groups(nodes: list[str], size: int) -> list[list[str]]:
+    return [nodes[i : i + size] for i in range(0, len(nodes), max(size, 1))]
+
+
+def _window_masks(grid: FeatureGrid, split: Split, horizon_h: float) -> dict[str, np.ndarray]:
+    """Per window, the labelable rows (calibration and test with a horizon of lead-in, as in
+    ``predictor._masks``), and ``calib_fit``: the calibration window proper."""
+    times = grid.row_times()
+    h = np.timedelta64(int(round(horizon_h * 3600)), "s")
+    out = {}
+    for name in ("train", "calib", "test", "calib_fit"):
+        lo, hi = getattr(split, "calib" if name == "calib_fit" else name)
+        lead = name in ("calib", "test")
+        lo64 = np.datetime64(lo, "us") - (h if lead else np.timedelta64(0, "s"))
+        inside = (times >= lo64) & (times <= np.datetime64(hi, "us")) & grid.labelable
+        out[name] = np.broadcast_to(inside, grid.shape)
+    return out
+
+
+def _rate(limit: int, rows: int) -> float:
+    return min(1.0, limit / max(rows, 1))
+
+
+def _sampled(mask: np.ndarray, labels: np.ndarray, keep: float, rng: np.random.Generator):
+    if keep >= 1.0:
+        return mask.copy()
+    return mask & (labels | (rng.random(mask.shape, dtype=np.float32) < keep))
+
+
+def train_chunked(
+    store: Store,
+    lo: datetime,
+    hi: datetime,
+    cfg: Any,
+    group: int,
+    *,
+    created: datetime,
+    client: Any = None,
+) -> Any:
+    """``train_failure_model`` on ``[lo, hi]`` in node groups of ``group`` (see the module doc);
+    returns its ``TrainResult``."""
+    from faultlens.models.predictor import TrainResult, _card, _score
+
+    start = floor_hour(lo)
+    nodes = node_universe(store, start, hi)
+    probe = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=nodes[:1])
+    split = time_split(
+        probe.start,
+        probe.end,
+        cfg.horizon_h,
+        test_fraction=cfg.test_fraction,
+        calib_fraction=cfg.calib_fraction,
+        warmup_h=cfg.warmup_h,
+    )
+    times = _window_masks(probe, split, cfg.horizon_h)
+    keep_train = _rate(cfg.max_train_rows, len(nodes) * int(times["train"][0].sum()))
+    keep_calib = _rate(cfg.max_calib_rows, len(nodes) * int(times["calib_fit"][0].sum()))
+    grid_end = probe.end
+    del probe
+    groups = _groups(nodes, group)
+    log.info("chunked training: %d nodes in %d groups of %d", len(nodes), len(groups), group)
+    train_parts, fit_parts, episodes = [], [], []
+    for gi, names in enumerate(groups):  # pass 1: sampled rows with their features
+        grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
+        masks = _window_masks(grid, split, cfg.horizon_h)
+        rng = np.random.default_rng([cfg.seed, gi])
+        picked = {
+            "train": _sampled(masks["train"], grid.labels, keep_train, rng),
+            "calib_fit": _sampled(masks["calib_fit"], grid.labels, keep_calib, rng),
+        }
+        tables = grid.table(picked)
+        train_parts.append(tables["train"])
+        fit_parts.append(tables["calib_fit"])
+        episodes.append(grid.episodes)
+        del grid, masks, tables
+    train = pl.concat(train_parts)
+    fit_cal = pl.concat(fit_parts)
+    del train_parts, fit_parts
+    all_episodes = pl.concat(episodes).sort("node", "ts")
+    for name, t in (("training", train), ("calibration", fit_cal)):
+        if t["label"].sum() == 0:
+            raise ModelError(
+                f"no failure in the {name} window ({all_episodes.height} failure "
+                "episodes in all): more history is needed to train"
+            )
+    y = train["label"].to_numpy()
+    y_cal = fit_cal["label"].to_numpy()
+    est = _fit(
+        cfg,
+        train.select(FEATURES).to_numpy(),
+        y,
+        np.where(y > 0, 1.0, 1.0 / keep_train),
+        fit_cal.select(FEATURES).to_numpy(),
+        y_cal,
+        np.where(y_cal > 0, 1.0, 1.0 / keep_calib),
+        client,
+    )
+    counts = {"train": (train.height, int(y.sum()))}
+    del train, fit_cal
+    compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
+    for names in groups:  # pass 2: every calibration and test row, scored, features dropped
+        grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
+        masks = _window_masks(grid, split, cfg.horizon_h)
+        for window in ("calib", "test"):
+            table = grid.table({window: masks[window]})[window]
+            scores = _score(est, table)
+            compact[window].append(table.select(_COMPACT).with_columns(pl.Series("score", scores)))
+            del table
+        del grid, masks
+    calib = pl.concat(compact.pop("calib"))
+    test = pl.concat(compact.pop("test"))
+    counts["calib"] = (calib.height, int(calib["label"].sum()))
+    counts["test"] = (test.height, int(test["label"].sum()))
+    thresholds, baselines, op = _thresholds(calib, all_episodes, split, cfg)
+    k = cfg.k or max(1, round(0.01 * len(nodes)))
+    metrics = evaluate_all(
+        test,
+        test["score"].to_numpy(),
+        all_episodes,
+        horizon_h=cfg.horizon_h,
+        k=k,
+        thresholds={"model": op, **baselines},
+        window=split.test,
+    )
+    shape = GridShape(start, grid_end, nodes, all_episodes)
+    card = _card(shape, split, cfg, est, thresholds, metrics, counts, k, created)
+    card["chunked"] = {"node_group": group, "groups": len(groups)}
+    if client is not None:
+        from faultlens.models.dask_train import worker_count
+
+        card["trained_on"] = {"dask_workers": worker_count(client)}
+    return TrainResult(est, thresholds, split, metrics, card)
+
+
+def _fit(
+    cfg: Any,
+    X: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    X_cal: np.ndarray,
+    y_cal: np.ndarray,
+    w_cal: np.ndarray,
+    client: Any,
+) -> Any:
+    """The estimator ``predictor._fit`` builds, fitted on already sampled rows and weights."""
+    from faultlens.models.feature_catalog import monotone_constraints
+    from faultlens.models.predictor import FailurePredictor
+
+    params = {"n_jobs": cfg.n_jobs, **cfg.params}
+    if cfg.monotone:
+        params.setdefault("monotone_constraints", monotone_constraints())
+    est = FailurePredictor(random_state=cfg.seed, **params)
+    return est.fit(
+        X, y, sample_weight=w, X_calib=X_cal, y_calib=y_cal, calib_weight=w_cal, dask_client=client
+    )
+
+
+def _thresholds(
+    calib: pl.DataFrame, episodes: pl.DataFrame, split: Split, cfg: Any
+) -> tuple[Thresholds, dict[str, float], float]:
+    """The operating and drain-now thresholds and the baselines', as ``train_failure_model``
+    picks them, from the compact calibration rows."""
+    cal_rows = calib.select("node", "ts", "score")
+    pick = {
+        "failures": episodes,
+        "horizon_h": cfg.horizon_h,
+        "window": split.calib,
+        "min_alerts": cfg.min_alerts,
+    }
+    op = max(
+        cfg.min_threshold, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
+    )
+    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
+    baselines = baseline_thresholds(
+        calib,
+        episodes,
+        horizon_h=cfg.horizon_h,
+        window=split.calib,
+        target_precision=cfg.target_precision,
+    )
+    return Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr), baselines, op
