@@ -9,9 +9,10 @@ its event count needs (0.5M events: 60 days; 5M: 600 days; 50M: 6,000 days). Row
 time order, as the scheduled ingests of a growing log write them. One model, trained on the
 smallest database, scores every one.
 
-Timed, each in its own process (the best of two runs), with the configured log unchanged:
+Timed, each in its own process, with the configured log unchanged:
 
-- `faultlens run --as-of END` (the configured log unchanged: no ingest, no refresh);
+- `faultlens run --as-of END` (the configured log unchanged: no ingest, no refresh), the best of
+  three runs after a first one (which saves the freshness rollup);
 - in process, the stages of the prediction (``source_last_seen``, ``point_features``, the alert
   context), to say where time goes.
 
@@ -43,18 +44,20 @@ def days_for(n_events: int) -> int:
     return max(30, round(n_events / EVENTS_PER_DAY))
 
 
-def build(path: Path, n_events: int, days: int | None = None) -> datetime:
-    """A database of ``n_events`` events at the fixed rate (or over ``days``); returns the end
-    of its history."""
+def build(path: Path, n_events: int, days: int | None = None, fresh: bool = True) -> datetime:
+    """A database of ``n_events`` events at the fixed rate (or over ``days``), new or (``fresh``
+    False) appended to what ``path`` holds; returns the end of its history."""
     from faultlens.ingest.catalog import load_catalog
     from faultlens.ingest.store import Store
 
     days = days or days_for(n_events)
     span_s = days * 86400
     n_jobs = max(n_events // 250, 100)
-    path.unlink(missing_ok=True)
+    if fresh:
+        path.unlink(missing_ok=True)
     with Store(path) as store:
-        store.load_xid_catalog(load_catalog())
+        if store.count("xid_catalog") == 0:
+            store.load_xid_catalog(load_catalog())
         store.execute(
             "INSERT INTO gpus (node, gpu_index, pci_bus_id, last_seen, source, file) "
             "SELECT printf('gpu%03d', n), i, (?::VARCHAR[])[i + 1], ?::TIMESTAMP, "
@@ -147,21 +150,29 @@ def stages(db: Path, models: Path, as_of: datetime) -> dict[str, float]:
 def measure(folder: Path, n_events: int, models: Path) -> dict[str, float]:
     folder.mkdir(parents=True, exist_ok=True)
     db = folder / "f.duckdb"
-    t = time.perf_counter()
-    end = build(db, n_events)
-    row: dict[str, float] = {"events": n_events, "days": days_for(n_events)}
-    row["build_s"] = time.perf_counter() - t
+    db.unlink(missing_ok=True)
+    end = T0 + timedelta(days=days_for(n_events))
+    # The configured log is ingested first, into the empty database (its refresh is then cheap),
+    # and the history appended after: a run then finds the log unchanged, as a scheduled run
+    # does between two appends.
     log = folder / "kern.log"
+    log.unlink(missing_ok=True)
     write_log(log, end - timedelta(hours=1), 5)
     faultlens("ingest", str(log), "--db", str(db), "--quiet")
+    t = time.perf_counter()
+    build(db, n_events, fresh=False)
+    row: dict[str, float] = {"events": n_events, "days": days_for(n_events)}
+    row["build_s"] = time.perf_counter() - t
     config = folder / "faultlens.toml"
     config.write_text(
         f'[faultlens]\ndb = "{db}"\nmodels_dir = "{models}"\n[ingest]\npaths = ["{log}"]\n'
     )
     as_of = ["--as-of", end.isoformat()]
     row["load_before"] = os.getloadavg()[0]
+    # the first run saves the freshness rollup; the next ones are the scheduled job's steady state
+    row["run_first_s"] = faultlens("run", "--config", str(config), *as_of)[0]
     row["run_nothing_new_s"] = min(
-        faultlens("run", "--config", str(config), *as_of)[0] for _ in "ab"
+        faultlens("run", "--config", str(config), *as_of)[0] for _ in range(3)
     )
     row["load_after"] = os.getloadavg()[0]
     code = (
@@ -220,15 +231,16 @@ def table(rows: list[dict]) -> str:
     small = rows[0]
     keys = ("source_last_seen_s", "default_as_of_s", "point_features_s", "alert_context_s")
     lines = [
-        "| events | days | `run`, nothing new, s | over the smallest | "
+        "| events | days | first `run` s | `run`, nothing new, s | over the smallest | "
         + " | ".join(k.removesuffix("_s") + " s" for k in keys)
         + " | load 1m before / after |",
-        "|---:|---:|---:|---:|" + "---:|" * len(keys) + "---|",
+        "|---:|---:|---:|---:|---:|" + "---:|" * len(keys) + "---|",
     ]
     for r in rows:
         ratio = r["run_nothing_new_s"] / small["run_nothing_new_s"]
         lines.append(
-            f"| {r['events']:,} | {r['days']:,} | {r['run_nothing_new_s']:.2f} | {ratio:.2f} | "
+            f"| {r['events']:,} | {r['days']:,} | {r['run_first_s']:.2f} | "
+            f"{r['run_nothing_new_s']:.2f} | {ratio:.2f} | "
             + " | ".join(f"{r[k]:.2f}" for k in keys)
             + f" | {r['load_before']:.1f} / {r['load_after']:.1f} |"
         )
