@@ -34,11 +34,11 @@ from faultlens.ingest.store import Store
 from faultlens.models.actions import Thresholds
 from faultlens.models.evaluate import (
     LEMON_COLUMN,
-    RULE_COLUMNS,
     Split,
     baseline_thresholds,
     choose_threshold,
-    evaluate_all,
+    metrics,
+    rule_score,
     time_split,
 )
 from faultlens.models.feature_catalog import FEATURES
@@ -46,8 +46,6 @@ from faultlens.models.features import FeatureGrid, floor_hour, node_universe
 from faultlens.models.plan import check_chunked_plan, plan_training
 
 log = logging.getLogger(__name__)
-
-_COMPACT = ("node", "ts", "label", *dict.fromkeys((*RULE_COLUMNS, LEMON_COLUMN)))
 
 
 @dataclass(frozen=True)
@@ -166,6 +164,7 @@ def train_chunked(
     fit_cal = pl.concat(fit_parts)
     del train_parts, fit_parts
     all_episodes = pl.concat(episodes).sort("node", "ts")
+    all_episodes = all_episodes.with_columns(pl.col("node").cast(pl.Enum(nodes)))
     for name, t in (("training", train), ("calibration", fit_cal)):
         if t["label"].sum() == 0:
             raise ModelError(
@@ -187,13 +186,13 @@ def train_chunked(
     counts = {"train": (train.height, int(y.sum()))}
     del train, fit_cal
     compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
+    node_type = pl.Enum(nodes)  # 4 bytes a row, sorted like the names
     for names in groups:  # pass 2: every calibration and test row, scored, features dropped
         grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
         masks = _window_masks(grid, split, cfg.horizon_h)
         for window in ("calib", "test"):
             table = grid.table({window: masks[window]})[window]
-            scores = _score(est, table)
-            compact[window].append(table.select(_COMPACT).with_columns(pl.Series("score", scores)))
+            compact[window].append(_compact(table, _score(est, table), node_type))
             del table
         del grid, masks
     calib = pl.concat(compact.pop("calib"))
@@ -202,23 +201,57 @@ def train_chunked(
     counts["test"] = (test.height, int(test["label"].sum()))
     thresholds, baselines, op = _thresholds(calib, all_episodes, split, cfg)
     k = cfg.k or max(1, round(0.01 * len(nodes)))
-    metrics = evaluate_all(
-        test,
-        test["score"].to_numpy(),
-        all_episodes,
-        horizon_h=cfg.horizon_h,
-        k=k,
-        thresholds={"model": op, **baselines},
-        window=split.test,
+    found = _evaluate(test, all_episodes, {"model": op, **baselines}, cfg.horizon_h, k, split)
+    shape = GridShape(
+        start, grid_end, nodes, all_episodes.with_columns(pl.col("node").cast(pl.String))
     )
-    shape = GridShape(start, grid_end, nodes, all_episodes)
-    card = _card(shape, split, cfg, est, thresholds, metrics, counts, k, created)
+    card = _card(shape, split, cfg, est, thresholds, found, counts, k, created)
     card["chunked"] = {"node_group": group, "groups": len(groups)}
     if client is not None:
         from faultlens.models.dask_train import worker_count
 
         card["trained_on"] = {"dask_workers": worker_count(client)}
-    return TrainResult(est, thresholds, split, metrics, card)
+    return TrainResult(est, thresholds, split, found, card)
+
+
+def _compact(table: pl.DataFrame, scores: np.ndarray, node_type: pl.Enum) -> pl.DataFrame:
+    """A scored row without its features: node, ts, label, the model's score and the two
+    baselines' (``evaluate.rule_score``, and the lemon count under its own column name, which
+    ``baseline_thresholds`` reads)."""
+    return pl.DataFrame(
+        [
+            table["node"].cast(node_type),
+            table["ts"],
+            table["label"].cast(pl.Int8),
+            pl.Series("score", scores),
+            pl.Series("rule", rule_score(table), dtype=pl.Float32),
+            table[LEMON_COLUMN].cast(pl.Float32),
+        ]
+    )
+
+
+def _evaluate(
+    test: pl.DataFrame,
+    episodes: pl.DataFrame,
+    thresholds: dict[str, float],
+    horizon_h: float,
+    k: int,
+    split: Split,
+) -> dict[str, dict]:
+    """``evaluate.evaluate_all`` on the compact rows: the model and both baselines."""
+    base = test.select("node", "ts", "label")
+    columns = {"model": "score", "rule_baseline": "rule", "lemon_baseline": LEMON_COLUMN}
+    return {
+        name: metrics(
+            base.with_columns(test[col].cast(pl.Float64).alias("score")),
+            episodes,
+            threshold=thresholds[name],
+            horizon_h=horizon_h,
+            k=k,
+            window=split.test,
+        )
+        for name, col in columns.items()
+    }
 
 
 def _fit(

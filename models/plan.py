@@ -29,7 +29,7 @@ from faultlens.ingest.errors import ConfigError
 from faultlens.models.feature_catalog import FEATURES
 
 BASE_GB = 0.6  # interpreter, LightGBM, DuckDB buffers
-COMPACT_ROW_B = 96  # a scored row of the chunked path (node, ts, label, baselines, score) + copies
+COMPACT_ROW_B = 48  # a scored row of the chunked path (29 B: node, ts, label, scores) + copies
 GB = 1024**3
 
 
