@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from faultlens.ingest.prom import PARSERS as PROM_PARSERS
 from faultlens.ingest.store import Store
-from faultlens.ingest.training import PARSERS as TRAINING_PARSERS
+from faultlens.ingest.telemetry.prom import PARSERS as PROM_PARSERS
+from faultlens.ingest.training.parser import PARSERS as TRAINING_PARSERS
 from faultlens.models import straggler_predict as sp
 from faultlens.models import stragglers as ms
 from faultlens.reports import straggler_forecast as sf
