@@ -145,6 +145,27 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     with run_lock(load_config(config).lock_file):
         res = runner.invoke(app, ["run", "--config", str(config)])
     assert res.exit_code == ExitCode.LOCKED
+    # an unlocked run records its drain suggestions, pending until the data passes the horizon
+    # as of an hour before a failure late in the history (its precursors logged by then)
+    late = [ts for ts, _, _ in truth["failures"] if ts > truth["start"] + timedelta(days=25)]
+    at = (min(late) - timedelta(hours=1)).replace(microsecond=0)
+    res = runner.invoke(app, ["run", "--config", str(config), "--as-of", at.isoformat()])
+    assert res.exit_code in (ExitCode.OK, ExitCode.ATTENTION), res.stderr
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    drains = {a["node"] for a in lines if a["type"] == "alert" and a["action"].startswith("drain")}
+    with Store(db, read_only=True) as store:
+        recorded = store.query("SELECT node, made_at, outcome FROM drain_outcomes")
+    assert drains  # the model asks for drains on this cluster
+    assert set(recorded["node"].to_list()) == drains
+    assert recorded.height == len(drains)
+    # the data runs on past the horizon: every suggestion is already decided
+    assert set(recorded["outcome"].to_list()) <= {
+        "drained_failed",
+        "drained_no_failure",
+        "not_drained_failed",
+        "not_drained_no_failure",
+    }
+    assert lines[-1]["drain_outcomes"] == dict(recorded.group_by("outcome").len().iter_rows())
 
 
 def test_example_config_loads() -> None:
