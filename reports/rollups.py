@@ -1,21 +1,21 @@
-"""Small aggregate tables built once per snapshot, so the dashboard's counts never scan ``events``.
+"""The rollup tables as readers use them: which one answers a query exactly, and its WHERE.
 
-``build(store)`` runs on the private snapshot copy (``reports.snapshot``) right after it is taken,
-before it is opened read-only. Two GROUP BY passes over ``events`` give
+The rollups are kept by ingest in the database itself (``ingest.rollups``: declared in
+``ingest.schema``, brought up to date after every refresh from the events above a watermark):
 
 - ``rollup_fleet_hour``: events per hour x source x kind x code x severity (the event explorer's
   facets, timeline and count when no node, GPU, job or text filter is set);
 - ``rollup_node_day``: events per day x node x source x kind x code x severity, with the first and
-  last timestamp (node and cluster filters, the node summary, top Xids), stored in node order so a
-  one-node query reads a few row groups;
+  last timestamp (node and cluster filters, the node summary, top Xids);
+- ``rollup_notable``: warning-or-worse, out-of-service (down, drain, resume) and GPU hardware
+  events (the node page's tables and timeline, the fleet state, the incidents);
+- ``rollup_info`` (a view): the data range and the node list.
 
-and small copies of the rows the detail views list:
-
-- ``rollup_notable``: warning-or-worse events and the node out-of-service events (down, drain,
-  resume), in node and time order (the node page's tables and timeline);
-- ``rollup_target_events``: ``models.target.target_events`` over the whole history (failure
-  episodes of any range are computed from it);
-- ``rollup_info``: the data range and the node list.
+``prepare(store)`` runs on a reader's private snapshot copy (``reports.snapshot``) before it is
+opened read-only: it checks the copy's rollups count exactly its events (a database written by a
+faultlens without the ingest hook is brought up to date there, incrementally when it can) and adds
+``rollup_target_events``, ``models.target.target_events`` of the whole history, selected from
+``rollup_notable`` (a small table) rather than from ``events``.
 
 A query function uses a rollup only when it gives the same answer as the raw table: the filter's
 time bounds fall on the rollup's grain, and no filter needs a column the rollup does not keep.
@@ -29,82 +29,47 @@ import time
 from datetime import datetime
 from typing import Any
 
+from faultlens.ingest import rollups as kept
 from faultlens.ingest.store import Store
 from faultlens.reports.filters import Filters, facet_where
 
 log = logging.getLogger(__name__)
 
-OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
-NOTABLE_SEVERITIES = ("warning", "error", "critical")
+OUT_KINDS = kept.OUT_KINDS
+NOTABLE_SEVERITIES = kept.NOTABLE_SEVERITIES
 TABLES = (
     "rollup_fleet_hour",
     "rollup_node_day",
     "rollup_notable",
     "rollup_target_events",
-    "rollup_info",
 )
 _EPOCH, _END = datetime(1970, 1, 1), datetime(9999, 1, 1)
 
-_FLEET_HOUR = """
-CREATE TABLE rollup_fleet_hour AS
-SELECT date_trunc('hour', ts) AS hour, source, kind, code, severity, count(*) AS n
-FROM events GROUP BY ALL ORDER BY hour
-"""
-_NODE_DAY = """
-CREATE TABLE rollup_node_day AS
-SELECT date_trunc('day', ts) AS day, node, source, kind, code, severity, count(*) AS n,
-       min(ts) AS first_ts, max(ts) AS last_ts
-FROM events GROUP BY ALL ORDER BY node, day
-"""
 
+def prepare(store: Store) -> dict[str, Any]:
+    """Make the rollups of ``store`` (a read-write snapshot copy) ready to read; returns timings.
 
-def build(store: Store) -> dict[str, Any]:
-    """Create the rollup tables in ``store`` (a read-write snapshot copy); returns timings."""
-    t0 = time.perf_counter()
-    for name in TABLES:
-        store.execute(f"DROP TABLE IF EXISTS {name}")
-    store.execute(_FLEET_HOUR)  # two plain GROUP BYs: faster here than one GROUPING SETS pass
-    store.execute(_NODE_DAY)
-    t_grouped = time.perf_counter() - t0
-    store.execute(
-        "CREATE TABLE rollup_notable AS SELECT ts, node, gpu, gpu_index, source, kind, code, "
-        "severity, job_id, message, file, line FROM events "
-        "WHERE severity IN (SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])) "
-        "ORDER BY node, ts",
-        [list(NOTABLE_SEVERITIES), list(OUT_KINDS)],
-    )
-    t_notable = time.perf_counter() - t0 - t_grouped
+    The kept rollups are used as they are when they count exactly the copy's events; otherwise
+    ``ingest.rollups.maintain`` brings them up to date (what ingest does after every write)."""
     from faultlens.models.target import target_events
 
-    targets = target_events(store, _EPOCH, _END)
+    t0 = time.perf_counter()
+    maintained = None if kept.current(store) else kept.maintain(store)
+    t_maintain = time.perf_counter() - t0
+    store.execute("DROP TABLE IF EXISTS rollup_target_events")
+    targets = target_events(store, _EPOCH, _END, events="rollup_notable")
     store.con.register("_rollup_targets", targets.to_arrow())
     try:
         store.execute("CREATE TABLE rollup_target_events AS SELECT * FROM _rollup_targets")
     finally:
         store.con.unregister("_rollup_targets")
-    store.execute(
-        "CREATE TABLE rollup_info AS SELECT "
-        "(SELECT min(lo) FROM (SELECT min(first_ts) AS lo FROM rollup_node_day "
-        " UNION ALL SELECT min(start) FROM jobs)) AS lo, "
-        "(SELECT max(hi) FROM (SELECT max(last_ts) AS hi FROM rollup_node_day "
-        ' UNION ALL SELECT max("end") FROM jobs)) AS hi, '
-        "(SELECT list(DISTINCT node ORDER BY node) FROM (SELECT DISTINCT node FROM "
-        "rollup_node_day UNION ALL SELECT node FROM gpus UNION ALL SELECT unnest(nodes) FROM jobs)"
-        " WHERE node IS NOT NULL) AS nodes"
-    )
     total = time.perf_counter() - t0
     sizes = {t: int(store.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
-    log.info(
-        "rollups built in %.1f s (grouping %.1f s, notable %.1f s): %s",
-        total,
-        t_grouped,
-        t_notable,
-        sizes,
-    )
+    log.info("rollups ready in %.2f s (maintained: %s): %s", total, maintained, sizes)
     return {
         "seconds": round(total, 2),
-        "grouping_s": round(t_grouped, 2),
-        "notable_s": round(t_notable, 2),
+        "maintain_s": round(t_maintain, 2),
+        "maintained": maintained["mode"] if maintained else "kept by ingest",
         "rows": sizes,
     }
 

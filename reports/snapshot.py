@@ -255,10 +255,10 @@ class SnapshotReader:
 
     @staticmethod
     def _roll_up(target: Path, build: dict[str, Any]) -> bool:
-        """Build the rollup tables in the private copy; without them queries read ``events``."""
+        """Ready the rollup tables in the private copy; without them queries read ``events``."""
         try:
             with Store(target) as rw:
-                build["rollups"] = rollups.build(rw)
+                build["rollups"] = rollups.prepare(rw)
                 rw.execute("CHECKPOINT")
         except (StoreError, ValueError) as e:
             log.warning("no rollups for this snapshot, pages read the events table: %s", e)
