@@ -115,11 +115,13 @@ def target_event_params() -> list[object]:
 
 
 def target_events(
-    store: Store, start: datetime, end: datetime, *, events: str = "events"
+    store: Store, start: datetime, end: datetime, *, events: str | None = None
 ) -> pl.DataFrame:
     """Every target event with ``start <= ts < end``: node, gpu (index as text when known), ts,
     cause (``xid79``, ``fallen_off_bus``, ``attributed:gpu_hardware``, ...). ``events``: the
-    table read (``rollup_notable`` holds every target event, see ``ingest.rollups``)."""
+    table read; by default the store's ``notable_table`` if it has one (a reader's snapshot:
+    ``rollup_notable`` holds every target event, see ``ingest.rollups``), else ``events``."""
+    events = events or getattr(store, "notable_table", None) or "events"
     sql = f"""
         WITH g AS (
             SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus

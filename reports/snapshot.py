@@ -62,6 +62,8 @@ class SnapshotStore(Store):
     def __init__(self, path: str | Path, *, rollups: bool = False) -> None:
         super().__init__(path, read_only=True)
         self.rollups = rollups
+        # where models.target reads failure events: the rollup copy holds all of them
+        self.notable_table = "rollup_notable" if rollups else None
 
     def query(self, sql: str, params: Any = None) -> pl.DataFrame:
         cur = self.con.cursor()
@@ -159,7 +161,8 @@ class SnapshotReader:
     ) -> None:
         self.source = Path(source).resolve()
         self.with_rollups = with_rollups
-        self.warm = warm  # runs on a new snapshot before it is served (fills its memo)
+        # fills a new snapshot's memo: before it is served, or beside the pages for the first
+        self.warm = warm
         digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:12]
         base = Path(workdir) if workdir else Path(tempfile.gettempdir())
         self.workdir = base / f"faultlens-snapshots-{os.getpid()}-{digest}"
@@ -168,6 +171,7 @@ class SnapshotReader:
         self._version = 0
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()  # not ``_lock``: a refresh holds that one long
+        self.warming: threading.Thread | None = None  # warms the first snapshot while it serves
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -202,12 +206,19 @@ class SnapshotReader:
                 log.warning("%s", self.last_error)
                 _remove(target)
                 return self._current
-            self._warm(snap)
+            first = self._current is None
+            if not first:  # the previous snapshot serves while this one warms
+                self._warm(snap)
             old, self._current = self._current, snap
             self.last_error = None
             if old is not None:
                 _remove(old.path)  # open handles keep the old file alive until they close
-            return snap
+        if first:  # nothing served before it: serve it now, warm it while the pages ask
+            self.warming = threading.Thread(
+                target=self._warm, args=(snap,), daemon=True, name="faultlens-warm"
+            )
+            self.warming.start()
+        return snap
 
     def refresh_in_background(self) -> Snapshot | None:
         """The snapshot being served; a changed source is copied in a background thread.
@@ -266,9 +277,14 @@ class SnapshotReader:
         return True
 
     def close(self) -> None:
+        if self.warming is not None:
+            self.warming.join(timeout=60)  # its queries hold the snapshot's connection
         with self._lock:
             if self._current is not None:
-                self._current.store.close()
+                try:
+                    self._current.store.close()
+                except duckdb.Error as e:  # a query still running: the process is ending
+                    log.warning("closing the snapshot: %s", e)
                 self._current = None
             shutil.rmtree(self.workdir, ignore_errors=True)
 
