@@ -311,8 +311,7 @@ def data_span(store: Store) -> pl.DataFrame:
     )
     return store.query(
         per_source
-        + 
-        "UNION ALL SELECT 'slurm jobs', count(*), min(start), max(coalesce(\"end\", start)), "
+        + "UNION ALL SELECT 'slurm jobs', count(*), min(start), max(coalesce(\"end\", start)), "
         "count(*) FILTER (WHERE start IS NULL), 0 FROM jobs HAVING count(*) > 0 "
         "ORDER BY newest DESC NULLS LAST, source"
     )
