@@ -11,11 +11,14 @@ The rollups are kept by ingest in the database itself (``ingest.rollups``: decla
   events (the node page's tables and timeline, the fleet state, the incidents);
 - ``rollup_info`` (a view): the data range and the node list.
 
-``prepare(store)`` runs on a reader's private snapshot copy (``reports.snapshot``) before it is
-opened read-only: it checks the copy's rollups count exactly its events (a database written by a
-faultlens without the ingest hook is brought up to date there, incrementally when it can) and adds
-``rollup_target_events``, ``models.target.target_events`` of the whole history, selected from
-``rollup_notable`` (a small table) rather than from ``events``.
+A reader's private snapshot copy (``reports.snapshot``) is opened read-only and used as it is when
+``ready(store)`` says its rollups count all its events (the cheap check: the rollups' watermark is
+the copy's last event and no event was deleted; the writer's own check, ``ingest.rollups.why_full``,
+also catches rows changed in place, and rebuilds). Otherwise, e.g. a copy taken between an ingest
+and its refresh, or a database written without the ingest hook, ``prepare(store)`` brings the
+copy's rollups up to date, incrementally when it can, before it is opened read-only. Failure
+events (``models.target``) are read from ``rollup_notable`` on a snapshot
+(``SnapshotStore.notable_table``).
 
 A query function uses a rollup only when it gives the same answer as the raw table: the filter's
 time bounds fall on the rollup's grain, and no filter needs a column the rollup does not keep.
@@ -30,6 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from faultlens.ingest import rollups as kept
+from faultlens.ingest.errors import StoreError
 from faultlens.ingest.store import Store
 from faultlens.reports.filters import Filters, facet_where
 
@@ -37,41 +41,28 @@ log = logging.getLogger(__name__)
 
 OUT_KINDS = kept.OUT_KINDS
 NOTABLE_SEVERITIES = kept.NOTABLE_SEVERITIES
-TABLES = (
-    "rollup_fleet_hour",
-    "rollup_node_day",
-    "rollup_notable",
-    "rollup_target_events",
-)
-_EPOCH, _END = datetime(1970, 1, 1), datetime(9999, 1, 1)
+TABLES = ("rollup_fleet_hour", "rollup_node_day", "rollup_notable")
+
+
+def ready(store: Store) -> bool:
+    """Whether the rollups of ``store`` count all its events (read from the tables' metadata and
+    the watermark's row: no scan of ``events``)."""
+    try:
+        mark = store.query("SELECT max_rowid, n_rows FROM rollup_state WHERE tbl = 'events'")
+    except StoreError:  # a database from before the rollups: no rollup_state table
+        return False
+    if not mark.height:
+        return False
+    top, n = store.query("SELECT max(rowid), count(*) FROM events").row(0)
+    return (kept.NO_MARK if top is None else int(top), int(n)) == tuple(mark.row(0))
 
 
 def prepare(store: Store) -> dict[str, Any]:
-    """Make the rollups of ``store`` (a read-write snapshot copy) ready to read; returns timings.
-
-    The kept rollups are used as they are when they count exactly the copy's events; otherwise
-    ``ingest.rollups.maintain`` brings them up to date (what ingest does after every write)."""
-    from faultlens.models.target import target_events
-
+    """Bring the rollups of ``store`` (a read-write snapshot copy) up to date; returns timings."""
     t0 = time.perf_counter()
-    maintained = None if kept.current(store) else kept.maintain(store)
-    t_maintain = time.perf_counter() - t0
-    store.execute("DROP TABLE IF EXISTS rollup_target_events")
-    targets = target_events(store, _EPOCH, _END, events="rollup_notable")
-    store.con.register("_rollup_targets", targets.to_arrow())
-    try:
-        store.execute("CREATE TABLE rollup_target_events AS SELECT * FROM _rollup_targets")
-    finally:
-        store.con.unregister("_rollup_targets")
-    total = time.perf_counter() - t0
-    sizes = {t: int(store.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
-    log.info("rollups ready in %.2f s (maintained: %s): %s", total, maintained, sizes)
-    return {
-        "seconds": round(total, 2),
-        "maintain_s": round(t_maintain, 2),
-        "maintained": maintained["mode"] if maintained else "kept by ingest",
-        "rows": sizes,
-    }
+    done = kept.maintain(store)
+    log.info("rollups of the snapshot brought up to date: %s", done)
+    return {"seconds": round(time.perf_counter() - t0, 2), "maintained": done["mode"]}
 
 
 def available(store: Store) -> bool:

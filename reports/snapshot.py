@@ -246,9 +246,14 @@ class SnapshotReader:
         if after != before:
             raise StoreError("the database changed while it was being copied")
         build: dict[str, Any] = {"copy_s": round(time.perf_counter() - t0, 2)}
-        has_rollups = self.with_rollups and self._roll_up(target, build)
-        store = SnapshotStore(target, rollups=has_rollups)
+        store = SnapshotStore(target)
         store.scalar("SELECT count(*) FROM information_schema.tables")
+        if self.with_rollups and rollups.ready(store):  # kept by ingest: used as they are
+            store.rollups, store.notable_table = True, "rollup_notable"
+            build["rollups"] = "kept by ingest"
+        elif self.with_rollups:
+            store.close()
+            store = SnapshotStore(target, rollups=self._roll_up(target, build))
         as_of = datetime.fromtimestamp(before[0][1] / 1e9, UTC).replace(tzinfo=None)
         if before[1] is not None:
             as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
@@ -266,7 +271,8 @@ class SnapshotReader:
 
     @staticmethod
     def _roll_up(target: Path, build: dict[str, Any]) -> bool:
-        """Ready the rollup tables in the private copy; without them queries read ``events``."""
+        """Bring the private copy's rollups up to date (the writer had not yet, or never does);
+        without them queries read ``events``."""
         try:
             with Store(target) as rw:
                 build["rollups"] = rollups.prepare(rw)
