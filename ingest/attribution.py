@@ -437,7 +437,7 @@ def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
         attributed = attribute_failures(store, jobs).height
     with store.transaction():
         watermarks.save(store, watermarks.current(store))
-    rollups.maintain(store, full=reason is not None)  # the readers' aggregates (ingest.rollups)
+    rollups.maintain(store, full=reason is not None, relinked=bool(linked or gpus))  # readers'
     return {
         "mode": "full" if reason else "incremental",
         "reason": reason or "",

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import ROLLUP_TABLES, ROLLUP_VIEWS, Kind, Severity
 from faultlens.ingest.store import Store
 
@@ -59,20 +60,24 @@ _KEYS = {
     "rollup_fleet_hour": ("hour", "source", "kind", "code", "severity"),
     "rollup_node_day": ("day", "node", "source", "kind", "code", "severity"),
 }
+_NEW_ROWS = (  # the events above the watermark, read once (a rowid range: a few row groups)
+    "CREATE OR REPLACE TEMP TABLE _rollup_new AS SELECT rowid AS event_rowid, ts, node, gpu, "
+    "gpu_index, source, kind, subkind, code, severity, job_id, message, attrs, file, line "
+    "FROM events WHERE rowid > ?"
+)
 _GROUPED = {
     "rollup_fleet_hour": (
         "SELECT date_trunc('hour', ts) AS hour, source, kind, code, severity, count(*) AS n "
-        "FROM events WHERE rowid > ? GROUP BY ALL"
+        "FROM _rollup_new GROUP BY ALL"
     ),
     "rollup_node_day": (
         "SELECT date_trunc('day', ts) AS day, node, source, kind, code, severity, count(*) AS n, "
-        "min(ts) AS first_ts, max(ts) AS last_ts FROM events WHERE rowid > ? GROUP BY ALL"
+        "min(ts) AS first_ts, max(ts) AS last_ts FROM _rollup_new GROUP BY ALL"
     ),
 }
 _NOTABLE = (
-    "SELECT rowid AS event_rowid, ts, node, gpu, gpu_index, source, kind, subkind, code, "
-    "severity, job_id, message, attrs, file, line FROM events WHERE rowid > ? "
-    "AND (severity IN (SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])))"
+    "SELECT * FROM _rollup_new WHERE severity IN (SELECT unnest(?::VARCHAR[])) "
+    "OR kind IN (SELECT unnest(?::VARCHAR[]))"
 )
 _ORDER = {
     "rollup_fleet_hour": "hour",
@@ -89,18 +94,31 @@ def ensure(store: Store) -> None:
         store.execute(ddl)
 
 
-def _mark_now(store: Store) -> dict[str, Any]:
-    n_rows, top, untimed, nodeless = store.query(
-        "SELECT count(*), max(rowid), count(*) FILTER (ts IS NULL), "
-        "count(*) FILTER (node IS NULL) FROM events"
-    ).row(0)
-    top = NO_MARK if top is None else int(top)
+def _scan(store: Store, mark: int) -> dict[str, int]:
+    """The events at or below ``mark`` (count, undated, node-less: the check, one pass over the
+    old rows) and above it (a rowid range: a few row groups); together, the next watermark."""
+    sql = (
+        "SELECT count(*), count(*) FILTER (ts IS NULL), count(*) FILTER (node IS NULL), "
+        "max(rowid) FROM events WHERE rowid {} ?"
+    )
+    below = store.query(sql.format("<="), [mark]).row(0)
+    above = store.query(sql.format(">"), [mark]).row(0)
+    top = above[3] if above[3] is not None else below[3]
     return {
-        "max_rowid": top,
-        "n_rows": int(n_rows),
-        "untimed": int(untimed),
-        "mark": json.dumps({"nodeless": int(nodeless), "row": _identity(store, top)}),
+        "n_below": int(below[0]),
+        "untimed_below": int(below[1]),
+        "nodeless_below": int(below[2]),
+        "n": int(below[0]) + int(above[0]),
+        "untimed": int(below[1]) + int(above[1]),
+        "nodeless": int(below[2]) + int(above[2]),
+        "top": NO_MARK if top is None else int(top),
     }
+
+
+def _mark_of(store: Store, scan: dict[str, int]) -> list[Any]:
+    """The ``rollup_state`` row for the table as ``scan`` saw it."""
+    mark = json.dumps({"nodeless": scan["nodeless"], "row": _identity(store, scan["top"])})
+    return [scan["top"], scan["n"], scan["untimed"], mark]
 
 
 def _identity(store: Store, rowid: int) -> str:
@@ -119,46 +137,46 @@ def _load(store: Store) -> dict[str, Any] | None:
     return frame.row(0, named=True)
 
 
-def why_full(store: Store, prior: dict[str, Any] | None) -> str | None:
+def why_full(
+    store: Store, prior: dict[str, Any] | None, scan: dict[str, int] | None = None
+) -> str | None:
     """Why the events at or below the rollups' watermark may not be the ones they counted."""
     if prior is None:
         return "no rollup watermark yet"
     mark = prior["max_rowid"]
-    n_rows, untimed, nodeless = store.query(
-        "SELECT count(*), count(*) FILTER (ts IS NULL), count(*) FILTER (node IS NULL) "
-        "FROM events WHERE rowid <= ?",
-        [mark],
-    ).row(0)
+    scan = scan or _scan(store, mark)
     seen = json.loads(prior["mark"] or "{}")
-    if n_rows != prior["n_rows"]:
-        return f"{prior['n_rows'] - n_rows} events at or below the watermark changed"
-    if untimed != prior["untimed"] or nodeless != seen.get("nodeless"):
+    if scan["n_below"] != prior["n_rows"]:
+        return f"{prior['n_rows'] - scan['n_below']} events at or below the watermark changed"
+    if scan["untimed_below"] != prior["untimed"] or scan["nodeless_below"] != seen.get("nodeless"):
         return "old events were given a time or a node"
     if _identity(store, mark) != seen.get("row", ""):
         return "the events were renumbered or replaced"
     return None
 
 
-def maintain(store: Store, *, full: bool = False) -> dict[str, Any]:
-    """Bring the rollups up to date with ``events`` (in one transaction); returns what it did."""
+def maintain(store: Store, *, full: bool = False, relinked: bool = True) -> dict[str, Any]:
+    """Bring the rollups up to date with ``events`` (in one transaction); returns what it did.
+
+    ``relinked``: whether refresh may have given old events a job or a GPU index (the copied
+    rows then follow; ``False`` skips that join)."""
     t0 = time.perf_counter()
     with store.transaction():
         ensure(store)
         prior = _load(store)
-        reason = "requested" if full else why_full(store, prior)
+        before = _scan(store, prior["max_rowid"] if prior else NO_MARK)
+        reason = "requested" if full else why_full(store, prior, before)
         above = NO_MARK if reason else int(prior["max_rowid"])  # type: ignore[index]
         if reason:
             log.info("rollups rebuilt: %s", reason)
             for name in ("rollup_fleet_hour", "rollup_node_day", "rollup_notable"):
                 store.execute(f"DELETE FROM {name}")
         added = _add_above(store, above, merge=not reason)
-        if not reason:
+        if not reason and relinked:
             _follow_refresh(store)
-        now = _mark_now(store)
         store.execute("DELETE FROM rollup_state")
         store.execute(
-            "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)",
-            [now["max_rowid"], now["n_rows"], now["untimed"], now["mark"]],
+            "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)", _mark_of(store, before)
         )
     return {
         "mode": "full" if reason else "incremental",
@@ -170,30 +188,38 @@ def maintain(store: Store, *, full: bool = False) -> dict[str, Any]:
 
 def _add_above(store: Store, above: int, *, merge: bool) -> int:
     """Add the events with ``rowid > above``; ``merge``: into rows already there."""
-    added = int(store.scalar("SELECT count(*) FROM events WHERE rowid > ?", [above]) or 0)
-    if not added:
-        return 0
-    for name, grouped in _GROUPED.items():
-        if not merge:  # a rebuild: stored in the order one-node queries read
-            store.execute(f"INSERT INTO {name} {grouped} ORDER BY {_ORDER[name]}", [above])
-            continue
-        on = " AND ".join(f"r.{k} IS NOT DISTINCT FROM d.{k}" for k in _KEYS[name])
-        widen = (
-            ", first_ts = least(r.first_ts, d.first_ts), last_ts = greatest(r.last_ts, d.last_ts)"
-            if name == "rollup_node_day"
-            else ""
-        )
-        store.execute(
-            f"MERGE INTO {name} r USING ({grouped}) d ON {on} "
-            f"WHEN MATCHED THEN UPDATE SET n = r.n + d.n{widen} "
-            "WHEN NOT MATCHED THEN INSERT BY NAME",
-            [above],
-        )
-    store.execute(
-        f"INSERT INTO rollup_notable {_NOTABLE} ORDER BY node, ts",
-        [above, list(NOTABLE_SEVERITIES), [*OUT_KINDS, *HARDWARE_KINDS]],
-    )
+    store.execute(_NEW_ROWS, [above])
+    try:
+        added = int(store.scalar("SELECT count(*) FROM _rollup_new") or 0)
+        if added:
+            for name, grouped in _GROUPED.items():
+                if merge:
+                    _merge(store, name, grouped)
+                else:  # a rebuild: stored in the order one-node queries read
+                    store.execute(f"INSERT INTO {name} {grouped} ORDER BY {_ORDER[name]}")
+            store.execute(
+                f"INSERT INTO rollup_notable {_NOTABLE} ORDER BY node, ts",
+                [list(NOTABLE_SEVERITIES), [*OUT_KINDS, *HARDWARE_KINDS]],
+            )
+    finally:
+        store.execute("DROP TABLE IF EXISTS _rollup_new")
     return added
+
+
+def _merge(store: Store, name: str, grouped: str) -> None:
+    """A key seen before gets its count added (and its first / last stamp widened); a new key is
+    inserted."""
+    on = " AND ".join(f"r.{k} IS NOT DISTINCT FROM d.{k}" for k in _KEYS[name])
+    widen = (
+        ", first_ts = least(r.first_ts, d.first_ts), last_ts = greatest(r.last_ts, d.last_ts)"
+        if name == "rollup_node_day"
+        else ""
+    )
+    store.execute(
+        f"MERGE INTO {name} r USING ({grouped}) d ON {on} "
+        f"WHEN MATCHED THEN UPDATE SET n = r.n + d.n{widen} "
+        "WHEN NOT MATCHED THEN INSERT BY NAME"
+    )
 
 
 def _follow_refresh(store: Store) -> None:
@@ -210,14 +236,12 @@ def _follow_refresh(store: Store) -> None:
 
 
 def current(store: Store) -> bool:
-    """Whether the rollups in ``store`` count exactly its events (a reader checks this)."""
+    """Whether the rollups in ``store`` count exactly its events (the writer's full check)."""
     try:
         prior = _load(store)
-    except Exception:  # noqa: BLE001 - an older database without rollup tables
+    except StoreError:  # an older database without rollup tables
         return False
     if prior is None:
         return False
-    top = store.scalar("SELECT max(rowid) FROM events")
-    return (NO_MARK if top is None else int(top)) == prior["max_rowid"] and why_full(
-        store, prior
-    ) is None
+    scan = _scan(store, prior["max_rowid"])
+    return scan["top"] == prior["max_rowid"] and why_full(store, prior, scan) is None
