@@ -555,6 +555,12 @@ def main() -> None:
     print(json.dumps(doc, indent=2))
 
 
+def _rollups_text(rolled: Any) -> str:
+    if isinstance(rolled, dict):  # the copy's rollups were brought up to date in the copy
+        return f"brought up to date in the copy in {rolled.get('seconds')} s"
+    return str(rolled or "none")
+
+
 def _report(doc: dict, repeat: int) -> list[str]:
     load, base, reader = doc["load_average_1_5_15"], doc["baseline_reader"], doc["reader"]
     lines = [
@@ -563,8 +569,8 @@ def _report(doc: dict, repeat: int) -> list[str]:
         f"{doc['label']}  ",
         f"Load average (1/5/15 min) before {load['before']}, after "
         f"{load['after']}, on {load['cores']} cores.  ",
-        f"Reader's snapshot: {reader['seconds']:.2f} s (copy {reader.get('copy_s')} s, rollups "
-        f"kept by ingest, checked and ready in {reader.get('rollups', {}).get('seconds')} s); "
+        f"Reader's snapshot: {reader['seconds']:.2f} s (copy {reader.get('copy_s')} s, rollups: "
+        f"{_rollups_text(reader.get('rollups'))}); "
         f"baseline in the same run, copy + every rollup rebuilt: {base['seconds']:.2f} s "
         f"(ratio {base['seconds'] / reader['seconds']:.1f}x).  ",
         f"First load of the dashboard (from the first request to the overview drawn): "

@@ -107,25 +107,40 @@ class Memo:
         self._items: OrderedDict[Hashable, Future] = OrderedDict()
         self.max_entries = max_entries
 
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def _future(self, key: Hashable) -> tuple[Future, bool]:
+        """The future of ``key`` and whether the caller must compute it (it is new)."""
         with self._lock:
             fut = self._items.get(key)
-            owner = fut is None
-            if fut is None:
-                fut = self._items[key] = Future()
-                while len(self._items) > self.max_entries:
-                    self._items.popitem(last=False)
-            else:
+            if fut is not None:
                 self._items.move_to_end(key)
+                return fut, False
+            fut = self._items[key] = Future()
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+            return fut, True
+
+    def _compute(self, key: Hashable, fut: Future, compute: Callable[[], Any]) -> None:
+        try:
+            fut.set_result(compute())
+        except BaseException as e:
+            with self._lock:
+                self._items.pop(key, None)
+            fut.set_exception(e)
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        fut, owner = self._future(key)
         if owner:
-            try:
-                fut.set_result(compute())
-            except BaseException as e:
-                with self._lock:
-                    self._items.pop(key, None)
-                fut.set_exception(e)
-                raise
+            self._compute(key, fut, compute)
         return fut.result()
+
+    def submit(self, key: Hashable, compute: Callable[[], Any]) -> Future:
+        """The future of ``key``, computed in a background thread unless it already is."""
+        fut, owner = self._future(key)
+        if owner:
+            threading.Thread(
+                target=self._compute, args=(key, fut, compute), daemon=True, name="faultlens-memo"
+            ).start()
+        return fut
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
