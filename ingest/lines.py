@@ -194,7 +194,8 @@ class LinesParser:
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
         ``last_line``, each parsed by its family."""
-        routed = prefix_frame(route(cand), ctx)
+        routed = route(cand)
+        routed = prefix_frame(routed.filter(pl.col("family").is_not_null()), ctx)
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
