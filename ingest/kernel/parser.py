@@ -96,6 +96,9 @@ class KernelState:
     boot_time: datetime | None = None
     last_month: int | None = None  # --year rollover tracking
     year_offset: int = 0
+    # the last Fatal / Non-fatal tag per NVSwitch PCI id and SXid code: their untagged detail
+    # lines (``Data {...}``, ``Severity 0 Engine instance ...``) take its severity
+    sxid_tags: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 # -- sniffing --------------------------------------------------------------------------------------
@@ -174,10 +177,13 @@ def classify_frame(
     pf = pf.with_columns(_route=route_expr())
     frames: list[pl.DataFrame] = []
     qframes: list[pl.DataFrame] = []
-    for route, fn in (("xid", xid_events), ("sxid", sxid_events)):
+    for route in ("xid", "sxid"):
         part = pf.filter(pl.col("_route") == route)
         if part.height:
-            ev, q = fn(part, ctx.file)
+            if route == "xid":
+                ev, q = xid_events(part, ctx.file)
+            else:
+                ev, q = sxid_events(part, ctx.file, state)
             frames.append(ev)
             qframes.append(q)
     for route in ("dp_xid", "dp_unhealthy"):

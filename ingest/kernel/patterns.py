@@ -115,17 +115,29 @@ _PCI_FULL = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 
 # NVRM: Xid (PCI:0000:3b:00): 79, pid=123, name=python, message   (PCI: and pid/name optional)
 XID_HEAD_RE = (
-    rf"NVRM: Xid \((?:PCI:)?(?P<pci>{_PCI})\): (?P<code>[0-9]{{1,6}}),"
+    rf"NVRM: Xid \((?:PCI:)?(?P<pci>{_PCI})\):[ \t]*(?P<code>[0-9]{{1,6}})[ \t]*,"
     r"(?: pid=(?P<pid>[^,]{0,40}), name=(?P<proc>[^,]{0,80}),)?[ \t]?"
 )
 XID_RE = XID_HEAD_RE + r"(?P<msg>.*)$"
 # The vectorized path: everything up to the end of the leftmost head match, to strip (-> msg).
 XID_TO_MSG_RE = r"^.*?" + XID_HEAD_RE
 # NVLink Xids 144-150: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 ...)"
+# (drivers and log shippers write the fields with irregular spacing: any run of blanks is one)
 NVLINK_RE = (
-    r"^(?P<unit>[A-Z0-9_]+) (?P<sev>Fatal|Nonfatal) (?P<intr>XC[0-9]+) (?P<inst>i[0-9]+)"
-    r" Link (?P<link>-?[0-9]{1,4}) \((?P<words>0x[0-9a-fA-F]+(?: 0x[0-9a-fA-F]+)*)\)"
+    r"^[ \t]*(?P<unit>[A-Z0-9_]+)[ \t]+(?P<sev>Fatal|Nonfatal)[ \t]+(?P<intr>XC[0-9]+)[ \t]+"
+    r"(?P<inst>i[0-9]+)[ \t]+Link[ \t]+(?P<link>-?[0-9]{1,4})[ \t]*"
+    r"\([ \t]*(?P<words>0x[0-9a-fA-F]+(?:[ \t]+0x[0-9a-fA-F]+)*)[ \t]*\)"
 )
+# Xid 154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"; the code,
+# the name or both may be given
+_ACTION_NAME = r"[A-Za-z][A-Za-z0-9 /_-]*[A-Za-z]"
+RECOVERY_RE = (
+    r"GPU recovery action changed from[ \t]+(?:(?P<from_code>0x[0-9a-fA-F]+)[ \t]*)?"
+    rf"(?:\((?P<from_name>{_ACTION_NAME})\)|(?:{_ACTION_NAME})?)[ \t]*to[ \t]+"
+    r"(?:(?P<to_code>0x[0-9a-fA-F]+)[ \t]*)?"
+    rf"(?:\((?P<to_name>{_ACTION_NAME})\)|(?P<to_bare>{_ACTION_NAME}))?"
+)
+RECOVERY_CODE = 154
 # Xid 119: "Timeout after 6s of waiting for RPC response from GPU4 GSP! Expected function 103 (X)"
 GSP_RE = (
     r"Timeout after (?P<after_s>[0-9]{1,6})s of waiting for RPC response from "

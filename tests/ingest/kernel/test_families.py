@@ -1,0 +1,93 @@
+"""Kernel messages of issue 12 item 6, from files written from the message formats: every event
+checked by its line number (Xid 154 recovery actions, SXid detail lines, Xid 144-150 with
+irregular spacing, ...)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "families"
+NOW = datetime(2025, 6, 1)
+
+
+def _events(store: Store, name: str) -> dict[int, dict]:
+    (f,) = ingest_paths(store, [str(DATA / name)], now=NOW).files
+    assert f.status == "ok", f.error
+    rows = store.query("SELECT * FROM events ORDER BY line, kind").to_dicts()
+    by_line: dict[int, dict] = {}
+    for row in rows:
+        assert row["line"] not in by_line, f"two events from line {row['line']}"
+        by_line[row["line"]] = row
+    return by_line
+
+
+def _attrs(row: dict) -> dict:
+    return json.loads(row["attrs"] or "{}")
+
+
+def test_xid_154_takes_the_recovery_action_it_names(store: Store) -> None:
+    ev = _events(store, "xid-recovery-sxid.log")
+    got = {n: (ev[n]["code"], ev[n]["severity"], ev[n]["action"]) for n in (1, 2, 3, 4)}
+    assert got == {
+        1: (154, "error", "reset_gpu"),
+        2: (154, "critical", "drain_node"),
+        3: (154, "critical", "reboot_node"),
+        4: (154, "info", "none"),  # back to "None": the GPU recovered
+    }
+    assert _attrs(ev[2])["recovery"] == "Drain and Reset"
+    assert ev[1]["gpu"] == "0000:2a:00.0" and ev[3]["gpu"] == "0000:3a:00.0"
+
+
+def test_sxid_detail_lines_take_their_tagged_line_severity(store: Store) -> None:
+    ev = _events(store, "xid-recovery-sxid.log")
+    sxid = {n: (ev[n]["code"], ev[n]["severity"], ev[n]["action"]) for n in (6, 7, 8, 9, 10)}
+    assert sxid == {
+        6: (12028, "warning", "none"),
+        7: (12028, "warning", "none"),  # Severity 0 Engine instance ... of a Non-fatal SXid
+        8: (12028, "warning", "none"),  # Data {...}
+        9: (20034, "critical", "reset_gpu"),
+        10: (20034, "critical", "reset_gpu"),
+    }
+    assert _attrs(ev[8])["data"] == ["0x50610002", "0x10100030", "0x00000000"]
+
+
+def test_a_lone_sxid_detail_line_is_a_warning_not_an_error(store: Store, tmp_path: Path) -> None:
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "2025-01-25T10:34:54,859532+00:00 nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, "
+        "Data {0x000001c0, 0x00bd5c8a}\n"
+    )
+    (f,) = ingest_paths(store, [str(log)], now=NOW).files
+    rows = store.query("SELECT line, code, severity, action FROM events").rows()
+    assert rows == [(1, 12028, "warning", None)]
+
+
+def test_nvlink_xids_with_irregular_spacing(store: Store) -> None:
+    ev = _events(store, "xid-recovery-sxid.log")
+    got = {
+        n: (ev[n]["code"], ev[n]["kind"], ev[n]["subkind"], _attrs(ev[n]).get("unit"))
+        for n in (11, 12, 13)
+    }
+    assert got == {
+        11: (149, "nvlink", "Fatal", "NETIR_LINK_EVT"),
+        12: (144, "nvlink", "Nonfatal", "SAW_MVB"),
+        13: (145, "nvlink", "Nonfatal", "RLW_REMAP"),
+    }
+    assert _attrs(ev[11])["words"] == ["0x026001c6", "0x00000000", "0x00000000"]
+    assert (_attrs(ev[11])["link"], _attrs(ev[12])["link"], _attrs(ev[13])["link"]) == (4, -1, 11)
+    assert _attrs(ev[13])["words"] == ["0x00000002", "0x00000000"]
+
+
+def test_every_line_of_the_file_is_accounted(store: Store) -> None:
+    (f,) = ingest_paths(store, [str(DATA / "xid-recovery-sxid.log")], now=NOW).files
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (13, 12, 1, 0)
+    lines = store.query("SELECT line FROM events").to_series().sort().to_list()
+    assert lines == [n for n in range(1, 14) if n != 5]
+    assert pl.Series(lines).is_unique().all()
