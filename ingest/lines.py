@@ -9,6 +9,7 @@ parses its lines with its own vectorized path and keeps its own state across chu
 
 Routing, per candidate line, first that applies:
 
+0. a kernel watchdog line (soft / hard lockup) -> ``kernel``;
 1. the detail line after an NCCL ``Last error:`` line, or a line with an NCCL / PyTorch anchor
    (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
    watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
@@ -61,7 +62,12 @@ LITERALS: tuple[str, ...] = tuple(
 NCCL_ANCHOR = (
     r"NCCL (?:INFO|WARN|ABORT|TRACE)|ProcessGroupNCCL|torch\.distributed|c10d|[Ww]atchdog"
     r"|ChildFailedError|DistBackendError|nccl[A-Z][a-zA-Z]*Error"
+    r"|torch/distributed|\(exitcode: -?[0-9]+\) local_rank:|SignalException: Process"
+    r"|Heartbeat monitor|[Ff]light ?[Rr]ecorder"
 )
+# The kernel's own watchdog (``watchdog: BUG: soft lockup``, ``NMI watchdog: ... hard LOCKUP``),
+# not PyTorch's.
+KERNEL_WATCHDOG = r"BUG: soft lockup - CPU#|Watchdog detected hard LOCKUP on cpu"
 SLURM_ANCHOR = (
     r"\bslurm(?:ctld|d|stepd|dbd|restd)?(?:\[[0-9]+\])?: |_slurm_rpc_|\bslurm\w*\.service\b"
     r"|\bsystemd(?:\[[0-9]+\])?: .*\b[Ss]lurm"
@@ -88,6 +94,7 @@ def route_expr() -> pl.Expr:
     """The family of each candidate line (``raw``, ``follows``): nccl, slurm, kernel or null."""
     raw = pl.col("raw")
     rules = (
+        (~pl.col("follows") & raw.str.contains(KERNEL_WATCHDOG), "kernel"),
         (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
         (raw.str.contains(SLURM_ANCHOR), "slurm"),
         (raw.str.contains(_KERNEL_STRONG), "kernel"),

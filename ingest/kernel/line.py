@@ -157,7 +157,9 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
     body = g["rest"]
     host = None
     iso_syslog = g["iso_date"] and g["iso_sep"] != "," and not g["fac"]
-    syslog = bool(g["bsd_mon"] or g["pri"] or iso_syslog)
+    # a priority before a dmesg stamp is ``dmesg -r`` / pstore (``<4>[ 12.3] msg``), not syslog
+    raw_dmesg = g["up"] or g["ct_mon"] or g["km_us"]
+    syslog = bool(g["bsd_mon"] or (g["pri"] and not raw_dmesg) or iso_syslog)
     if syslog:
         hm = (_HOST_5424 if g["v5424"] else _HOST_TAG).match(body)
         if hm:

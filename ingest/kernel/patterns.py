@@ -306,8 +306,28 @@ PANIC_MCE_RE = (
 )
 PANIC_RE = (
     r"Kernel panic - not syncing: ?(?P<reason>(?:Watchdog detected )?(?P<known>hung_task"
-    r"|softlockup|hard LOCKUP|Out of memory|Fatal exception|Attempted to kill init"
+    r"|softlockup|[Hh]ard LOCKUP|Out of memory|Fatal exception|Attempted to kill init"
     r"|VFS: Unable to mount root fs)?[^\r\n]{0,400})"
+)
+# kernel/watchdog.c: "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [kworker/3:1:2291]"
+SOFT_LOCKUP_RE = (
+    r"BUG: soft lockup - CPU#(?P<cpu>[0-9]{1,5}) stuck for (?P<secs>[0-9]{1,6})s! "
+    r"\[(?P<proc>[^\]\r\n]{1,64}):(?P<pid>[0-9]{1,10})\]"
+)
+# kernel/watchdog_hld.c / watchdog_buddy.c: "Watchdog detected hard LOCKUP on cpu 5"
+HARD_LOCKUP_RE = r"Watchdog detected hard LOCKUP on cpu (?P<cpu>[0-9]{1,5})"
+# kernel/rcu/tree_stall.h: "rcu: INFO: rcu_sched detected stalls on CPUs/tasks:",
+# "INFO: rcu_preempt self-detected stall on CPU"
+RCU_STALL_RE = r"INFO: (?P<flavor>rcu_[a-z_]{1,16}) (?:self-)?detected stalls? on CPU"
+# arch/x86/mm/fault.c and friends: the first line of an oops ("BUG: unable to handle page fault
+# for address: ...", "BUG: kernel NULL pointer dereference, address: ...", "kernel BUG at
+# mm/slub.c:305!", "general protection fault, probably for non-canonical address ...") and the
+# oops header "Oops: 0000 [#1] SMP NOPTI" (6.9+: "Oops: general protection fault, ...").
+OOPS_RE = (
+    r"(?P<what>BUG: unable to handle (?:kernel )?(?:page fault|paging request|NULL pointer"
+    r" dereference)|BUG: kernel NULL pointer dereference|kernel BUG at (?P<at>[^\r\n!]{1,160})!"
+    r"|(?:Oops: )?general protection fault|Oops: (?P<code>[0-9a-f]{4}) \[#(?P<count>[0-9]{1,6})\])"
+    r"(?P<detail>[^\r\n]{0,200})"
 )
 # drivers/edac + arch/x86 mce: "CMCI storm detected: switching to poll mode"
 CMCI_STORM_RE = r"CMCI storm (?P<state>detected|subsided)"
@@ -320,7 +340,19 @@ STORAGE_LITERALS = (
     "-fs error",
     "Remounting filesystem read-only",
 )
-HOST_LITERALS = ("above threshold", "temperature/speed normal", "Kernel panic", "CMCI storm")
+HOST_LITERALS = (
+    "above threshold",
+    "temperature/speed normal",
+    "Kernel panic",
+    "CMCI storm",
+    "soft lockup",
+    "hard LOCKUP",
+    "detected stall",
+    "BUG: ",
+    "kernel BUG at",
+    "general protection fault",
+    "Oops: ",
+)
 # Lines with these and no known shape are quarantined (like the strong literals).
 HOST_STRONG_LITERALS = ("Kernel panic - not syncing", "-fs error (device")
 LITERALS = LITERALS + STORAGE_LITERALS + HOST_LITERALS

@@ -154,7 +154,13 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     )
     syslog = (
         c("bsd_mon").is_not_null()
-        | c("pri").is_not_null()
+        # a priority before a dmesg stamp is ``dmesg -r`` / pstore (``<4>[ 12.3] msg``)
+        | (
+            c("pri").is_not_null()
+            & c("up").is_null()
+            & c("ct_mon").is_null()
+            & c("km_us").is_null()
+        )
         | (c("iso_date").is_not_null() & (c("iso_sep").fill_null("") != ",") & c("fac").is_null())
     )
     f = f.with_columns(

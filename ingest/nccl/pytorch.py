@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,6 +67,11 @@ LITERALS = (
     "exitcode  :",
     "error_file:",
     "traceback :",
+    "Heartbeat monitor",  # ProcessGroupNCCL's heartbeat monitor timed out
+    "light recorder",  # flight-recorder notices
+    "lightRecorder",
+    "(exitcode: ",  # torch.distributed.elastic: failed (exitcode: -9) local_rank: ...
+    "SignalException",
 )
 
 _LAUNCHER_PARTS = (
@@ -107,6 +113,38 @@ NCCL_ERROR_IN = re.compile(
     r"(?P<exc>[A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?"
     r"NCCL error(?: in: (?P<where>[^,]+))?[,:] (?P<reason>.*?)(?:, NCCL version (?P<version>"
     r"[0-9][0-9.]*[^\s,]*))?\s*$"
+)
+# The rest of the watchdog family (ProcessGroupNCCL.cpp, PyTorch 2.x), each in any prefix:
+FAILURE_DETECTED = re.compile(
+    r"[Ff]ailure detected by watchdog at work sequence id: (?P<seq_num>-?[0-9]+)"
+    r"(?: PG status: last enqueued work: (?P<last_enqueued>-?[0-9]+), last completed work: "
+    r"(?P<last_completed>-?[0-9]+))?"
+)
+WATCHDOG_TERMINATED = re.compile(r"[Ww]atchdog thread terminated with exception: ?(?P<what>.*)$")
+WATCHDOG_STUCK = re.compile(
+    r"[Ww]atchdog (?:got stuck|has been stuck|stuck) for (?P<stuck_s>[0-9]+) ?(?:seconds|s)\b"
+)
+HEARTBEAT_TIMEOUT = re.compile(
+    r"Heartbeat monitor timed out|[Hh]eartbeat monitor (?:thread )?(?:is )?stuck"
+)
+FLIGHT_RECORDER = re.compile(
+    r"[Ff]light ?[Rr]ecorder|fr_trace|(?:preparing|try our best) to dump (?:the )?debug info"
+)
+# torch.distributed.elastic (torchrun): a worker's exit, in glog or logging form:
+#   E0419 12:00:00.123456 140234 torch/distributed/elastic/multiprocessing/api.py:826] failed
+#   (exitcode: -9) local_rank: 3 (pid: 12345) of binary: /usr/bin/python3
+#   torch.distributed.elastic.multiprocessing.api.SignalException: Process 123 got signal: 15
+ELASTIC_FAILED = re.compile(
+    r"failed \(exitcode: (?P<exit_code>-?[0-9]+)\) local_rank: (?P<local_rank>-?[0-9]+) "
+    r"\(pid: (?P<pid>[0-9]+)\)(?: of binary: (?P<binary>\S+))?"
+)
+SIGNAL_EXCEPTION = re.compile(
+    r"SignalException: Process (?P<pid>[0-9]+) got signal: (?P<signal>[0-9]+)"
+)
+# a glog stamp whose source is a path (``torch/distributed/elastic/.../api.py:826]``)
+GLOG_ANY = re.compile(
+    r"(?:^|[\s\[])(?P<sev>[EWIF])(?P<md>[0-9]{4}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:\.(?P<frac>[0-9]+))? +[0-9]+ [^\s\]]+:[0-9]+\]"
 )
 RESULT_LINE = re.compile(r"^(?P<name>nccl[A-Za-z]+Error): ?(?P<text>.*)$")
 FAIL_FIELD = re.compile(
@@ -179,7 +217,12 @@ def strip_launcher(line: str) -> Prefix:
                 continue
             if name == "pdsh":
                 host = m["host"]
-                if _CAMEL.search(host) or host.lower() in _NOT_HOSTS or p.host:
+                if (
+                    _CAMEL.search(host)
+                    or host.lower() in _NOT_HOSTS
+                    or host.startswith("torch.")  # a logger's name: torch.distributed.elastic...
+                    or p.host
+                ):
                     continue
                 p.host = normalize_node(host)
             elif name == "ray":
@@ -331,6 +374,10 @@ def handle_line(
     common = {"ts": ts, "node": pre.host, "job_id": job_id, "pid": pre.ray_pid}
     if "Watchdog caught" in text:
         return _watchdog(line_no, raw, text, ctx, sink, base, common)
+    if _watchdog_family(line_no, text, glog, ctx, sink, base, common):
+        return True
+    if _elastic(line_no, text, ctx, sink, base, common):
+        return True
     m = DETECTED.search(text)
     if m:
         attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items()}}
@@ -402,6 +449,103 @@ def handle_line(
         )
         return True
     return False
+
+
+def _watchdog_family(
+    line_no: int,
+    text: str,
+    glog: re.Match[str] | None,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    """The watchdog's other reports: a failure it detected, its thread dying of an exception,
+    the watchdog or its heartbeat monitor stuck (errors), flight-recorder notices (info)."""
+    message = text[glog.end() :] if glog else text
+    found: tuple[Kind, str, Severity, dict[str, Any]] | None = None
+    if m := FAILURE_DETECTED.search(text):
+        found = Kind.NCCL_ERROR, "watchdog_failure", Severity.ERROR, _ints(m)
+    elif m := WATCHDOG_TERMINATED.search(text):
+        found = Kind.NCCL_ERROR, "watchdog_terminated", Severity.ERROR, {}
+    elif m := WATCHDOG_STUCK.search(text):
+        found = Kind.NCCL_TIMEOUT, "watchdog_stuck", Severity.ERROR, _ints(m)
+    elif HEARTBEAT_TIMEOUT.search(text):
+        found = Kind.NCCL_TIMEOUT, "heartbeat_timeout", Severity.ERROR, {}
+    elif FLIGHT_RECORDER.search(text):
+        found = Kind.NCCL_ERROR, "flight_recorder", Severity.INFO, {}
+    if found is None:
+        return False
+    kind, subkind, severity, attrs = found
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=kind,
+            subkind=subkind,
+            severity=severity,
+            message=message,
+            attrs={**base, **attrs},
+            **common,
+        )
+    )
+    return True
+
+
+def _ints(m: re.Match[str]) -> dict[str, int | None]:
+    return {k: _int(v) for k, v in m.groupdict().items()}
+
+
+def _signal_name(number: int | None) -> str | None:
+    try:
+        return signal.Signals(number).name if number is not None else None
+    except ValueError:
+        return None
+
+
+def _elastic(
+    line_no: int,
+    text: str,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    """torchrun / elastic: a worker that failed (a negative exit code is the signal that killed
+    it) or the agent's ``SignalException``; the time from a glog stamp with a path source."""
+    if m := ELASTIC_FAILED.search(text):
+        code = int(m["exit_code"])
+        attrs = {
+            "exit_code": code,
+            "local_rank": int(m["local_rank"]),
+            "binary": m["binary"],
+            "signal": -code if code < 0 else None,
+            "signal_name": _signal_name(-code) if code < 0 else None,
+        }
+        subkind, pid = "elastic_worker", int(m["pid"])
+    elif m := SIGNAL_EXCEPTION.search(text):
+        number = int(m["signal"])
+        attrs = {"signal": number, "signal_name": _signal_name(number)}
+        subkind, pid = "signal", int(m["pid"])
+    else:
+        return False
+    g = GLOG_ANY.search(text)
+    ts = (glog_ts(g["md"], g["hms"], g["frac"], ctx) if g else None) or common["ts"]
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=Kind.PROCESS_FAILED,
+            subkind=subkind,
+            severity=Severity.ERROR,
+            message=text[g.end() :] if g else text,
+            attrs={**base, **attrs},
+            **{**common, "ts": ts, "pid": pid},
+        )
+    )
+    return True
 
 
 def _watchdog(

@@ -91,3 +91,44 @@ def test_every_line_of_the_file_is_accounted(store: Store) -> None:
     lines = store.query("SELECT line FROM events").to_series().sort().to_list()
     assert lines == [n for n in range(1, 14) if n != 5]
     assert pl.Series(lines).is_unique().all()
+
+
+def _kinds(store: Store, name: str) -> list[tuple]:
+    (f,) = ingest_paths(store, [str(DATA / name)], now=NOW).files
+    assert f.status == "ok" and f.quarantined == 0, f.error
+    return store.query(
+        "SELECT line, kind, subkind, severity, action, ts_flag FROM events ORDER BY line"
+    ).rows()
+
+
+def test_pstore_dump_with_raw_dmesg_priorities(store: Store) -> None:
+    """``<N>[uptime]`` (``dmesg -r``, pstore's ``dmesg-ramoops-N``): the priority is no syslog
+    header, so the message after the stamp is read, and nothing is taken for a host."""
+    assert _kinds(store, "pstore-dmesg-ramoops-0") == [
+        (3, "hung_task", "soft_lockup", "error", "none", "boot_relative"),
+        (5, "kernel_panic", "oops", "critical", "reboot_node", "boot_relative"),
+        (6, "kernel_panic", "oops", "critical", "reboot_node", "boot_relative"),
+        (8, "hung_task", "hard_lockup", "critical", "reboot_node", "boot_relative"),
+        (9, "kernel_panic", "hardlockup", "critical", "reboot_node", "boot_relative"),
+    ]
+    assert store.query("SELECT count(*) FROM events WHERE node IS NOT NULL").item() == 0
+    soft = store.query("SELECT pid, process, attrs FROM events WHERE line = 3").row(0)
+    assert soft[:2] == (48213, "python3")
+    assert json.loads(soft[2]) == {"cpu": 17, "stuck_s": 22}
+
+
+def test_panics_oopses_and_lockups_in_every_dmesg_form(store: Store) -> None:
+    rows = _kinds(store, "dmesg-forms.log")
+    assert [r[:3] for r in rows] == [
+        (1, "hung_task", "soft_lockup"),  # dmesg
+        (2, "kernel_panic", "softlockup"),  # dmesg -x (facility : level :)
+        (3, "kernel_panic", "oops"),  # dmesg -T with facility and level
+        (4, "kernel_panic", "oops"),  # dmesg -T
+        (5, "hung_task", "rcu_stall"),  # dmesg -r
+        (6, "kernel_panic", "oops"),  # dmesg --time-format iso
+        (7, "hung_task", "soft_lockup"),  # /dev/kmsg record
+        (8, "hung_task", "hard_lockup"),  # syslog
+    ]
+    kmsg = store.query("SELECT process, pid FROM events WHERE line = 7").row(0)
+    assert kmsg == ("nccl-proxy", 7781)
+    assert store.query("SELECT node FROM events WHERE line = 8").item() == "gpu-b07"
