@@ -38,6 +38,8 @@ RECOVERY_ACTIONS: dict[str, tuple[Severity, Action]] = {
     "none": (Severity.INFO, Action.NONE),
     "gpu reset required": (Severity.ERROR, Action.RESET_GPU),
     "node reboot required": (Severity.CRITICAL, Action.REBOOT_NODE),
+    "os reboot": (Severity.CRITICAL, Action.REBOOT_NODE),
+    "node reboot": (Severity.CRITICAL, Action.REBOOT_NODE),
     "drain p2p": (Severity.CRITICAL, Action.DRAIN_NODE),
     "drain and reset": (Severity.CRITICAL, Action.DRAIN_NODE),
 }

@@ -48,6 +48,8 @@ _RE = {
         "INIT_FAIL_RE",
         "INIT_CODE_RE",
         "GSP_LINE_RE",
+        "GSP_HEARTBEAT_RE",
+        "RM_WATCHDOG_RE",
         "RESET_REQUIRED_RE",
         "APEI_RE",
         "APEI_KV_RE",

@@ -132,8 +132,8 @@ NVLINK_RE = (
 # the name or both may be given
 _ACTION_NAME = r"[A-Za-z][A-Za-z0-9 /_-]*[A-Za-z]"
 RECOVERY_RE = (
-    r"GPU recovery action changed from[ \t]+(?:(?P<from_code>0x[0-9a-fA-F]+)[ \t]*)?"
-    rf"(?:\((?P<from_name>{_ACTION_NAME})\)|(?:{_ACTION_NAME})?)[ \t]*to[ \t]+"
+    r"GPU recovery action changed(?:[ \t]+from[ \t]+(?:(?P<from_code>0x[0-9a-fA-F]+)[ \t]*)?"
+    rf"(?:\((?P<from_name>{_ACTION_NAME})\)|(?:{_ACTION_NAME})?))?[ \t]*to[ \t]+"
     r"(?:(?P<to_code>0x[0-9a-fA-F]+)[ \t]*)?"
     rf"(?:\((?P<to_name>{_ACTION_NAME})\)|(?P<to_bare>{_ACTION_NAME}))?"
 )
@@ -199,6 +199,16 @@ INIT_CODE_RE = r"\((?P<init_code>0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:[0-9]+)\)"
 GSP_LINE_RE = (
     rf"NVRM: (?:Rate limiting GSP RPC error prints for GPU at PCI:(?P<pci>{_PCI})"
     r"|(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?(?:GSP RPC timeout|Timeout after))"
+)
+# GSP / RM trouble without an Xid: the firmware's heartbeat lost ("_kgspIsHeartbeatTimedOut:
+# Heartbeat timed out, ...", "_kgspRpcRecvPoll: GSP RM heartbeat timed out", "LibOS heartbeat
+# timed out") and RM's channel watchdog ("krcWatchdog_IMPL: RC watchdog: GPU is probably locked!")
+GSP_HEARTBEAT_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?"
+    r"(?:GSP RM |GSP |LibOS )?[Hh]eartbeat (?:timed out|lost|timeout)"
+)
+RM_WATCHDOG_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): RC watchdog: GPU is probably locked"
 )
 RESET_REQUIRED_RE = r"NV_ERR_RESET_REQUIRED|GspRmAlloc failed: .*status=0x00000062"
 

@@ -132,3 +132,57 @@ def test_panics_oopses_and_lockups_in_every_dmesg_form(store: Store) -> None:
     kmsg = store.query("SELECT process, pid FROM events WHERE line = 7").row(0)
     assert kmsg == ("nccl-proxy", 7781)
     assert store.query("SELECT node FROM events WHERE line = 8").item() == "gpu-b07"
+
+
+def test_gsp_and_rm_timeouts_and_heartbeat_losses_without_an_xid(store: Store) -> None:
+    ev = _events(store, "gsp-no-xid.log")
+    got = {n: (ev[n]["kind"], ev[n]["subkind"], ev[n]["code"]) for n in range(1, 6)}
+    assert got == {
+        1: ("gsp_timeout", "heartbeat", None),
+        2: ("gsp_timeout", "heartbeat", None),
+        3: ("gsp_timeout", "heartbeat", None),  # LibOS
+        4: ("gsp_timeout", "rc_watchdog", None),
+        5: ("gsp_timeout", "timeout", None),
+    }
+    assert _attrs(ev[1])["function"] == "_kgspIsHeartbeatTimedOut"
+    assert {ev[n]["node"] for n in range(1, 8)} == {"gpu-d11"}
+    # the recovery an Xid 154 names in other words ("OS Reboot"; no "from" part)
+    assert (ev[6]["severity"], ev[6]["action"]) == ("critical", "reboot_node")
+    assert (ev[7]["severity"], ev[7]["action"]) == ("error", "reset_gpu")
+
+
+def _k8s(store: Store, name: str) -> list[tuple]:
+    (f,) = ingest_paths(store, [str(DATA / name)], now=NOW).files
+    assert f.status == "ok" and f.quarantined == 0, f.error
+    return store.query(
+        "SELECT line, source, kind, subkind, severity, node, ts FROM events ORDER BY line"
+    ).rows()
+
+
+def test_kubernetes_node_conditions_from_kubectl_get_events(store: Store) -> None:
+    rows = _k8s(store, "kubectl-get-events.txt")
+    assert [r[:6] for r in rows] == [
+        (2, "k8s", "node_not_responding", "not_ready", "warning", "gpu-node-07"),
+        (3, "k8s", "node_down", "rebooted", "error", "gpu-node-07"),
+        (4, "k8s", "node_drain", "disk_pressure", "warning", "gpu-node-07"),
+        # line 5: NodeHasNoDiskPressure, the pressure gone: noise
+        (6, "k8s", "node_resume", "ready", "info", "gpu-node-07"),
+        (7, "k8s", "node_not_responding", "not_ready", "warning", "gpu-node-11"),  # kubelet
+    ]
+    assert [r[6] for r in rows[:4]] == [None] * 4  # "12m ago" says nothing absolute
+    boot = store.query("SELECT attrs FROM events WHERE line = 3").item()
+    assert json.loads(boot)["boot_id"] == "0e6f2a9c-7d1b-4c55-9a1e-2f3b4c5d6e7f"
+
+
+def test_kubernetes_node_conditions_from_kubectl_describe_node(store: Store) -> None:
+    rows = _k8s(store, "kubectl-describe-node.txt")
+    assert [r[:6] for r in rows] == [
+        (41, "k8s", "node_drain", "memory_pressure", "warning", "gpu-node-09"),
+        # 42, 43: DiskPressure / PIDPressure False, a healthy state: noise
+        (44, "k8s", "node_not_responding", "not_ready", "warning", "gpu-node-09"),
+        (66, "k8s", "node_down", "rebooted", "error", "gpu-node-09"),
+        (67, "k8s", "node_not_responding", "not_ready", "warning", "gpu-node-09"),
+    ]
+    # the LastTransitionTime, in UTC
+    assert rows[0][6] == datetime(2025, 3, 3, 9, 41, 10)
+    assert rows[1][6] == datetime(2025, 3, 3, 9, 45, 0)
