@@ -41,20 +41,29 @@ from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
 
-# Slurm daemon lines: the daemon's name, or (the ``[ISO] message`` log-file form) its phrases.
+# Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
+# rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
+# every job step launched, and those are noise.
 SLURM_LITERALS = (
-    "slurm",
-    "Slurm",
     "error:",
     "fatal:",
     "responding",
     "returned to service",
+    "reason set to",
     "state set to",
     "state to",
-    "unexpectedly rebooted",
+    "rebooted",
     "Killing JobId",
-    "equeue",
+    "equeu",
     "NODE_FAIL",
+    "Failed",
+    "failed",
+    ".service: ",
+    "drain",
+    "Drain",
+    "DRAIN",
+    "xid",
+    "exited",
 )
 LITERALS: tuple[str, ...] = tuple(
     dict.fromkeys((*kp.LITERALS, *nccl_line.LITERALS, *SLURM_LITERALS, *k8s.LITERALS))
