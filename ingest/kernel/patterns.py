@@ -185,8 +185,8 @@ BENIGN_NVRM_RE = (
 # "NVRM: (PCI ID: 10de:26b5) installed in this system has" / "NVRM: fallen off the bus and ...".
 GPU_HEAD_RE = rf"NVRM: The NVIDIA GPU (?P<pci>{_PCI})(?P<tail>.*)$"
 GPU_CONT_RE = (
-    r"^[ \t]*NVRM: (?P<text>(?:\(PCI ID: |installed in this system|fallen off the bus|not supported by"
-    r"|is not responding).*)$"
+    r"^[ \t]*NVRM: (?P<text>(?:\(PCI ID: |installed in this system|fallen off the bus"
+    r"|not supported by|is not responding).*)$"
 )
 PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
 FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
