@@ -24,18 +24,21 @@ parser (``parser``), which calls ``handle_line`` here for every candidate line t
   ``Last error:`` and one detail line, folded into one ``nccl_error`` event.
 - torchrun's ``ChildFailedError`` report: one ``process_failed`` event per ``[N]:`` entry of its
   ``Failures:`` / ``Root Cause (first observed failure):`` tables (time, host, rank, exitcode).
+- The rest of the watchdog family (failure detected, thread terminated with an exception, watchdog
+  or heartbeat monitor stuck, flight-recorder notices) and elastic worker failures with exit codes
+  and signals: shapes in ``watchdog``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import signal
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from faultlens.ingest.base import ParseContext, normalize_node
+from faultlens.ingest.nccl import watchdog
 from faultlens.ingest.schema import Kind, Severity, Source
 
 MESSAGE_CHARS = 2000
@@ -113,38 +116,6 @@ NCCL_ERROR_IN = re.compile(
     r"(?P<exc>[A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?"
     r"NCCL error(?: in: (?P<where>[^,]+))?[,:] (?P<reason>.*?)(?:, NCCL version (?P<version>"
     r"[0-9][0-9.]*[^\s,]*))?\s*$"
-)
-# The rest of the watchdog family (ProcessGroupNCCL.cpp, PyTorch 2.x), each in any prefix:
-FAILURE_DETECTED = re.compile(
-    r"[Ff]ailure detected by watchdog at work sequence id: (?P<seq_num>-?[0-9]+)"
-    r"(?: PG status: last enqueued work: (?P<last_enqueued>-?[0-9]+), last completed work: "
-    r"(?P<last_completed>-?[0-9]+))?"
-)
-WATCHDOG_TERMINATED = re.compile(r"[Ww]atchdog thread terminated with exception: ?(?P<what>.*)$")
-WATCHDOG_STUCK = re.compile(
-    r"[Ww]atchdog (?:got stuck|has been stuck|stuck) for (?P<stuck_s>[0-9]+) ?(?:seconds|s)\b"
-)
-HEARTBEAT_TIMEOUT = re.compile(
-    r"Heartbeat monitor timed out|[Hh]eartbeat monitor (?:thread )?(?:is )?stuck"
-)
-FLIGHT_RECORDER = re.compile(
-    r"[Ff]light ?[Rr]ecorder|fr_trace|(?:preparing|try our best) to dump (?:the )?debug info"
-)
-# torch.distributed.elastic (torchrun): a worker's exit, in glog or logging form:
-#   E0419 12:00:00.123456 140234 torch/distributed/elastic/multiprocessing/api.py:826] failed
-#   (exitcode: -9) local_rank: 3 (pid: 12345) of binary: /usr/bin/python3
-#   torch.distributed.elastic.multiprocessing.api.SignalException: Process 123 got signal: 15
-ELASTIC_FAILED = re.compile(
-    r"failed \(exitcode: (?P<exit_code>-?[0-9]+)\) local_rank: (?P<local_rank>-?[0-9]+) "
-    r"\(pid: (?P<pid>[0-9]+)\)(?: of binary: (?P<binary>\S+))?"
-)
-SIGNAL_EXCEPTION = re.compile(
-    r"SignalException: Process (?P<pid>[0-9]+) got signal: (?P<signal>[0-9]+)"
-)
-# a glog stamp whose source is a path (``torch/distributed/elastic/.../api.py:826]``)
-GLOG_ANY = re.compile(
-    r"(?:^|[\s\[])(?P<sev>[EWIF])(?P<md>[0-9]{4}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
-    r"(?:\.(?P<frac>[0-9]+))? +[0-9]+ [^\s\]]+:[0-9]+\]"
 )
 RESULT_LINE = re.compile(r"^(?P<name>nccl[A-Za-z]+Error): ?(?P<text>.*)$")
 FAIL_FIELD = re.compile(
@@ -460,20 +431,8 @@ def _watchdog_family(
     base: dict[str, Any],
     common: dict[str, Any],
 ) -> bool:
-    """The watchdog's other reports: a failure it detected, its thread dying of an exception,
-    the watchdog or its heartbeat monitor stuck (errors), flight-recorder notices (info)."""
-    message = text[glog.end() :] if glog else text
-    found: tuple[Kind, str, Severity, dict[str, Any]] | None = None
-    if m := FAILURE_DETECTED.search(text):
-        found = Kind.NCCL_ERROR, "watchdog_failure", Severity.ERROR, _ints(m)
-    elif m := WATCHDOG_TERMINATED.search(text):
-        found = Kind.NCCL_ERROR, "watchdog_terminated", Severity.ERROR, {}
-    elif m := WATCHDOG_STUCK.search(text):
-        found = Kind.NCCL_TIMEOUT, "watchdog_stuck", Severity.ERROR, _ints(m)
-    elif HEARTBEAT_TIMEOUT.search(text):
-        found = Kind.NCCL_TIMEOUT, "heartbeat_timeout", Severity.ERROR, {}
-    elif FLIGHT_RECORDER.search(text):
-        found = Kind.NCCL_ERROR, "flight_recorder", Severity.INFO, {}
+    """The watchdog's other reports (``watchdog.watchdog_report``) as one event."""
+    found = watchdog.watchdog_report(text)
     if found is None:
         return False
     kind, subkind, severity, attrs = found
@@ -485,23 +444,12 @@ def _watchdog_family(
             kind=kind,
             subkind=subkind,
             severity=severity,
-            message=message,
+            message=text[glog.end() :] if glog else text,
             attrs={**base, **attrs},
             **common,
         )
     )
     return True
-
-
-def _ints(m: re.Match[str]) -> dict[str, int | None]:
-    return {k: _int(v) for k, v in m.groupdict().items()}
-
-
-def _signal_name(number: int | None) -> str | None:
-    try:
-        return signal.Signals(number).name if number is not None else None
-    except ValueError:
-        return None
 
 
 def _elastic(
@@ -512,25 +460,13 @@ def _elastic(
     base: dict[str, Any],
     common: dict[str, Any],
 ) -> bool:
-    """torchrun / elastic: a worker that failed (a negative exit code is the signal that killed
-    it) or the agent's ``SignalException``; the time from a glog stamp with a path source."""
-    if m := ELASTIC_FAILED.search(text):
-        code = int(m["exit_code"])
-        attrs = {
-            "exit_code": code,
-            "local_rank": int(m["local_rank"]),
-            "binary": m["binary"],
-            "signal": -code if code < 0 else None,
-            "signal_name": _signal_name(-code) if code < 0 else None,
-        }
-        subkind, pid = "elastic_worker", int(m["pid"])
-    elif m := SIGNAL_EXCEPTION.search(text):
-        number = int(m["signal"])
-        attrs = {"signal": number, "signal_name": _signal_name(number)}
-        subkind, pid = "signal", int(m["pid"])
-    else:
+    """A torchrun / elastic worker failure (``watchdog.elastic_failure``) as one event, timed by
+    its glog stamp when it has one."""
+    found = watchdog.elastic_failure(text)
+    if found is None:
         return False
-    g = GLOG_ANY.search(text)
+    subkind, pid, attrs = found
+    g = watchdog.GLOG_ANY.search(text)
     ts = (glog_ts(g["md"], g["hms"], g["frac"], ctx) if g else None) or common["ts"]
     sink.events.append(
         make_event(
