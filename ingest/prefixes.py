@@ -5,9 +5,9 @@ and where, in one of the shapes real pipelines write, possibly nested (a collect
 a syslog line). ``prefix_frame`` reads them over a whole frame of lines with polars expressions:
 
 - RFC 5424: ``<13>1 2024-05-01T10:00:00.123456Z host app procid msgid [sd] message``;
-- ISO 8601 / RFC 3339, ``T`` or space, up to nanoseconds, ``Z`` / offset / none, bare or in
-  brackets (collector stamps ``[2024-05-01 10:00:00]``, journald ``short-iso``), optionally
-  followed by ``host tag[pid]:``;
+- ISO 8601 / RFC 3339, ``T`` or space, up to nanoseconds, ``Z`` / offset / none, bare
+  (rsyslog, journald ``short-iso``; optionally followed by ``host tag[pid]:``) or in brackets
+  (a collector's stamp ``[2024-05-01 10:00:00]``, with no host after it);
 - RFC 3164 syslog and journald ``short`` / ``short-precise`` (``May 01 10:00:00.123456 host
   tag[pid]:``) with month names in any of ``LOCALES`` (taken from babel's CLDR data, not hand
   tables); the year is ``ctx.year`` or the file's mtime year (flagged ``year_from_mtime``);
@@ -44,7 +44,9 @@ _TAG = r"(?:[^\s:\[\]]{1,64})(?:\[[0-9]{1,10}\])?: "
 SHAPES: dict[str, str] = {
     "rfc5424": rf"^(?P<head><[0-9]{{1,3}}>1 {_ISO} {_HOST} \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?)",
     "talos": rf"^(?P<head>{_HOST}: [a-z]{{3,8}}: +[a-z]{{3,8}}: \[{_ISO}\]: )",
-    "iso": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?\[?{_ISO}\]?:? (?:{_HOST} {_TAG})?)",
+    # a collector's bracketed stamp carries no host: ``[stamp] EDAC MC3: ...`` is a message
+    "collector": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?\[{_ISO}\]:? )",
+    "iso": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?{_ISO}:? (?:{_HOST} {_TAG})?)",
     "syslog": (
         r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
         r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
@@ -179,7 +181,9 @@ def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFram
         else:
             ts, flag = _iso_ts(g), pl.lit(None, pl.String)
         sub = sub.with_columns(_ts=ts).with_columns(
-            _host=g.struct.field("host"),
+            _host=g.struct.field("host")
+            if "(?P<host>" in SHAPES[name]
+            else pl.lit(None, pl.String),
             _flag=pl.when(pl.col("_ts").is_not_null()).then(flag),
             _body=col.str.strip_prefix(g.struct.field("head")),
         )
