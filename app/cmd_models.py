@@ -136,10 +136,10 @@ def train(
     stops at once (exit 2) naming the --since that fits.
     With --dask the trees are trained on a Dask cluster (lightgbm.dask); the features are
     built here, from the database. Exit code 5 when there is not enough history to train.
-    With --dataset the model learns from incident records alone (models.survival: per GPU where
-    the records name GPUs, else per node; a time split at 70% of the history) and is compared
-    with a Cox survival model, the lemon count and an age-only model (PR-AUC, concordance);
-    nothing is saved.
+    With --dataset the model learns from incident records alone (models.survival: per GPU
+    where the records name GPUs, else per node; a time split with 70% of the rows before it)
+    and is compared with a Cox survival model, the lemon count and an age-only model (PR-AUC,
+    concordance); nothing is saved.
 
     Example: faultlens train --db data/faultlens.duckdb --horizon-h 24 --json
     """
