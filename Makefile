@@ -34,8 +34,8 @@ test: $(TEST_STAMP)
 # The fast part of the suite at the lowest versions pyproject.toml allows (uv's lowest-direct
 # resolution: every direct dependency at its declared floor), in a venv of its own.
 LOWEST := .venv-lowest
-LOWEST_TESTS := tests/ingest/test_reader.py tests/ingest/test_scan.py tests/ingest/test_kernel.py \
-	tests/ingest/test_nccl.py tests/ingest/test_slurm.py tests/ingest/test_telemetry_prom.py \
+LOWEST_TESTS := tests/ingest/test_reader.py tests/ingest/test_scan.py tests/ingest/kernel/test_kernel.py \
+	tests/ingest/nccl/test_nccl.py tests/ingest/slurm/test_slurm.py tests/ingest/telemetry/test_telemetry_prom.py \
 	tests/ingest/test_lake.py tests/replay tests/models/test_predictor.py tests/app/test_cli.py \
 	tests/app/test_exit_codes.py
 test-lowest: $(TEST_STAMP)

@@ -1,4 +1,5 @@
-"""``faultlens ingest --prometheus URL --since 7d``: the CLI side of ``ingest.prom.pull``."""
+"""``faultlens ingest --prometheus URL --since 7d``: the CLI side of
+``ingest.telemetry.prom.pull``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from rich.console import Console
 
 from faultlens.app.common import db_path, emit_json, open_store, utc_now
 from faultlens.ingest.http_config import HttpConfig, build_session
-from faultlens.ingest.prom import parse_duration, pull
-from faultlens.ingest.telemetry import resolve_gpu_indices
+from faultlens.ingest.telemetry.common import resolve_gpu_indices
+from faultlens.ingest.telemetry.prom import parse_duration, pull
 
 
 def pull_prometheus(

@@ -89,7 +89,7 @@ def _truth_mix(truth: dict[str, Any]) -> pl.DataFrame | None:
 
 def stage_fabric(store: Store, truth: dict[str, Any], console: Console) -> None:
     """Localize network faults with the synthetic cluster's topology file, when there is one."""
-    from faultlens.ingest.topology import load_topology, localize_network_faults
+    from faultlens.ingest.telemetry.topology import load_topology, localize_network_faults
 
     out = truth.get("out")
     topo_path = Path(out) / "topology.csv" if out else None

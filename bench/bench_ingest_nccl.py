@@ -282,8 +282,9 @@ def plain_python(path: str) -> dict[str, int]:
 def faultlens(path: str, db: str, line_path: bool = False) -> dict[str, int]:
     from datetime import datetime
 
-    from faultlens.ingest import nccl, registry
+    from faultlens.ingest import registry
     from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.nccl import parser as nccl
     from faultlens.ingest.pipeline import ingest_paths
     from faultlens.ingest.store import Store
 

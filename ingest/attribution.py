@@ -390,7 +390,7 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
 
 def _resolve_gpu_indices_since(store: Store, *, events_above: int, gpus_above: int) -> int:
     """``resolve_gpu_indices`` for the new events and the events of nodes with new inventory."""
-    from faultlens.ingest.telemetry import ensure_inventory_view
+    from faultlens.ingest.telemetry.common import ensure_inventory_view
 
     ensure_inventory_view(store)
     scope = "events.rowid > ?"
@@ -418,7 +418,7 @@ def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
     old rows may have changed, or with ``full``, everything is rebuilt. Both give the same tables.
     """
     from faultlens.ingest import watermarks
-    from faultlens.ingest.telemetry import resolve_gpu_indices
+    from faultlens.ingest.telemetry.common import resolve_gpu_indices
 
     reason = "requested" if full else watermarks.why_full(store, watermarks.load(store))
     if reason is not None:

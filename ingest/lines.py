@@ -28,12 +28,15 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.ingest import kernel, nccl, slurm_daemon
-from faultlens.ingest import kernel_patterns as kp
 from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.kernel import parser as kernel
+from faultlens.ingest.kernel import patterns as kp
+from faultlens.ingest.nccl import line as nccl_line
+from faultlens.ingest.nccl import parser as nccl
 from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
 from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
+from faultlens.ingest.slurm import daemon as slurm_daemon
 
 # Slurm daemon lines: the daemon's name, or (the ``[ISO] message`` log-file form) its phrases.
 SLURM_LITERALS = (
@@ -50,7 +53,9 @@ SLURM_LITERALS = (
     "equeue",
     "NODE_FAIL",
 )
-LITERALS: tuple[str, ...] = tuple(dict.fromkeys((*kp.LITERALS, *nccl.LITERALS, *SLURM_LITERALS)))
+LITERALS: tuple[str, ...] = tuple(
+    dict.fromkeys((*kp.LITERALS, *nccl_line.LITERALS, *SLURM_LITERALS))
+)
 # An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
 # (``NET/IB : Using [0]mlx5_0``, ``PCIe Bus Error`` quoted in a RuntimeError).
 NCCL_ANCHOR = (
@@ -66,7 +71,7 @@ SLURM_ANCHOR = (
 SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
 _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
 _KERNEL = literal_regex(kp.LITERALS)
-_NCCL = nccl.FILTER
+_NCCL = nccl_line.FILTER
 FAMILIES = ("nccl", "slurm", "kernel")
 
 
@@ -149,7 +154,7 @@ class LinesParser:
     source = Source.KERNEL  # the events carry each family's own source
     whole_file = False
     prefilter = LITERALS
-    prefilter_follow: str | None = nccl.LAST_ERROR
+    prefilter_follow: str | None = nccl_line.LAST_ERROR
     raw_scan = True
 
     def __init__(self) -> None:
@@ -175,7 +180,7 @@ class LinesParser:
         """Every line of a chunk (the driver's path without a raw scan): the candidates, then
         ``parse_candidates``."""
         raw = pl.col("raw")
-        follows = raw.shift(1).str.contains(nccl.LAST_ERROR, literal=True).fill_null(False)
+        follows = raw.shift(1).str.contains(nccl_line.LAST_ERROR, literal=True).fill_null(False)
         hit = raw.str.contains(literal_regex(LITERALS)).fill_null(False) | follows
         cand = (
             numbered(lines, first_line)

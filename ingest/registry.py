@@ -15,7 +15,9 @@ from faultlens.ingest.errors import InputError
 
 # Parser name -> the module that lists it in its ``PARSERS`` (checked when the module loads).
 MODULE_OF: dict[str, str] = {
-    **dict.fromkeys(("kernel", "journal_json", "k8s_device_plugin"), "faultlens.ingest.kernel"),
+    **dict.fromkeys(
+        ("kernel", "journal_json", "k8s_device_plugin"), "faultlens.ingest.kernel.parser"
+    ),
     **dict.fromkeys(
         (
             "sacct",
@@ -26,20 +28,22 @@ MODULE_OF: dict[str, str] = {
             "scontrol_node",
             "k8s_events",
         ),
-        "faultlens.ingest.slurm",
+        "faultlens.ingest.slurm.parsers",
     ),
-    **dict.fromkeys(("nccl", "pytorch"), "faultlens.ingest.nccl"),
-    "dcgm_exporter": "faultlens.ingest.dcgm",
-    **dict.fromkeys(("dcgmi", "nv_hostengine", "fabricmanager"), "faultlens.ingest.dcgm_logs"),
-    **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "faultlens.ingest.nvsmi"),
+    **dict.fromkeys(("nccl", "pytorch"), "faultlens.ingest.nccl.parser"),
+    "dcgm_exporter": "faultlens.ingest.telemetry.dcgm",
+    **dict.fromkeys(
+        ("dcgmi", "nv_hostengine", "fabricmanager"), "faultlens.ingest.telemetry.dcgm_logs"
+    ),
+    **dict.fromkeys(("nvidia_smi_q", "nvidia_smi_xml"), "faultlens.ingest.telemetry.nvsmi"),
     **dict.fromkeys(
         ("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink", "nvidia_smi_bundle"),
-        "faultlens.ingest.nvsmi_text",
+        "faultlens.ingest.telemetry.nvsmi_text",
     ),
-    "prometheus_json": "faultlens.ingest.prom",
-    "training": "faultlens.ingest.training",
-    "incidents": "faultlens.ingest.incidents",
-    **dict.fromkeys(("unit_residency", "unit_lifetimes"), "faultlens.ingest.lifetimes"),
+    "prometheus_json": "faultlens.ingest.telemetry.prom",
+    "training": "faultlens.ingest.training.parser",
+    "incidents": "faultlens.ingest.traces.incidents",
+    **dict.fromkeys(("unit_residency", "unit_lifetimes"), "faultlens.ingest.traces.lifetimes"),
     "lines": "faultlens.ingest.lines",
     **dict.fromkeys(
         (
@@ -56,7 +60,7 @@ MODULE_OF: dict[str, str] = {
             "acme_summary",
             "alibaba_genai_duty_cycle",
         ),
-        "faultlens.ingest.traces",
+        "faultlens.ingest.traces.public",
     ),
 }
 

@@ -21,8 +21,8 @@ from faultlens.app.cli import app
 from faultlens.app.run import load_config
 from faultlens.ingest.errors import ConfigError, InputError
 from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_config
-from faultlens.ingest.prom import pull
 from faultlens.ingest.store import Store
+from faultlens.ingest.telemetry.prom import pull
 from tests.integration_helpers import tls
 
 PASSWORD = "s3cret-Pa55-word"

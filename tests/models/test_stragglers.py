@@ -13,10 +13,10 @@ import typer
 from typer.testing import CliRunner
 
 from faultlens.ingest.base import ParseContext
-from faultlens.ingest.prom import PARSERS as PROM_PARSERS
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.store import Store
-from faultlens.ingest.training import PARSERS as TRAINING_PARSERS
+from faultlens.ingest.telemetry.prom import PARSERS as PROM_PARSERS
+from faultlens.ingest.training.parser import PARSERS as TRAINING_PARSERS
 from faultlens.models import straggler_predict as sp
 from faultlens.models import stragglers as ms
 from faultlens.synth import training as st

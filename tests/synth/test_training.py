@@ -12,7 +12,7 @@ import pytest
 
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.reader import iter_chunks
-from faultlens.ingest.training import PARSERS
+from faultlens.ingest.training.parser import PARSERS
 from faultlens.synth import training as st
 
 START = datetime(2025, 3, 1)

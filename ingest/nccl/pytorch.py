@@ -1,0 +1,590 @@
+"""PyTorch distributed lines: ProcessGroupNCCL watchdog, DistBackendError, torchrun failures.
+
+These lines sit in the same stderr as NCCL's own output, so they are extracted by the ``nccl``
+parser (``parser``), which calls ``handle_line`` here for every candidate line that is not a
+``host:pid:tid [dev] NCCL ...`` line. The shapes, one per line unless noted:
+
+- Launcher prefixes, stripped first: Ray ``(Actor pid=12, ip=10.0.0.1) ``, torchrun
+  ``[rank3]:`` / ``[default3]:``, pdsh ``host: ``, a leading ``[12345] `` line counter.
+- glog stamps ``[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607]`` (month not zero-padded:
+  ``E321`` is March 21; the year comes from ``ParseContext.year``, else the file's mtime); the
+  old form ``[E ProcessGroupNCCL.cpp:458]`` has no time.
+- Watchdog timeouts, old and new::
+
+    [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7753,
+    OpType=_REDUCE_SCATTER_BASE, NumelIn=544997376, NumelOut=68124672, Timeout(ms)=600000)
+    ran for 600061 milliseconds before timing out.
+
+  -> ``nccl_timeout`` (subkind ``watchdog``; ``rethrown`` when the same text is repeated inside
+  ``watchdog thread terminated with exception:`` or ``what():``).
+- ``Exception (either an error or timeout) detected by watchdog at work: N, last enqueued NCCL
+  work: M, last completed NCCL work: K.`` -> ``nccl_error`` / ``watchdog_exception``.
+- ``DistBackendError: NCCL error in: FILE:LINE, <reason>, NCCL version X`` (also
+  ``RuntimeError: NCCL error in: ...``), optionally followed by ``ncclRemoteError: ...``,
+  ``Last error:`` and one detail line, folded into one ``nccl_error`` event.
+- torchrun's ``ChildFailedError`` report: one ``process_failed`` event per ``[N]:`` entry of its
+  ``Failures:`` / ``Root Cause (first observed failure):`` tables (time, host, rank, exitcode).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from faultlens.ingest.base import ParseContext, normalize_node
+from faultlens.ingest.schema import Kind, Severity, Source
+
+MESSAGE_CHARS = 2000
+WS = " \t\r\n\x0b\x0c"  # what ``strip`` removes, the same in Python and polars
+
+# NCCL result codes (nccl.h ncclResult_t), for "retcode 6" / "res=3" / "-> 6".
+NCCL_RESULTS = {
+    1: "ncclUnhandledCudaError",
+    2: "ncclSystemError",
+    3: "ncclInternalError",
+    4: "ncclInvalidArgument",
+    5: "ncclInvalidUsage",
+    6: "ncclRemoteError",
+}
+NCCL_RESULT_NAMES = tuple(NCCL_RESULTS.values())
+
+# Literals that make a line a candidate for the PyTorch extractors. Few and with rare first bytes,
+# so that the one alternation regex over every line stays on the SIMD literal fast path.
+LITERALS = (
+    "atchdog",  # Watchdog caught ..., detected by watchdog
+    "ProcessGroupNCCL",
+    "NCCL error",
+    "Error",  # DistBackendError, ncclRemoteError, ChildFailedError, RuntimeError
+    "Last error:",
+    "Root Cause",
+    "time      :",
+    "host      :",
+    "local_rank:",
+    "exitcode  :",
+    "error_file:",
+    "traceback :",
+)
+
+_LAUNCHER_PARTS = (
+    ("counter", re.compile(r"^\[[0-9]+\] ")),
+    (
+        "ray",
+        re.compile(
+            r"^\((?P<actor>[^()]*?)\bpid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?"
+            r"[^()]*\) ?"
+        ),
+    ),
+    ("rank", re.compile(r"^\[(?:rank|default)(?P<rank>[0-9]+)\]: ?")),
+    ("pdsh", re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*): ")),
+)
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_NOT_HOSTS = frozenset(
+    {"info", "warning", "warn", "error", "debug", "critical", "fatal", "note", "traceback"}
+)
+ISO_TS = re.compile(
+    r"\[?(?P<date>[0-9]{4}-[0-9]{2}-[0-9]{2})[T _](?P<time>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:[.,](?P<frac>[0-9]+))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?\]?"
+)
+GLOG = re.compile(
+    r"\[?(?P<sev>[EWIF])(?:(?P<md>[0-9]{3,4}) (?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>"
+    r"[0-9]+))?)?(?: +[0-9]+)? ?(?P<src>[A-Za-z0-9_.]+\.(?:cpp|cc|hpp|h|py)):(?P<srcline>[0-9]+)\]"
+)
+PG_RANK = re.compile(r"\[(?:PG [^\]]*?)?Rank (?P<rank>[0-9]+)\]")
+WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout: WorkNCCL\((?:SeqNum=(?P<seq_num>[0-9]+), )?"
+    r"OpType=(?P<op_type>[A-Za-z0-9_]+)(?:, NumelIn=(?P<numel_in>-?[0-9]+), "
+    r"NumelOut=(?P<numel_out>-?[0-9]+))?(?:, TensorShape=\[[^\]]*\])?, "
+    r"Timeout\(ms\)=(?P<timeout_ms>[0-9]+)\) ran for (?P<ran_for_ms>[0-9]+) milliseconds"
+)
+DETECTED = re.compile(
+    r"detected by watchdog at work: (?P<seq_num>-?[0-9]+), last enqueued NCCL work: "
+    r"(?P<last_enqueued>-?[0-9]+), last completed NCCL work: (?P<last_completed>-?[0-9]+)"
+)
+NCCL_ERROR_IN = re.compile(
+    r"(?P<exc>[A-Za-z_.]*(?:DistBackendError|RuntimeError|Error|Exception))?:? ?"
+    r"NCCL error(?: in: (?P<where>[^,]+))?[,:] (?P<reason>.*?)(?:, NCCL version (?P<version>"
+    r"[0-9][0-9.]*[^\s,]*))?\s*$"
+)
+RESULT_LINE = re.compile(r"^(?P<name>nccl[A-Za-z]+Error): ?(?P<text>.*)$")
+FAIL_FIELD = re.compile(
+    r"^\s+(?P<key>time|host|rank|exitcode|error_file|traceback)\s*: ?(?P<value>.*)$"
+)
+_REASONS = (
+    ("unhandled cuda error", "ncclUnhandledCudaError"),
+    ("unhandled system error", "ncclSystemError"),
+    ("internal error", "ncclInternalError"),
+    ("invalid usage", "ncclInvalidUsage"),
+    ("invalid argument", "ncclInvalidArgument"),
+    ("remote process exited", "ncclRemoteError"),
+    ("network error", "ncclRemoteError"),
+)
+# Follow-up lines of a watchdog failure that add nothing the timeout event lacks.
+_KNOWN_NOISE = (
+    "Some NCCL operations have failed or timed out",
+    "To avoid data inconsistency",
+    "Timeout at NCCL work",
+)
+
+
+@dataclass
+class Prefix:
+    """What a launcher prefix and a leading timestamp said about a line."""
+
+    rest: str
+    host: str | None = None
+    rank: int | None = None
+    ray_pid: int | None = None
+    ray_ip: str | None = None
+    actor: str | None = None
+
+
+@dataclass
+class TorchState:
+    pending: dict[str, Any] | None = None  # a DistBackendError event awaiting continuation lines
+    pending_last: int = 0  # line number of the last line folded into ``pending``
+    expect_detail: int = 0  # line number expected to carry the "Last error:" detail
+    failure: dict[str, Any] | None = None  # the ChildFailedError entry being read
+    in_failure_report: bool = False
+    root_cause: bool = False
+
+
+@dataclass
+class Sink:
+    """Rows produced while handling candidate lines."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    link_health: list[dict[str, Any]] = field(default_factory=list)
+    quarantine: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+def strip_launcher(line: str) -> Prefix:
+    """Remove launcher prefixes (pdsh host, Ray actor, torchrun rank, line counter) in any order."""
+    p = Prefix(rest=line)
+    if line[:1] not in ("[", "(") and ": " not in line[:64]:
+        return p  # the common case: nothing to strip
+    for _ in range(4):
+        first = p.rest[:1]
+        for name, rx in _LAUNCHER_PARTS:
+            # each pattern's first character, tested before the pattern (the same outcome)
+            if name == "pdsh":
+                if p.host or not (first.isascii() and first.isalnum()):
+                    continue
+            elif first != ("(" if name == "ray" else "["):
+                continue
+            m = rx.match(p.rest)
+            if not m:
+                continue
+            if name == "pdsh":
+                host = m["host"]
+                if _CAMEL.search(host) or host.lower() in _NOT_HOSTS or p.host:
+                    continue
+                p.host = normalize_node(host)
+            elif name == "ray":
+                p.ray_pid, p.ray_ip = int(m["pid"]), m["ip"]
+                p.actor = m["actor"].strip(" ,") or None
+            elif name == "rank":
+                p.rank = int(m["rank"])
+            p.rest = p.rest[m.end() :]
+            break
+        else:
+            break
+    return p
+
+
+def iso_ts(text: str) -> datetime | None:
+    """The first ``YYYY-MM-DD[ T]HH:MM:SS[.f][Z|+hh:mm]`` stamp in ``text``, as naive UTC."""
+    m = ISO_TS.search(text)
+    if not m:
+        return None
+    try:
+        ts = datetime.fromisoformat(f"{m['date']}T{m['time']}")
+    except ValueError:
+        return None
+    if m["frac"]:
+        ts = ts.replace(microsecond=int(m["frac"][:6].ljust(6, "0")))
+    tz = m["tz"]
+    if tz and tz != "Z":
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        ts -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
+    return ts
+
+
+def glog_ts(
+    md: str | None, hms: str | None, frac: str | None, ctx: ParseContext
+) -> datetime | None:
+    """A glog ``MMDD HH:MM:SS.f`` stamp; the year from ``ctx.year``, else the file's mtime."""
+    if not md or not hms:
+        return None
+    year = ctx.year or (ctx.mtime.year if ctx.mtime else None)
+    if year is None:
+        return None
+    try:
+        month, day = int(md[:-2]), int(md[-2:])
+        h, mi, s = (int(x) for x in hms.split(":"))
+        ts = datetime(year, month, day, h, mi, s, int((frac or "0")[:6].ljust(6, "0")))
+    except ValueError:
+        return None
+    if ctx.year is None and ctx.mtime is not None and ts > ctx.mtime + timedelta(days=1):
+        try:
+            ts = ts.replace(year=year - 1)  # a December stamp in a file written in January
+        except ValueError:  # February 29
+            return None
+    return ts
+
+
+def attrs_json(attrs: dict[str, Any]) -> str:
+    """Compact JSON, keys sorted, nulls dropped: the same text polars' vectorized path writes."""
+    return json.dumps(
+        {k: attrs[k] for k in sorted(attrs) if attrs[k] is not None},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def make_event(
+    ctx: ParseContext,
+    line_no: int,
+    *,
+    source: Source,
+    kind: Kind,
+    subkind: str | None,
+    severity: Severity,
+    message: str,
+    node: str | None,
+    ts: datetime | None = None,
+    pid: int | None = None,
+    gpu: str | None = None,
+    gpu_index: int | None = None,
+    attrs: dict[str, Any] | None = None,
+    job_id: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "ts": ts,
+        "ts_flag": None if ts is not None else "no_ts",
+        "node": node or ctx.node,
+        "gpu": gpu,
+        "gpu_index": gpu_index,
+        "source": source.value,
+        "kind": kind.value,
+        "subkind": subkind,
+        "severity": severity.value,
+        "job_id": job_id,
+        "pid": pid,
+        "message": message.strip(WS)[:MESSAGE_CHARS],
+        "attrs": attrs_json(attrs) if attrs else "{}",
+        "file": ctx.file,
+        "line": line_no,
+    }
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text not in (None, "") else None
+
+
+def reason_subkind(reason: str) -> str | None:
+    low = reason.lower()
+    for needle, name in _REASONS:
+        if needle in low:
+            return name
+    for name in NCCL_RESULT_NAMES:
+        if name in reason:
+            return name
+    return None
+
+
+# -- the handler ----------------------------------------------------------------------------------
+
+
+def handle_line(
+    line_no: int,
+    raw: str,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
+    job_id: str | None,
+    pre: Prefix | None = None,
+) -> bool:
+    """Extract one candidate line that is not a NCCL-format line. True if it became (part of) rows.
+
+    ``pre`` is ``strip_launcher(raw)`` when the caller has it already. Lines that look like a
+    watchdog report but do not parse are quarantined (added to ``sink``).
+    """
+    pre = pre or strip_launcher(raw)
+    text = pre.rest
+    if st.pending is not None and line_no == st.pending_last + 1 and _continue(line_no, text, st):
+        return True
+    flush_pending(st, sink)
+    if _failure_line(line_no, text, pre, st, ctx, sink, job_id):
+        return True
+    glog = GLOG.search(text)
+    ts = None
+    if glog:
+        ts = glog_ts(glog["md"], glog["hms"], glog["frac"], ctx)
+    ts = ts or iso_ts(text[: glog.start()] if glog else text[:40])
+    pg = PG_RANK.search(text)
+    rank = int(pg["rank"]) if pg else pre.rank
+    base = {"rank": rank, "launcher_pid": pre.ray_pid, "ip": pre.ray_ip, "actor": pre.actor}
+    common = {"ts": ts, "node": pre.host, "job_id": job_id, "pid": pre.ray_pid}
+    if "Watchdog caught" in text:
+        return _watchdog(line_no, raw, text, ctx, sink, base, common)
+    m = DETECTED.search(text)
+    if m:
+        attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items()}}
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="watchdog_exception",
+                severity=Severity.ERROR,
+                message=text[glog.end() :] if glog else text,
+                attrs=attrs,
+                **common,
+            )
+        )
+        return True
+    if "NCCL error" in text:
+        return _nccl_error_in(line_no, text, st, ctx, sink, base, common)
+    m = RESULT_LINE.match(text)
+    if m:
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind=m["name"],
+                severity=Severity.ERROR,
+                message=text,
+                attrs=base,
+                **common,
+            )
+        )
+        return True
+    if "ProcessGroupNCCL" in text and glog and glog["sev"] in "EF":
+        if any(n in text for n in _KNOWN_NOISE):
+            return False
+        if "watchdog" in text.lower() or "timeout" in text.lower():
+            sink.quarantine.append((line_no, raw, "unrecognized ProcessGroupNCCL watchdog line"))
+            return False
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="process_group",
+                severity=Severity.ERROR,
+                message=text[glog.end() :],
+                attrs=base,
+                **common,
+            )
+        )
+        return True
+    if "DistBackendError" in text and ":" in text:
+        sink.events.append(
+            make_event(
+                ctx,
+                line_no,
+                source=Source.PYTORCH,
+                kind=Kind.NCCL_ERROR,
+                subkind="dist_backend",
+                severity=Severity.ERROR,
+                message=text,
+                attrs=base,
+                **common,
+            )
+        )
+        return True
+    return False
+
+
+def _watchdog(
+    line_no: int,
+    raw: str,
+    text: str,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    m = WATCHDOG.search(text)
+    if not m:
+        sink.quarantine.append((line_no, raw, "unrecognized watchdog timeout line"))
+        return False
+    before = text[: m.start()]
+    rethrown = "terminated with exception" in before or "what()" in before
+    attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items() if k != "op_type"}}
+    attrs["op_type"] = m["op_type"]
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=Kind.NCCL_TIMEOUT,
+            subkind="rethrown" if rethrown else "watchdog",
+            severity=Severity.ERROR,
+            message=text[m.start() :],
+            attrs=attrs,
+            **common,
+        )
+    )
+    return True
+
+
+def _nccl_error_in(
+    line_no: int,
+    text: str,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    m = NCCL_ERROR_IN.search(text)
+    if not m:
+        return False
+    exc = (m["exc"] or "").rsplit(".", 1)[-1] or None
+    attrs = {
+        **base,
+        "exception": exc,
+        "where": m["where"],
+        "reason": m["reason"],
+        "nccl_version": m["version"],
+    }
+    st.pending = make_event(
+        ctx,
+        line_no,
+        source=Source.PYTORCH,
+        kind=Kind.NCCL_ERROR,
+        subkind=reason_subkind(m["reason"]) or "dist_backend",
+        severity=Severity.ERROR,
+        message=text,
+        **common,
+    )
+    st.pending["_attrs"] = attrs  # encoded by ``flush_pending``, once the block is complete
+    st.pending_last = line_no
+    return True
+
+
+def _continue(line_no: int, text: str, st: TorchState) -> bool:
+    """Fold a ``ncclXxxError:`` / ``Last error:`` / detail line into the pending error event."""
+    assert st.pending is not None
+    attrs = st.pending["_attrs"]
+    m = RESULT_LINE.match(text.strip())
+    if m and "result_text" not in attrs:
+        st.pending["subkind"] = m["name"]
+        attrs["result_text"] = m["text"]
+    elif text.strip() == "Last error:":
+        st.expect_detail = line_no + 1
+    elif line_no == st.expect_detail:
+        attrs["last_error"] = text.strip()
+        peer = re.search(r"(?:from|to|peer) (?P<peer>[^\s<]+)<(?P<port>[0-9]+)>", text)
+        if peer:
+            attrs["peer"], attrs["peer_port"] = peer["peer"], int(peer["port"])
+    else:
+        return False
+    st.pending_last = line_no
+    st.pending["message"] = (st.pending["message"] + "\n" + text.strip())[:MESSAGE_CHARS]
+    return True
+
+
+def flush_pending(st: TorchState, sink: Sink) -> None:
+    if st.pending is None:
+        return
+    event = st.pending
+    event["attrs"] = attrs_json(event.pop("_attrs"))
+    sink.events.append(event)
+    st.pending = None
+    st.expect_detail = 0
+
+
+# -- torchrun ChildFailedError ---------------------------------------------------------------------
+
+
+def _failure_line(
+    line_no: int,
+    text: str,
+    pre: Prefix,
+    st: TorchState,
+    ctx: ParseContext,
+    sink: Sink,
+    job_id: str | None,
+) -> bool:
+    if "ChildFailedError" in text and "Traceback" not in text:
+        flush_failure(st, ctx, sink, job_id)
+        st.in_failure_report, st.root_cause = True, False
+        return True
+    if "Root Cause (first observed failure)" in text:
+        flush_failure(st, ctx, sink, job_id)
+        st.in_failure_report, st.root_cause = True, True
+        return True
+    m = FAIL_FIELD.match(text)
+    if not m or not st.in_failure_report:
+        return False
+    key, value = m["key"], m["value"].strip()
+    if key == "time":
+        flush_failure(st, ctx, sink, job_id)
+        st.failure = {
+            "line": line_no,
+            "time": value,
+            "root_cause": st.root_cause,
+            "prefix_host": pre.host,
+        }
+    elif st.failure is None:
+        return False
+    else:
+        st.failure[key] = value
+        if key == "traceback":
+            flush_failure(st, ctx, sink, job_id)
+            st.in_failure_report = not st.root_cause  # the root cause is the report's last entry
+    return True
+
+
+def flush_failure(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None) -> None:
+    f = st.failure
+    st.failure = None
+    if f is None:
+        return
+    rank = re.match(r"(-?[0-9]+)(?: \(local_rank: (-?[0-9]+)\))?", f.get("rank", ""))
+    code = re.match(r"(-?[0-9]+)(?: \(pid: ([0-9]+)\))?", f.get("exitcode", ""))
+    ts = None
+    tm = re.match(r"([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]{2}:[0-9]{2}:[0-9]{2})", f["time"])
+    if tm:
+        ts = datetime.fromisoformat(f"{tm[1]}T{tm[2]}")
+    attrs = {
+        "rank": _int(rank[1]) if rank else None,
+        "local_rank": _int(rank[2]) if rank else None,
+        "exit_code": _int(code[1]) if code else None,
+        "error_file": f.get("error_file"),
+        "traceback": f.get("traceback"),
+        "root_cause": f["root_cause"],
+    }
+    host = normalize_node(f.get("host")) or f["prefix_host"]
+    sink.events.append(
+        make_event(
+            ctx,
+            f["line"],
+            source=Source.PYTORCH,
+            kind=Kind.PROCESS_FAILED,
+            subkind="child_failed",
+            severity=Severity.ERROR,
+            node=host,
+            ts=ts,
+            pid=_int(code[2]) if code else None,
+            message=f"rank {attrs['rank']} exited with code {attrs['exit_code']}"
+            f" ({f.get('traceback') or 'no traceback'})",
+            attrs=attrs,
+            job_id=job_id,
+        )
+    )
+
+
+def finish(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None) -> None:
+    flush_pending(st, sink)
+    flush_failure(st, ctx, sink, job_id)

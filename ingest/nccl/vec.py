@@ -1,0 +1,732 @@
+"""The vectorized path of the NCCL / PyTorch parser: candidate selection and the bulk shapes.
+
+Per chunk, one literal-alternation pass (``nccl.FILTER``) picks the candidate lines (about 2% of
+a busy training log; NCCL INFO chatter and application output cost nothing more). Candidates are
+gathered over several chunks (``BATCH_ROWS`` / ``BATCH_CHUNKS``) and parsed together, so that the
+fixed cost of the expressions below is paid once per batch, not once per chunk.
+
+In a batch, polars expressions build the ``events`` rows of the two high-volume shapes:
+
+- plain NCCL WARN lines (no launcher prefix) classified as IB completion, ibv, CUDA, socket
+  errors or generic warnings, and
+- the primary watchdog-timeout line (``[rankN]:[E.. ProcessGroupNCCL.cpp:N] [Rank N] Watchdog
+  caught ...``, old and new formats, optional ``[N] `` counter).
+
+Every other candidate (DistBackendError blocks, init lines, nccl-tests rows, prefixed lines, ...)
+goes in line order through the per-line handler ``nccl.handle``, whose output the vectorized rows
+must equal exactly (the tests compare both paths on every real file).
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import timedelta
+from typing import Any
+
+import polars as pl
+
+from faultlens.ingest.base import ChunkResult, ParseContext, fmt, line_series, node_expr
+from faultlens.ingest.nccl import line as nccl
+from faultlens.ingest.nccl import pytorch
+from faultlens.ingest.schema import TABLES, Kind, Severity, Source
+
+_EVENT_SCHEMA = TABLES["events"].polars_schema
+
+BATCH_ROWS = 40_000  # candidates gathered over chunks before they are parsed together
+BATCH_CHUNKS = 8  # ... or this many chunks (a batch keeps its chunks' string buffers alive)
+
+WATCHDOG_FAST = (
+    r"^(?:\[[0-9]+\] )?(?:\[(?:rank|default)[0-9]+\]: ?)?\[E(?:(?P<md>[0-9]{3,4}) "
+    r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<frac>[0-9]+))?)? ProcessGroupNCCL\.cpp:[0-9]+\] "
+    r"\[(?:PG [^\]]*?)?Rank (?P<rank>[0-9]+)\] (?P<body>Watchdog caught collective operation "
+    r"timeout: WorkNCCL\((?:SeqNum=(?P<seq_num>[0-9]+), )?OpType=(?P<op_type>[A-Za-z0-9_]+)"
+    r"(?:, NumelIn=(?P<numel_in>-?[0-9]+), NumelOut=(?P<numel_out>-?[0-9]+))?"
+    r"(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>[0-9]+)\) ran for "
+    r"(?P<ran_for_ms>[0-9]+) milliseconds.*)$"
+)
+# Lines the per-line handler treats specially even though they hold a watchdog timeout.
+_WATCHDOG_SLOW = (
+    r"NCCL WARN|NCCL ABORT|_perf|ChildFailedError|Root Cause|what\(\)|terminated with exception"
+)
+WS = pytorch.WS
+_CAND_SCHEMA = {"line": pl.Int64, "raw": pl.String, "after_last_error": pl.Boolean}
+_CAND_COLS = ("line", "raw", "is_row", "after_last_error")
+_WARN_COLS = ("line", "host", "pid", "tid", "dev", "src", "srcline", "msg")
+
+
+# -- candidates and batches -----------------------------------------------------------------------
+
+
+def candidates(lines: pl.Series, first_line: int, state: nccl.NcclState) -> pl.DataFrame:
+    """The candidate lines of a chunk (``line``, ``raw``, ``after_last_error``): lines holding a
+    literal of ``nccl.LITERALS``, and the detail line after each ``Last error:`` line."""
+    n = lines.len()
+    hit = lines.str.contains(nccl.FILTER).fill_null(False)
+    idx = hit.arg_true()
+    raw = lines.filter(hit)  # filter, not gather: the kept strings stay views (no copy)
+    last_err = raw.str.contains(nccl.LAST_ERROR, literal=True)
+    after = idx.filter(last_err) + 1
+    if state.prev_last_error:
+        after = pl.concat([pl.Series([0], dtype=after.dtype), after])
+    state.prev_last_error = bool(idx.len()) and idx[-1] == n - 1 and bool(last_err[-1])
+    after = after.filter(after < n)
+    if after.len() == 0:  # the common case
+        return pl.DataFrame(
+            {
+                "line": idx.cast(pl.Int64) + first_line,
+                "raw": raw,
+                "after_last_error": pl.repeat(False, idx.len(), eager=True),
+            },
+            schema=_CAND_SCHEMA,
+        )
+    idx = pl.concat([idx, after]).unique().sort()
+    raw = lines.gather(idx)
+    keep = raw.is_not_null()
+    idx, raw = idx.filter(keep), raw.filter(keep)
+    return pl.DataFrame(
+        {
+            "line": idx.cast(pl.Int64) + first_line,
+            "raw": raw,
+            "after_last_error": idx.is_in(after.implode()),
+        },
+        schema=_CAND_SCHEMA,
+    )
+
+
+def parse_chunk(
+    lines: pl.Series, first_line: int, ctx: ParseContext, state: nccl.NcclState
+) -> ChunkResult:
+    """Select a chunk's candidates; parse the batch when it is full."""
+    if lines.len() == 0:
+        return ChunkResult()
+    cand = candidates(lines, first_line, state)
+    if cand.height:
+        state.batch.append(cand)
+        state.batch_rows += cand.height
+    state.batch_chunks += 1
+    if state.batch_rows >= BATCH_ROWS or state.batch_chunks >= BATCH_CHUNKS:
+        return flush(ctx, state)
+    return ChunkResult()
+
+
+def parse_candidates(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
+    """Candidates found by ``ingest.scan`` (``line``, ``raw``, ``follows``): gather; parse the
+    batch when it is full."""
+    if cand.height:
+        state.batch.append(cand.rename({"follows": "after_last_error"}))
+        state.batch_rows += cand.height
+    if state.batch_rows >= BATCH_ROWS:
+        return flush(ctx, state)
+    return ChunkResult()
+
+
+def flush(ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
+    """Parse the candidates gathered so far (at a full batch and at end of file)."""
+    batch = state.batch
+    state.batch, state.batch_rows, state.batch_chunks = [], 0, 0
+    if not batch:
+        return ChunkResult()
+    return parse_batch(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
+
+
+def parse_batch(cand: pl.DataFrame, ctx: ParseContext, state: nccl.NcclState) -> ChunkResult:
+    """Candidate lines (``line``, ``raw``, ``after_last_error``), in line order, into rows."""
+    frame = nccl_groups(cand.with_columns(is_row=pl.col("raw").str.contains(nccl.ROW_HINT)))
+    warn_ev, warn_taken = warn_events(frame, ctx, state.job_id)
+    wd_ev, wd_taken = watchdog_events(frame, ctx, state.job_id)
+    row_lh, row_taken = test_rows(frame, ctx, state)
+    taken = warn_taken | wd_taken | row_taken
+    slow = frame.filter(~taken)
+    err_ev, err_taken = error_blocks(slow, ctx, state, cand["line"].max())
+    result = slow_rows(slow.filter(~err_taken), ctx, state)
+    fast_lines = [frame.filter(taken)["line"], slow.filter(err_taken)["line"]]
+    result.parsed_lines = pl.concat([line_series(x) for x in (result.parsed_lines, *fast_lines)])
+    result.parsed = result.parsed_lines.len()
+    for table, fast in (("events", (warn_ev, wd_ev, err_ev)), ("link_health", (row_lh,))):
+        parts = [f for f in (result.tables.get(table), *fast) if f is not None and f.height]
+        if parts:
+            result.tables[table] = pl.concat(parts) if len(parts) > 1 else parts[0]
+    return result
+
+
+def slow_rows(slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState) -> ChunkResult:
+    """The remaining candidates through the per-line handler, in line order (they carry state)."""
+    sink = pytorch.Sink()
+    if slow.height == 0:
+        return nccl.result_of(sink, [])
+    # regex groups as dicts only for the lines they matched
+    ngs = _groups_by_line(
+        slow.filter(pl.col("host").is_not_null()), [c for c in slow.columns if c not in _CAND_COLS]
+    )
+    rows = slow.filter("is_row")
+    rgs = _groups_by_line(
+        rows.select("line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW))
+        .unnest("rg")
+        .filter(pl.col("size").is_not_null()),
+        None,
+    )
+    parsed: list[int] = []
+    for line_no, raw in zip(slow["line"].to_list(), slow["raw"].to_list(), strict=True):
+        if nccl.handle(line_no, raw, ngs.get(line_no), rgs.get(line_no), st, ctx, sink):
+            parsed.append(line_no)
+    return nccl.result_of(sink, parsed)
+
+
+def _groups_by_line(frame: pl.DataFrame, cols: list[str] | None) -> dict[int, dict[str, Any]]:
+    if frame.height == 0:
+        return {}
+    groups = frame.select(cols or [c for c in frame.columns if c != "line"]).to_dicts()
+    return dict(zip(frame["line"].to_list(), groups, strict=True))
+
+
+def nccl_groups(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` with the groups of ``nccl.NCCL_LINE`` as columns (null where it does not match);
+    lines without "NCCL " cannot match and are not tried."""
+    raw = pl.col("raw")
+    return cand.with_columns(
+        ng=pl.when(raw.str.contains("NCCL ", literal=True))
+        .then(raw)
+        .str.extract_groups(nccl.NCCL_LINE),
+    ).unnest("ng")
+
+
+# -- expressions shared by the fast shapes --------------------------------------------------------
+
+
+def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
+    """``pytorch.attrs_json`` as an expression: compact JSON, sorted keys, nulls dropped."""
+    encoded = pl.struct([fields[k].alias(k) for k in sorted(fields)]).struct.json_encode()
+    return encoded.str.replace_all(r',"[a-z_]+":null', "").str.replace(r'^\{"[a-z_]+":null,?', "{")
+
+
+def _int(expr: pl.Expr) -> pl.Expr:
+    return expr.cast(pl.Int64, strict=False)
+
+
+def _events(frame: pl.DataFrame, ctx: ParseContext, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
+    cols = {"file": pl.lit(ctx.file), "line": pl.col("line"), **exprs}
+    return frame.select(
+        [
+            (cols[c] if c in cols else pl.lit(None)).cast(t).alias(c)
+            for c, t in _EVENT_SCHEMA.items()
+        ]
+    )
+
+
+def _mask(frame: pl.DataFrame, expr: pl.Expr) -> pl.Series:
+    return frame.select(expr.fill_null(False)).to_series()
+
+
+def _empty_events() -> pl.DataFrame:
+    return pl.DataFrame(schema=_EVENT_SCHEMA)
+
+
+# -- plain NCCL WARN lines ------------------------------------------------------------------------
+
+
+def warn_events(
+    cand: pl.DataFrame, ctx: ParseContext, job_id: str | None
+) -> tuple[pl.DataFrame, pl.Series]:
+    """Events of plain NCCL WARN candidates (``nccl.classify_warn`` as expressions); and the mask
+    of candidates taken. Async-event and ``ncclResult_t``-named warnings are left to the handler."""
+    is_warn = _mask(cand, (pl.col("level") == "WARN") & (pl.col("prefix") == ""))
+    if not is_warn.any():
+        return _empty_events(), is_warn
+    w = _classified(
+        cand.filter(is_warn).with_columns(msg=pl.col("msg").fill_null("").str.strip_chars(WS))
+    )
+    taken = is_warn.clone().scatter(is_warn.arg_true(), w["take"])  # back to all rows
+    rows = w.filter("take")
+    subs = rows["sub"]
+    common = {
+        "tid": _int(pl.col("tid")),
+        "cuda_dev": _int(pl.col("dev")),
+        "src": pl.when(pl.col("src").is_not_null()).then(
+            fmt("{}:{}", pl.col("src"), pl.col("srcline"))
+        ),
+    }
+    parts = []
+    for sub, groups, attrs in (
+        ("ib_completion", "ib", _ib_attrs),
+        ("ibv", "ibv", _ibv_attrs),
+        ("cuda", "cuda", _cuda_attrs),
+        ("socket", None, _socket_attrs),
+        (None, None, None),
+    ):
+        mask = (subs.is_null() if sub is None else subs == sub).fill_null(False)
+        if not mask.any():
+            continue
+        part = rows.select(*_WARN_COLS, *([groups] if groups else [])).filter(mask)
+        fields = {**common, **(attrs() if attrs else {})}
+        parts.append(
+            part.select(
+                "line",
+                "host",
+                "pid",
+                "dev",
+                "msg",
+                sub=pl.lit(sub, dtype=pl.String),
+                attrs=_json(fields),
+            )
+        )
+    if not parts:
+        return _empty_events(), taken
+    is_err = pl.col("sub").is_not_null()
+    return _events(
+        pl.concat(parts),
+        ctx,
+        {
+            "ts_flag": pl.lit("no_ts"),
+            "node": node_expr(pl.col("host")),
+            "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String),
+            "gpu_index": _int(pl.col("dev")),
+            "source": pl.lit(Source.NCCL.value),
+            "kind": pl.when(is_err)
+            .then(pl.lit(Kind.NCCL_ERROR.value))
+            .otherwise(pl.lit(Kind.NCCL_WARN.value)),
+            "subkind": pl.col("sub"),
+            "severity": pl.when(is_err)
+            .then(pl.lit(Severity.ERROR.value))
+            .otherwise(pl.lit(Severity.WARNING.value)),
+            "job_id": pl.lit(job_id, dtype=pl.String),
+            "pid": _int(pl.col("pid")),
+            "message": pl.col("msg").str.slice(0, pytorch.MESSAGE_CHARS),
+            "attrs": pl.col("attrs"),
+        },
+    ), taken
+
+
+def _classified(w: pl.DataFrame) -> pl.DataFrame:
+    """WARN rows with the regex groups of each WARN shape, their subkind (``sub``, in the order of
+    ``classify_warn``) and ``take``. The IB and ibv patterns run only on lines holding their
+    leading literal."""
+    msg = pl.col("msg")
+    w = w.with_columns(
+        ib=pl.when(msg.str.contains("Got completion from peer ", literal=True))
+        .then(msg)
+        .str.extract_groups(nccl.IB_COMPLETION),
+        ibv=pl.when(msg.str.contains("ibv_", literal=True)).then(msg).str.extract_groups(nccl.IBV),
+        cuda=msg.str.extract_groups(nccl.CUDA),
+        is_async=msg.str.contains("Got async event", literal=True),
+        is_sock=msg.str.contains(nccl.SOCKET),
+        named=msg.str.contains(nccl.RESULT_NAME)
+        | _int(msg.str.extract(nccl.RETCODE, 1)).is_in(list(pytorch.NCCL_RESULTS)).fill_null(False),
+    )
+    is_ib = pl.col("ib").struct.field("peer").is_not_null()
+    is_ibv = pl.col("ibv").struct.field("call").is_not_null()
+    is_cuda = pl.col("cuda").struct.field("error").is_not_null()
+    return w.with_columns(
+        sub=pl.when(is_ib)
+        .then(pl.lit("ib_completion"))
+        .when(pl.col("is_async"))
+        .then(None)
+        .when(is_ibv)
+        .then(pl.lit("ibv"))
+        .when(is_cuda)
+        .then(pl.lit("cuda"))
+        .when(pl.col("is_sock"))
+        .then(pl.lit("socket")),
+        take=(
+            is_ib | ~pl.col("is_async") & (is_ibv | is_cuda | pl.col("is_sock") | ~pl.col("named"))
+        ).fill_null(False),
+    )
+
+
+def _ib_attrs() -> dict[str, pl.Expr]:
+    ib = pl.col("ib").struct
+    status = _int(pl.coalesce(ib.field("status"), ib.field("error")))
+    return {
+        "peer": ib.field("peer"),
+        "peer_port": _int(ib.field("peer_port")),
+        "status_str": ib.field("status_str"),
+        "status": status,
+        "status_name": status.replace_strict(nccl.IB_STATUS, default=None, return_dtype=pl.String),
+        "opcode": _int(ib.field("opcode")),
+        "len": _int(ib.field("len")),
+        "vendor_err": _int(ib.field("vendor_err")),
+        "direction": ib.field("direction"),
+        "local_gid": ib.field("local_gid"),
+        "remote_gid": ib.field("remote_gid"),
+        "hca": ib.field("hca"),
+    }
+
+
+def _ibv_attrs() -> dict[str, pl.Expr]:
+    ibv = pl.col("ibv").struct
+    err = ibv.field("error").fill_null("").str.strip_chars(WS)
+    return {
+        "call": ibv.field("call"),
+        "errno": _int(ibv.field("errno")),
+        "error": pl.when(err != "").then(err),
+    }
+
+
+def _cuda_attrs() -> dict[str, pl.Expr]:
+    cuda = pl.col("cuda").struct
+    return {"cuda_code": _int(cuda.field("code")), "cuda_error": cuda.field("error")}
+
+
+def _socket_attrs() -> dict[str, pl.Expr]:
+    msg = pl.col("msg")
+    peer = msg.str.extract_groups(nccl.PEER).struct
+    err = msg.str.extract_groups(nccl.SOCKET_ERR).struct
+    return {
+        "peer": peer.field("peer"),
+        "peer_port": _int(peer.field("port")),
+        "error": pl.coalesce(err.field("error"), err.field("closed")).str.strip_chars(WS),
+    }
+
+
+# -- nccl-tests result rows -----------------------------------------------------------------------
+
+_LH_SCHEMA = TABLES["link_health"].polars_schema
+
+
+def test_rows(
+    cand: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState
+) -> tuple[pl.DataFrame | None, pl.Series]:
+    """``link_health`` rows of nccl-tests result lines (``nccl._test_row`` as expressions); and the
+    mask of candidates taken. Only when no candidate of the batch can change the test name or the
+    test hosts (``_perf`` / ``#`` lines, read in order by the handler): else none are taken."""
+    is_row = _mask(cand, pl.col("is_row") & pl.col("host").is_null())
+    if not is_row.any() or _mask(cand, pl.col("raw").str.contains(r"_perf|#")).any():
+        return None, pl.repeat(False, cand.height, eager=True)
+    g = (
+        cand.filter(is_row)
+        .select("line", rg=pl.col("raw").str.extract_groups(nccl.TEST_ROW))
+        .unnest("rg")
+    )
+    ok = g["size"].is_not_null()
+    taken = is_row.clone().scatter(is_row.arg_true(), ok)
+    g = g.filter(ok)
+    pfx = pl.col("rowpfx").fill_null("").str.strip_chars().str.strip_suffix(":")
+    named = (pfx != "") & ~pfx.str.contains(r"^[0-9]+$") & ~pfx.str.starts_with("[")
+    only_host = next(iter(st.test_hosts)) or None if len(st.test_hosts) == 1 else None
+    node = pl.when(named).then(node_expr(pfx)).otherwise(pl.lit(only_host, dtype=pl.String))
+    base = {
+        "ts": pl.lit(None),
+        "node": pl.coalesce(node, pl.lit(ctx.node, dtype=pl.String)),
+        "test": pl.lit(st.test, dtype=pl.String),
+        "size_bytes": _int(pl.col("size")),
+        "count": _int(pl.col("count")),
+        "dtype": pl.col("dtype"),
+        "redop": pl.col("redop"),
+        "file": pl.lit(ctx.file),
+        "line": pl.col("line"),
+    }
+    parts = []
+    for suffix, in_place in (("oop", False), ("ip", True)):
+        wrong = pl.col(f"wrong_{suffix}")
+        wrong_n = wrong.cast(pl.Float64, strict=False).cast(pl.Int64)
+        cols = {
+            **base,
+            "in_place": pl.lit(in_place),
+            "time_us": pl.col(f"time_{suffix}").cast(pl.Float64),
+            "algbw_gbs": pl.col(f"algbw_{suffix}").cast(pl.Float64),
+            "busbw_gbs": pl.col(f"busbw_{suffix}").cast(pl.Float64),
+            "wrong": pl.when(wrong != "N/A").then(wrong_n),
+        }
+        part = g.filter(pl.col(f"time_{suffix}").is_not_null()).select(
+            [cols[c].cast(t).alias(c) for c, t in _LH_SCHEMA.items()]
+        )
+        parts.append(part)
+    return pl.concat(parts), taken
+
+
+# -- DistBackendError blocks ---------------------------------------------------------------------
+
+_RANK_PFX = r"^\[(?:rank|default)([0-9]+)\]: ?"
+_PDSH = r"^([A-Za-z0-9][A-Za-z0-9._-]*): "
+# characters Python's str.strip() removes but WS does not (the block's texts must not end in them)
+_ODD_WS = (
+    "[\\x1c-\\x1f\\x85\\xa0\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}"
+    "\\x{205f}\\x{3000}]"
+)
+_START_EXCLUDE = (
+    r"Watchdog caught|ChildFailedError|Root Cause \(first observed failure\)|_perf|"
+    r"NCCL WARN|NCCL ABORT"
+)
+
+
+def error_blocks(
+    slow: pl.DataFrame, ctx: ParseContext, st: nccl.NcclState, last_line: Any
+) -> tuple[pl.DataFrame | None, pl.Series]:
+    """Events of ``DistBackendError: NCCL error in: ...`` blocks (the error line, then optionally
+    ``ncclXxxError: ...``, ``Last error:`` and its detail line) in their plain shape: a
+    ``[rankN]:`` prefix at most, no time stamp, no other candidate line right before or after.
+    ``pytorch.handle_line`` folding those lines, as expressions; other blocks are left to it, and
+    so are blocks that may go on in the next batch or continue the handler's pending event."""
+    none = pl.repeat(False, slow.height, eager=True)
+    raw = pl.col("raw")
+    if slow.height == 0 or not _mask(slow, raw.str.contains("NCCL error", literal=True)).any():
+        return None, none
+    torch = st.torch
+    after_pending = torch.pending_last + 1 if torch.pending is not None else None
+    f = _block_roles(slow, after_pending, last_line)
+    if not f["ok_block"].any():
+        return None, none
+    taken = f["ok_block"]
+    rows = f.filter(taken)
+    blocks = rows.group_by("block", maintain_order=True).agg(
+        line=pl.col("line").first(),
+        t=pl.col("t").first(),
+        rank_pfx=pl.col("rank_pfx").first(),
+        result=pl.col("stripped").filter(pl.col("role") == "R").first(),
+        detail=pl.col("stripped").filter(pl.col("role") == "D").first(),
+        detail_raw=pl.col("t").filter(pl.col("role") == "D").first(),
+        message=pl.col("stripped").str.join("\n").str.slice(0, pytorch.MESSAGE_CHARS),
+    )
+    m = pl.col("t").str.extract_groups(pytorch.NCCL_ERROR_IN.pattern).struct
+    res = pl.col("result").str.extract_groups(pytorch.RESULT_LINE.pattern).struct
+    peer = pl.col("detail_raw").str.extract_groups(nccl.PEER).struct
+    exc = m.field("exc").fill_null("").str.split(".").list.last()
+    reason = m.field("reason")
+    pg = _int(pl.col("t").str.extract(pytorch.PG_RANK.pattern, 1))
+    attrs = {
+        "rank": pl.coalesce(pg, _int(pl.col("rank_pfx"))),
+        "exception": pl.when(exc != "").then(exc),
+        "where": m.field("where"),
+        "reason": reason,
+        "nccl_version": m.field("version"),
+        "result_text": res.field("text"),
+        "last_error": pl.col("detail"),
+        "peer": peer.field("peer"),
+        "peer_port": _int(peer.field("port")),
+    }
+    events = _events(
+        blocks,
+        ctx,
+        {
+            "ts_flag": pl.lit("no_ts"),
+            "node": pl.lit(ctx.node, dtype=pl.String),
+            "source": pl.lit(Source.PYTORCH.value),
+            "kind": pl.lit(Kind.NCCL_ERROR.value),
+            "subkind": pl.coalesce(
+                res.field("name"), _reason_subkind(reason), pl.lit("dist_backend")
+            ),
+            "severity": pl.lit(Severity.ERROR.value),
+            "job_id": pl.lit(st.job_id, dtype=pl.String),
+            "message": pl.col("message"),
+            "attrs": _json(attrs),
+        },
+    )
+    return events, taken
+
+
+def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) -> pl.DataFrame:
+    """Each slow candidate's role in a plain block (S, R, L, D), its block id (the start's line)
+    and whether that whole block is plain (``ok_block``)."""
+    raw = pl.col("raw")
+    rank_pfx = raw.str.extract(_RANK_PFX, 1)
+    t = pl.when(rank_pfx.is_not_null()).then(raw.str.replace(_RANK_PFX, "")).otherwise(raw)
+    f = slow.select("line", "raw", "host", "is_row", rank_pfx=rank_pfx, t=t)
+    t, host = pl.col("t"), t.str.extract(_PDSH, 1)
+    stripped = t.str.strip_chars(WS)
+    simple = (
+        pl.col("host").is_null()
+        & ~pl.col("is_row")
+        & ~t.str.contains(r"^[\[(#]")
+        & ~t.str.starts_with("NCCL version")
+        & ~raw.str.contains(r"_perf|NCCL WARN|NCCL ABORT")
+        & (
+            host.is_null()
+            | host.str.contains("[a-z][A-Z]")
+            | host.str.to_lowercase().is_in(list(pytorch._NOT_HOSTS))
+        )
+        & ~stripped.str.contains(f"^{_ODD_WS}|{_ODD_WS}$")
+    )
+    is_start = (
+        simple
+        & t.str.contains("NCCL error", literal=True)
+        & t.str.contains(pytorch.NCCL_ERROR_IN.pattern)
+        & ~t.str.contains(_START_EXCLUDE)
+        & ~t.str.contains(r"^[\s\x1c-\x1f\x85]")
+        & ~t.str.contains(pytorch.DETECTED.pattern)
+        & ~t.str.contains(pytorch.GLOG.pattern)
+        & ~t.str.slice(0, 40).str.contains(pytorch.ISO_TS.pattern)
+    )
+    f = f.with_columns(
+        stripped=stripped,
+        simple=simple,
+        is_start=is_start,
+        is_r=stripped.str.contains(pytorch.RESULT_LINE.pattern),
+        is_l=stripped == "Last error:",
+    )
+    line = pl.col("line")
+
+    def nxt(col: str, k: int) -> pl.Expr:  # the slow candidate k rows on, if it is line + k
+        return pl.when(line.shift(-k) == line + k).then(pl.col(col).shift(-k))
+
+    prev_slow = (line.shift(1) == line - 1).fill_null(False)
+    f = f.with_columns(
+        s_ok=pl.col("is_start") & ~prev_slow & (line != (after_pending or 0)),
+        n1=(line.shift(-1) == line + 1).fill_null(False),
+        n1_simple=nxt("simple", 1),
+        n1_r=nxt("is_r", 1),
+        n1_l=nxt("is_l", 1),
+    )
+    r1 = pl.col("n1") & pl.col("n1_simple") & pl.col("n1_r")
+    l1 = pl.col("n1") & pl.col("n1_simple") & ~pl.col("n1_r") & pl.col("n1_l")
+    # the roles the handler gives lines 1..3 after a start; None: the block ends before
+    f = f.with_columns(
+        r1=r1.fill_null(False),
+        l1=l1.fill_null(False),
+        n2=(line.shift(-2) == line + 2).fill_null(False),
+        n2_simple=nxt("simple", 2),
+        n2_r=nxt("is_r", 2),
+        n2_l=nxt("is_l", 2),
+        n3=(line.shift(-3) == line + 3).fill_null(False),
+        n3_simple=nxt("simple", 3),
+        n3_r=nxt("is_r", 3),
+        n3_l=nxt("is_l", 3),
+        n4=(line.shift(-4) == line + 4).fill_null(False),
+    )
+    c = pl.col
+    # S R L D | S R L | S R | S L D | S L | S, each with no candidate line right after
+    after_r_l = c("n2") & c("n2_simple") & c("n2_l")
+    after_l_d = lambda k, seen_r: (  # noqa: E731
+        c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l") & (seen_r | ~c(f"n{k}_r"))
+    )
+    srld = c("r1") & after_r_l & after_l_d(3, pl.lit(True)) & ~c("n4")
+    srl = c("r1") & after_r_l & ~c("n3")
+    sr = c("r1") & ~c("n2")
+    sld = c("l1") & after_l_d(2, pl.lit(False)) & ~c("n3")
+    sl = c("l1") & ~c("n2")
+    s = ~c("n1")
+    size = (
+        pl.when(srld)
+        .then(4)
+        .when(srl | sld)
+        .then(3)
+        .when(sr | sl)
+        .then(2)
+        .when(s)
+        .then(1)
+        .otherwise(0)
+    )
+    roles = (
+        pl.when(srld)
+        .then(pl.lit("SRLD"))
+        .when(srl)
+        .then(pl.lit("SRL"))
+        .when(sr)
+        .then(pl.lit("SR"))
+        .when(sld)
+        .then(pl.lit("SLD"))
+        .when(sl)
+        .then(pl.lit("SL"))
+        .when(s)
+        .then(pl.lit("S"))
+    )
+    f = f.with_columns(
+        size=pl.when(c("s_ok")).then(size.fill_null(0)).otherwise(0),
+        shape=pl.when(c("s_ok")).then(roles),
+    )
+    # spread each start's block id and shape over its following lines
+    starts = f.filter(c("size") > 0).select(start="line", size="size", shape="shape")
+    members = (
+        starts.with_columns(k=pl.int_ranges(0, c("size")))
+        .explode("k")
+        .select(line=c("start") + c("k"), block=c("start"), role=c("shape").str.slice(c("k"), 1))
+    )
+    # a block ending at the batch's last candidate may go on in the next batch
+    open_end = members.group_by("block").agg(end=c("line").max()).filter(c("end") >= last_line)
+    members = members.filter(~c("block").is_in(open_end["block"].implode()))
+    return f.join(members, on="line", how="left", maintain_order="left").with_columns(
+        ok_block=c("block").is_not_null()
+    )
+
+
+def _reason_subkind(reason: pl.Expr) -> pl.Expr:
+    """``pytorch.reason_subkind`` as an expression."""
+    low = reason.str.to_lowercase()
+    out = pl.lit(None, dtype=pl.String)
+    for needle, name in reversed(pytorch._REASONS):
+        out = pl.when(low.str.contains(needle, literal=True)).then(pl.lit(name)).otherwise(out)
+    names = pl.lit(None, dtype=pl.String)
+    for name in reversed(pytorch.NCCL_RESULT_NAMES):
+        names = pl.when(reason.str.contains(name, literal=True)).then(pl.lit(name)).otherwise(names)
+    return pl.coalesce(out, names)
+
+
+# -- watchdog timeouts ----------------------------------------------------------------------------
+
+
+def watchdog_events(
+    cand: pl.DataFrame, ctx: ParseContext, job_id: str | None
+) -> tuple[pl.DataFrame, pl.Series]:
+    """Events of primary watchdog-timeout lines; and the mask of candidates taken."""
+    raw = pl.col("raw")
+    maybe = (
+        pl.col("host").is_null()
+        & ~pl.col("after_last_error")
+        & ~pl.col("is_row")
+        & raw.str.contains("Watchdog caught", literal=True)
+    )
+    wd = (
+        pl.when(maybe & ~raw.str.contains(_WATCHDOG_SLOW))
+        .then(raw)
+        .str.extract_groups(WATCHDOG_FAST)
+    )
+    cand = cand.with_columns(wd=wd)
+    taken = _mask(cand, pl.col("wd").struct.field("body").is_not_null())
+    if not taken.any():
+        return _empty_events(), taken
+    rows = cand.filter(taken).select("line", "wd").unnest("wd")
+    attrs = {
+        k: _int(pl.col(k))
+        for k in ("rank", "seq_num", "numel_in", "numel_out", "timeout_ms", "ran_for_ms")
+    }
+    attrs["op_type"] = pl.col("op_type")
+    rows = rows.with_columns(ts=glog_ts(pl.col("md"), pl.col("hms"), pl.col("frac"), ctx))
+    events = _events(
+        rows,
+        ctx,
+        {
+            "ts": pl.col("ts"),
+            "ts_flag": pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")),
+            "node": pl.lit(ctx.node, dtype=pl.String),
+            "source": pl.lit(Source.PYTORCH.value),
+            "kind": pl.lit(Kind.NCCL_TIMEOUT.value),
+            "subkind": pl.lit("watchdog"),
+            "severity": pl.lit(Severity.ERROR.value),
+            "job_id": pl.lit(job_id, dtype=pl.String),
+            "message": pl.col("body").str.strip_chars(WS).str.slice(0, pytorch.MESSAGE_CHARS),
+            "attrs": _json(attrs),
+        },
+    )
+    return events, taken
+
+
+def glog_ts(md: pl.Expr, hms: pl.Expr, frac: pl.Expr, ctx: ParseContext) -> pl.Expr:
+    """``pytorch.glog_ts`` as an expression (``MMDD`` / ``HH:MM:SS`` / fraction digits)."""
+    out = pl.lit(None, dtype=pl.Datetime("us"))
+    year = ctx.year or (ctx.mtime.year if ctx.mtime else None)
+    if year is None:
+        return out
+    month, day = _int(md.str.head(-2)), _int(md.str.tail(2))
+    h, mi, s = (_int(hms.str.slice(i, 2)) for i in (0, 3, 6))
+    us = _int(frac.str.slice(0, 6).str.pad_end(6, "0")).fill_null(0)
+    ok = (
+        month.is_between(1, 12)
+        & (day >= 1)
+        & (h <= 23)
+        & (mi <= 59)
+        & (s <= 59)
+        & (day <= month.replace_strict(_month_days(year), default=0))
+    )
+
+    def at(y: int) -> pl.Expr:
+        safe = [pl.when(ok).then(x).otherwise(1) for x in (month, day, h, mi, s)]
+        return pl.datetime(y, *safe, us)
+
+    ts = pl.when(ok).then(at(year))
+    if ctx.year is None and ctx.mtime is not None:  # a December stamp in a file written in January
+        late = ts > pl.lit(ctx.mtime + timedelta(days=1))
+        feb29 = (month == 2) & (day == 29) & ~pl.lit(calendar.isleap(year - 1))
+        ts = pl.when(late & feb29).then(out).when(late).then(at(year - 1)).otherwise(ts)
+    return ts
+
+
+def _month_days(year: int) -> dict[int, int]:
+    return {m: calendar.monthrange(year, m)[1] for m in range(1, 13)}

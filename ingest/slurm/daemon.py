@@ -1,0 +1,383 @@
+"""slurmctld / slurmd / slurmstepd logs -> ``events``.
+
+Line shapes (the message after the prefix is classified the same way for all):
+
+- log file: ``[2024-01-02T03:04:05.123] error: Nodes gpu[01-02] not responding`` (local time;
+  UTC unless ``ctx.options['tz']``), optionally ``[1234.batch]`` after the stamp (slurmstepd);
+- syslog / journal: ``Feb 02 09:51:48 host slurmd[12912]: slurmd: error: ...`` (year from
+  ``ctx.year`` or the file's mtime), or ``2024-02-02T09:51:48+0100 host slurmctld[1]: ...``;
+  ``systemd`` lines about a Slurm unit are kept, other processes are noise;
+- foreground daemons: ``slurmctld: error: ...`` (no time: ``ts_flag = 'no_ts'``).
+
+Messages: nodes not responding (``node_not_responding``; ``..., setting DOWN`` -> ``node_down``),
+``now responding`` / ``returned to service`` (``node_resume``), ``update_node: node X state set to
+DOWN|DRAIN...`` (with the reason of the preceding ``reason set to:`` line of that node),
+``Setting node X state to INVAL with reason:...``, ``Killing JobId=N on failed node X``
+(``job_node_fail``), requeues (``job_requeue``), and any other ``error:`` / ``fatal:`` line
+(``slurm_error``). A line naming a Slurm failure word that fits none of these is quarantined.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from faultlens.ingest.base import (
+    ChunkResult,
+    ParseContext,
+    Parsed,
+    Quarantined,
+    line_series,
+    normalize_node,
+    numbered,
+    quarantine_frame,
+)
+from faultlens.ingest.schema import Kind, Severity, Source
+from faultlens.ingest.slurm.common import (
+    SEVERITY,
+    SOURCE,
+    expand_nodes,
+    localize,
+    result,
+    split_reason,
+    to_utc,
+    xid_in,
+)
+
+ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
+SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
+PROC = r"(?:slurm\w*|systemd)"
+# One regex for all prefixes: named groups pick out what each shape carries.
+PREFIX = (
+    rf"^(?:\[(?P<iso>{ISO})\]\s+(?:\[(?P<tag>[^\]\s]+)\]\s+)?"
+    rf"|(?P<sys>{SYSLOG})\s+(?P<host>\S+)\s+(?P<proc>{PROC})(?:\[\d+\])?:\s+"
+    rf"|(?P<iso2>{ISO})(?P<off>Z|[+-]\d\d:?\d\d)?\s+(?P<host2>\S+)\s+(?P<proc2>{PROC})"
+    r"(?:\[\d+\])?:\s+"
+    r"|(?P<fg>slurmctld|slurmd|slurmdbd|slurmstepd|slurmrestd):\s+)"
+    r"(?:(?:slurmctld|slurmd|slurmstepd|slurmdbd): )?(?P<msg>.*)$"
+)
+_PREFIX = re.compile(PREFIX)
+
+# (kind, regex) in priority order; groups: node (host list), state, reason, job.
+RULES: list[tuple[str, str]] = [
+    ("down", r"Nodes? (?P<node>\S+) not responding, setting DOWN"),
+    (Kind.NODE_NOT_RESPONDING.value, r"Nodes? (?P<node>\S+?),? not responding"),
+    (Kind.NODE_RESUME.value, r"Node (?P<node>\S+) (?:now responding|returned to service)"),
+    ("reason", r"update_node: node (?P<node>\S+) reason set to: (?P<reason>.*)"),
+    ("state", r"node (?P<node>\S+) state set to (?P<state>[A-Z_*+]+)"),
+    (
+        "state",
+        r"[Ss]etting node (?P<node>\S+) state to (?P<state>[A-Z_*+]+)"
+        r"(?: with reason:\s*(?P<reason>.*))?",
+    ),
+    (Kind.NODE_DOWN.value, r"Node (?P<node>\S+) unexpectedly rebooted"),
+    (Kind.JOB_NODE_FAIL.value, r"Killing JobId=(?P<job>\d+)\S* on failed node (?P<node>\S+)"),
+    (
+        Kind.JOB_REQUEUE.value,
+        r"(?i:requeu\w*)\b.*?JobId=(?P<job>\d+)\S*"
+        r"(?:.*failure of node (?P<node>[^\s,]+))?",
+    ),
+    (Kind.SLURM_ERROR.value, r"(?P<level>error|fatal):\s*(?P<reason>.*)"),
+    (Kind.SLURM_ERROR.value, r"(?P<level>Failed) (?P<reason>.*[Ss]lurm.*)"),
+    (Kind.SLURM_ERROR.value, r"(?P<reason>slurm\w*\.service: (?:Main process exited|Failed).*)"),
+]
+_RULES = [(k, re.compile(r)) for k, r in RULES]
+SUSPICIOUS = r"(?i)\b(?:error|fatal|NODE_FAIL|not responding|drain\w*|requeue\w*|xid)\b"
+_SUSPICIOUS = re.compile(SUSPICIOUS)
+GROUPS = ("node", "state", "reason", "job", "level")
+
+
+def state_kind(state: str | None) -> str | None:
+    s = (state or "").upper().rstrip("*")
+    if s.startswith("DOWN") or s.startswith("FAIL"):
+        return Kind.NODE_DOWN.value
+    if s.startswith("DRAIN") or s.startswith("INVAL"):
+        return Kind.NODE_DRAIN.value
+    if s.startswith(("IDLE", "RESUME", "UNDRAIN", "ALLOC", "MIX")):
+        return Kind.NODE_RESUME.value
+    return None
+
+
+def _severity(kind: str | None, level: str | None) -> str | None:
+    if kind == Kind.SLURM_ERROR.value and level == "fatal":
+        return Severity.CRITICAL.value
+    return SEVERITY[Kind(kind)].value if kind else None
+
+
+def _syslog_year(ctx: ParseContext) -> int | None:
+    return ctx.year or (ctx.mtime.year if ctx.mtime else None)
+
+
+def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str | None]:
+    tz = ctx.options.get("tz") if ctx.options else None
+    if g["iso"]:
+        ts = datetime.fromisoformat(g["iso"][:19])
+        return (localize_scalar(ts, tz), None)
+    if g["iso2"]:
+        ts = datetime.fromisoformat(g["iso2"][:19])
+        off = g["off"]
+        if off and off != "Z":
+            sign = -1 if off[0] == "-" else 1
+            ts -= sign * timedelta(hours=int(off[1:3]), minutes=int(off[-2:]))
+        return ts, None
+    if g["sys"]:
+        year = _syslog_year(ctx)
+        if year is None:
+            return None, "no_year"
+        ts = datetime.strptime(f"{year} {g['sys']}", "%Y %b %d %H:%M:%S")
+        if ctx.mtime and ts > ctx.mtime + timedelta(days=1):
+            ts = ts.replace(year=year - 1)
+        return ts, None
+    return None, "no_ts"
+
+
+def localize_scalar(ts: datetime, tz: Any) -> datetime:
+    return to_utc(ts, str(tz) if tz else None)
+
+
+def classify(msg: str) -> tuple[str, dict[str, str | None]] | None:
+    for kind, rx in _RULES:
+        m = rx.search(msg)
+        if m:
+            groups = {k: m.groupdict().get(k) for k in GROUPS}
+            return kind, groups
+    return None
+
+
+def parse_line(line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
+    """One daemon log line -> events rows (one per node of a host list), or noise/quarantine."""
+    if line is None or not line.strip():
+        return None
+    m = _PREFIX.match(line)
+    if not m:
+        return Quarantined("unrecognized Slurm daemon line") if _SUSPICIOUS.search(line) else None
+    g = m.groupdict()
+    proc = g["proc"] or g["proc2"]
+    msg = g["msg"]
+    if proc == "systemd" and "slurm" not in msg.lower():
+        return None
+    hit = classify(msg)
+    if hit is None:
+        return (
+            Quarantined("unrecognized Slurm daemon message")
+            if _SUSPICIOUS.search(msg) and not msg.startswith(("debug", "info"))
+            else None
+        )
+    kind, grp = hit
+    state = grp["state"]
+    if kind == "down":
+        kind = Kind.NODE_DOWN.value
+    elif kind == "reason":
+        kind = Kind.NODE_DRAIN.value
+    elif kind == "state":
+        kind = state_kind(state)
+        if kind is None:
+            return None
+    try:
+        ts, flag = _scalar_ts(g, ctx)
+    except (ValueError, OverflowError) as e:
+        return Quarantined(f"invalid timestamp: {e}")
+    host = normalize_node(g["host"] or g["host2"]) or ctx.node
+    nodes = _expand(grp["node"]) or [host]
+    reason, by, _ = split_reason(grp["reason"])
+    tag_job = (g["tag"] or "").split(".")[0] or None
+    rows = [
+        {
+            "ts": ts,
+            "ts_flag": flag,
+            "node": node,
+            "source": SOURCE,
+            "kind": kind,
+            "subkind": _subkind(kind, grp, reason),
+            "code": xid_in(reason),
+            "severity": _severity(kind, grp["level"]),
+            "job_id": grp["job"] or tag_job,
+            "message": msg.strip(),
+            "attrs": _attrs(state, by, proc or g["fg"]),
+            "file": ctx.file,
+        }
+        for node in nodes
+    ]
+    return Parsed({"events": rows})
+
+
+def _expand(text: str | None) -> list[str]:
+    return expand_nodes(text.rstrip(",")) or [] if text else []
+
+
+def _subkind(kind: str, grp: dict[str, str | None], reason: str | None) -> str | None:
+    if kind == Kind.SLURM_ERROR.value:
+        if grp["level"] == "fatal":
+            return "fatal"
+        fn = re.match(r"^(\w+): ", reason or "")
+        return fn[1] if fn else None
+    return reason or grp["state"]
+
+
+def _attrs(state: str | None, by: str | None, proc: str | None) -> str:
+    return json.dumps(
+        {k: v for k, v in (("by", by), ("daemon", proc), ("state", state)) if v}, sort_keys=True
+    )
+
+
+# -- vectorized path -------------------------------------------------------------------------------
+
+_CANDIDATE = (
+    r"(?i)error|fatal|respond|state set to|state to|reason set to|JobId=|rebooted|returned to "
+    r"service|Failed|drain|requeu|xid|NODE_FAIL|exited|rebooted"
+)
+
+
+def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
+    tz = ctx.options.get("tz") if ctx.options else None
+    iso = localize(
+        pl.col("iso")
+        .str.slice(0, 19)
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
+        str(tz) if tz else None,
+    )
+    off = pl.col("off").str.replace(":", "", literal=True)
+    off_min = (
+        off.str.slice(1, 2).cast(pl.Int64) * 60 + off.str.slice(3, 2).cast(pl.Int64)
+    ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
+    iso2 = pl.col("iso2").str.slice(0, 19).str.strptime(
+        pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False
+    ) - pl.duration(minutes=off_min.fill_null(0))
+    year = _syslog_year(ctx)
+    sys = pl.lit(None, pl.Datetime("us"))
+    if year is not None:
+        sys = (pl.lit(f"{year} ") + pl.col("sys")).str.strptime(
+            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
+        )
+        if ctx.mtime is not None:
+            sys = (
+                pl.when(sys > pl.lit(ctx.mtime + timedelta(days=1)))
+                .then(sys.dt.offset_by("-1y"))
+                .otherwise(sys)
+            )
+    ts = pl.coalesce(
+        pl.when(pl.col("iso").is_not_null()).then(iso),
+        pl.when(pl.col("iso2").is_not_null()).then(iso2),
+        pl.when(pl.col("sys").is_not_null()).then(sys),
+    )
+    flag = (
+        pl.when(pl.col("sys").is_not_null() & pl.lit(year is None))
+        .then(pl.lit("no_year"))
+        .when(pl.col("fg").is_not_null())
+        .then(pl.lit("no_ts"))
+    )
+    return ts, flag
+
+
+def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
+    return daemon_rows(numbered(lines, first_line).filter(pl.col("raw").is_not_null()), ctx)
+
+
+def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
+    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine."""
+    df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
+    matched = pl.col("msg").is_not_null()
+    proc = pl.coalesce("proc", "proc2")
+    other_unit = (proc == "systemd").fill_null(False) & ~pl.col(
+        "msg"
+    ).str.to_lowercase().str.contains("slurm").fill_null(False)
+    keep = matched & ~other_unit
+    unmatched = df.filter(~matched & pl.col("raw").str.contains(SUSPICIOUS))
+    q_rows = [
+        (n, r, "unrecognized Slurm daemon line")
+        for n, r in unmatched.select("line", "raw").iter_rows()
+    ]
+    ts, flag = _ts_exprs(ctx)
+    # Out-of-range stamps (year 0, month 13) stay null here; parse_line quarantines those lines.
+    sane = ts.dt.year().is_between(1900, 2200)
+    cand = df.filter(keep & pl.col("msg").str.contains(_CANDIDATE)).with_columns(
+        pl.when(sane).then(ts).alias("ts"),
+        flag.alias("ts_flag"),
+    )
+    rows: list[dict[str, Any]] = []
+    for rec in cand.iter_rows(named=True):
+        res = parse_line(rec["raw"], ctx)
+        if isinstance(res, Quarantined):
+            q_rows.append((rec["line"], rec["raw"], res.reason))
+        elif isinstance(res, Parsed):
+            for row in res.rows["events"]:
+                row.update(ts=rec["ts"], ts_flag=rec["ts_flag"], line=rec["line"])
+                rows.append(row)
+    parsed_lines = line_series(sorted({r["line"] for r in rows}))
+    rows = merge_reasons(rows)
+    tables = {"events": pl.DataFrame(rows, infer_schema_length=None)} if rows else {}
+    q = quarantine_frame(*map(list, zip(*q_rows, strict=True))) if q_rows else None
+    out = result(tables, parsed_lines.len(), q)
+    out.parsed_lines = parsed_lines
+    return out
+
+
+def merge_reasons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attach ``reason set to:`` lines to the next state change of the same node."""
+    pending: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        is_reason = "reason set to:" in (row.get("message") or "")
+        if is_reason:
+            pending[row["node"]] = row
+            continue
+        prior = (
+            pending.pop(row["node"], None)
+            if row["kind"] in (Kind.NODE_DOWN.value, Kind.NODE_DRAIN.value)
+            else None
+        )
+        if prior is not None:
+            row = {
+                **row,
+                "subkind": prior["subkind"],
+                "code": prior["code"],
+                "message": f"{row['message']} (reason: {prior['subkind']})",
+            }
+        out.append(row)
+    out.extend(pending.values())
+    out.sort(key=lambda r: r["line"])
+    return out
+
+
+class DaemonParser:
+    name = "slurmctld"
+    source = Source.SLURM
+    whole_file = False
+
+    def sniff(self, head_lines: list[str], path: str) -> float:
+        lines = [ln for ln in head_lines[:200] if ln and ln.strip()]
+        if not lines:
+            return 0.0
+        slurmish = sum(
+            1
+            for ln in lines
+            if re.match(rf"^\[{ISO}\] ", ln)
+            or re.search(
+                r"\bslurm(?:ctld|d|stepd|dbd)\b|"
+                r"_slurm_rpc_|[Ss]lurm",
+                ln,
+            )
+        )
+        named = any(re.search(r"slurm(?:ctld|d|stepd|dbd)?[\[:]|_slurm_rpc_", ln) for ln in lines)
+        share = slurmish / len(lines)
+        if share >= 0.5 and (named or share >= 0.8):
+            return 0.85 if named else 0.6
+        return 0.0
+
+    def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
+        return parse_line(line, ctx)
+
+    def new_state(self, ctx: ParseContext) -> None:
+        return None
+
+    def parse_chunk(
+        self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
+    ) -> ChunkResult:
+        return daemon_chunk(lines, first_line, ctx)
+
+    def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
+        return ChunkResult()
