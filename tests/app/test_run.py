@@ -123,6 +123,10 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
         "recall",
         "precision_at_k",
         "median_lead_time_h",
+        "alerts",
+        "true_alerts",
+        "failure_episodes",
+        "caught",
     }
     assert (tmp_path / "models" / doc["model_version"] / "model_card.json").is_file()
     res = runner.invoke(
