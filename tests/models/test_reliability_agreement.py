@@ -2,8 +2,10 @@
 dashboard's overview print the same number for the same window, and it is the one this test
 counts from its own timeline (hardware Xid episodes over fleet node-days).
 
-The database is built as a user would: kernel logs and an sacct file written from the constants
-below, fed through `faultlens ingest`. The data runs from ``START`` to the last second of the
+The database is built as a user would: kernel logs, an sacct file and a ``sinfo -N -l`` node
+list written from the constants below, fed through `faultlens ingest`. The node list names two
+idle nodes that neither log nor run jobs: they are in the fleet (the old per-front-end rates,
+which counted the nodes that log or ran jobs, gave another number). The data runs from ``START`` to the last second of the
 last day, so every front end's default window (the data's span; the dashboard's whole days; the
 report's ``--since`` to the newest record) is the same ``DAYS`` days.
 """
@@ -25,7 +27,9 @@ from faultlens.app.cli import app
 START = datetime(2026, 3, 1)
 DAYS = 10
 END = START + timedelta(days=DAYS)  # exclusive
-NODES = [f"gpu{i:03d}" for i in range(1, 13)]  # the fleet: every node runs the job below
+NODES = [f"gpu{i:03d}" for i in range(1, 15)]  # the fleet, as sinfo lists it
+JOB_NODES = "gpu[001-012]"  # the job below runs on 12 of them
+SNAPSHOT = START + timedelta(days=4, hours=12)  # when sinfo was run
 # (hours after START, node, Xid, counts as a failure): Xid 79 / 48 are hardware failures, 13 is
 # an application error; the second Xid 79 on gpu002 is 20 minutes after the first (one episode)
 XIDS = (
@@ -49,7 +53,7 @@ runner = CliRunner()
 
 
 def expected_rate() -> float:
-    """Failures per 1000 node-days from the timeline: episodes per node, 12 nodes x 10 days."""
+    """Failures per 1000 node-days from the timeline: episodes per node, 14 nodes x 10 days."""
     episodes = 0
     last: dict[str, float] = {}
     for t_h, node, _, failure in sorted(XIDS):
@@ -75,11 +79,20 @@ def db(tmp_path_factory) -> Path:
     last = END - timedelta(seconds=1)
     (folder / "sacct.txt").write_text(
         "JobID|JobName|User|Partition|NodeList|NNodes|Submit|Start|End|State|ExitCode\n"
-        f"100|pretrain|alice|gpu|gpu[001-012]|12|{START:%Y-%m-%dT%H:%M:%S}|"
+        f"100|pretrain|alice|gpu|{JOB_NODES}|12|{START:%Y-%m-%dT%H:%M:%S}|"
         f"{START:%Y-%m-%dT%H:%M:%S}|{last:%Y-%m-%dT%H:%M:%S}|COMPLETED|0:0\n"
     )
+    (folder / "sinfo.txt").write_text(
+        f"{SNAPSHOT:%a %b %d %H:%M:%S %Y}\n"
+        "NODELIST   NODES PARTITION       STATE CPUS    S:C:T MEMORY TMP_DISK WEIGHT AVAIL_FE REASON\n"
+        + "".join(
+            f"{n}       1      gpu*        {'idle' if i > 11 else 'mix'} 64     2:32:1 512000"
+            "        0      1   (null) none\n"
+            for i, n in enumerate(NODES)
+        )
+    )
     path = folder / "rate.duckdb"
-    files = [str(folder / "kern.log"), str(folder / "sacct.txt")]
+    files = [str(folder / f) for f in ("kern.log", "sacct.txt", "sinfo.txt")]
     result = runner.invoke(app, ["ingest", *files, "--db", str(path), "-q"])
     assert result.exit_code == 0, result.output
     return path
@@ -133,7 +146,7 @@ def test_demo_reliability_report_and_dashboard_print_one_rate(
     db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     want = f"{expected_rate():.2f}"
-    assert want == "41.67"  # 5 episodes over 120 node-days (the timeline, counted by hand)
+    assert want == "35.71"  # 5 episodes over 140 node-days (the timeline, counted by hand)
     printed = {
         "reliability": _reliability_rate(db),
         "report": _report_rate(db, tmp_path / "r.html"),
