@@ -48,6 +48,15 @@ _SINFO_COLS = {
     "MEMORY",
     "GRES",
 }
+# Node state words of sinfo / scontrol (long and short forms), with flags after "+" and the
+# suffixes * ~ # ! % $ @ ^ -: a row whose state is none of these does not fit its header.
+STATE_WORDS = (
+    "alloc|allocated|boot|booting|comp|completing|down|drain|drained|draining|drng|fail|failg|"
+    "failing|futr|future|idle|inval|invalid|maint|mix|mixed|npc|perfctrs|plnd|planned|pow_dn|"
+    "pow_up|powered_down|powering_down|powering_up|reboot|reboot_issued|reboot_requested|resv|"
+    "reserved|unk|unknown|blocked|cloud|not_responding|no_respond|power_down|power_up|dynamic_norm"
+)
+STATE_RE = rf"(?i)^(?:{STATE_WORDS})[*~#!%$@^-]*(?:\+(?:[a-z_]+)[*~#!%$@^-]*)*$"
 _DATE_LINE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 
 
@@ -127,6 +136,8 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
     if not m:
         return Quarantined("sinfo row does not fit its header")
     row = {c: m[f"c{i}"] for i, c in enumerate(ctx.columns)}
+    if row.get("STATE") is not None and not re.match(STATE_RE, row["STATE"]):
+        return Quarantined("sinfo row does not fit its header")
     reason = row.get("REASON")
     reason = None if not reason or reason.lower() == "none" else reason.strip()
     kind = node_kind(row.get("STATE"), reason)
@@ -201,6 +212,8 @@ class SinfoParser:
             .rename({f"c{i}": c for i, c in enumerate(cols)})
         )
         fits = pl.col(cols[0]).is_not_null()
+        if "STATE" in cols:
+            fits = fits & pl.col("STATE").str.contains(STATE_RE).fill_null(True)
         skip = pl.col("raw").map_elements(is_sinfo_header, return_dtype=pl.Boolean) | pl.col(
             "raw"
         ).str.contains(_DATE_LINE.pattern)

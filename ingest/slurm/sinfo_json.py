@@ -105,10 +105,12 @@ def squeue_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _line_of(df: pl.DataFrame, key: str, names: list[str], first_line: int) -> list[int]:
-    """The line of each ``"key": "name"`` in order of appearance (else the document's first)."""
-    found = df.select(
-        "line", pl.col("raw").str.extract(rf'"{key}":\s*"([^"]*)"').alias("v")
-    ).drop_nulls("v")
+    """The line of each name in order of appearance: a ``"key": "name"`` pair, else a bare
+    list element (``"name",``, the ``nodes.nodes`` list of Slurm 23+), else the document's
+    first line."""
+    pair = pl.col("raw").str.extract(rf'"{key}":\s*"([^"]*)"')
+    bare = pl.col("raw").str.extract(r'^\s*"([^"]*)",?\s*$')
+    found = df.select("line", pl.coalesce(pair, bare).alias("v")).drop_nulls("v")
     at: dict[str, list[int]] = {}
     for line, v in found.iter_rows():
         at.setdefault(v, []).append(line)
