@@ -64,7 +64,7 @@ class Plan:
     n_nodes: int
     out_t: np.ndarray | None = None  # elastic: times nodes went out for repair
     repair_h: float = 0.0
-    out_r: np.ndarray | None = None  # elastic: each outage's repair hours (default repair_h)
+    out_r: np.ndarray | None = None  # elastic: hours each outage runs short (default repair_h)
     instant: bool = False  # replacement "instant": no node is ever waited for
     spare_nodes: int = 0  # hot spares: pool size (for idle accounting)
     spare_out_t: np.ndarray | None = None  # nodes taken from the pool (each out repair_h)

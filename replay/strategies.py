@@ -160,11 +160,11 @@ def pool_wait(t_out: np.ndarray, pool: int, repair_h: np.ndarray) -> np.ndarray:
         while back and back[0] <= t:
             heapq.heappop(back)
             free += 1
+        heapq.heappush(back, t + r)  # the failed node goes to repair (with no pool: its own)
         if free > 0:
             free -= 1
         else:
             wait[i] = heapq.heappop(back) - t
-        heapq.heappush(back, t + r)
     return wait
 
 
@@ -277,7 +277,12 @@ def _node_elastic(b: _Build) -> None:
     plan.parts[nn, Part.RESTORE] = 0.0
     plan.mode[nn] = STEP
     plan.out_t = plan.t[nn]
-    plan.out_r = np.zeros(int(nn.sum())) if b.instant else _repairs(b)
+    # the job runs short of a node until one comes back: at once with instant replacement,
+    # else from the pool (idle fleet nodes) when it has one, or when a repaired node returns
+    pool = int(b.job.pool_nodes or 0)
+    plan.out_r = (
+        np.zeros(int(nn.sum())) if b.instant else pool_wait(plan.out_t, pool, _repairs(b))
+    )
     back = np.sort(plan.out_t + plan.out_r)
     back = back[back < b.trace.span_h]
     b.add_events(back, [0.0, 0.0, b.job.reconfig_s * H, 0.0], counts=False)
