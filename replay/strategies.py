@@ -280,9 +280,7 @@ def _node_elastic(b: _Build) -> None:
     # the job runs short of a node until one comes back: at once with instant replacement,
     # else from the pool (idle fleet nodes) when it has one, or when a repaired node returns
     pool = int(b.job.pool_nodes or 0)
-    plan.out_r = (
-        np.zeros(int(nn.sum())) if b.instant else pool_wait(plan.out_t, pool, _repairs(b))
-    )
+    plan.out_r = np.zeros(int(nn.sum())) if b.instant else pool_wait(plan.out_t, pool, _repairs(b))
     back = np.sort(plan.out_t + plan.out_r)
     back = back[back < b.trace.span_h]
     b.add_events(back, [0.0, 0.0, b.job.reconfig_s * H, 0.0], counts=False)
