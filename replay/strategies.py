@@ -218,6 +218,7 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
     instant = job.replacement == Replacement.INSTANT
     plan.repair_h = 0.0 if instant else job.repair_h
     plan.needs_node, plan.instant = needs_node.copy(), instant
+    plan.event_repair_h = np.zeros(n) if instant else trace.repairs(job.repair_h)
     b = _Build(trace, job, plan, block_h, restore_ok, instant, needs_node)
     NODE_AXIS[s.node](b)
     WARNING_AXIS[s.warning](b)
@@ -269,6 +270,7 @@ def _node_spares(b: _Build) -> None:
         b.plan.parts[b.needs_node, Part.WAIT] = pool_wait(out_t, pool, _repairs(b))
     b.plan.parts[b.needs_node, Part.RESTART] = b.job.spare_swap_s * H
     b.plan.spare_nodes, b.plan.spare_out_t = k, out_t
+    b.plan.spare_out_r = np.zeros(len(out_t)) if b.instant else _repairs(b)
 
 
 def _node_elastic(b: _Build) -> None:
@@ -333,6 +335,8 @@ def _merge(plan: Plan, ts: list, parts: list, modes: list, counts: list) -> None
     plan.counts = np.concatenate([plan.counts, *counts])[order]
     extra = np.zeros(sum(len(x) for x in ts), dtype=bool)
     plan.needs_node = np.concatenate([plan.needs_node, extra])[order]
+    if plan.event_repair_h is not None:
+        plan.event_repair_h = np.concatenate([plan.event_repair_h, extra.astype(float)])[order]
 
 
 def _merge_order(a: np.ndarray, ts: list) -> np.ndarray:
