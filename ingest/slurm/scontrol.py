@@ -133,7 +133,9 @@ class ScontrolNodeParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: dict[str, Any]
     ) -> ChunkResult:
-        df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+        df = numbered(lines, first_line).filter(
+            pl.col("raw").str.strip_chars() != ""
+        )  # blank: noise
         df = df.with_columns(
             pl.col("raw").str.extract(_NODE).alias("NodeName"),
             pl.col("raw").str.extract(_STATE).alias("State"),
