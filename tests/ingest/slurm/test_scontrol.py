@@ -62,11 +62,10 @@ def test_block_events_field_by_field() -> None:
     assert a01["ts"] == datetime(2025, 2, 1, 10, 20, 30) and a01["ts_flag"] is None
     assert (a01["kind"], a01["severity"], a01["code"]) == ("node_down", "error", 79)
     assert a01["subkind"] == a01["message"] == "Xid 79 GPU has fallen off the bus"
-    assert json.loads(a01["attrs"]) == {
-        "state": "DOWN+DRAIN*",
-        "reason_set_by": "root",
-        "gres": "gpu:h100:8(S:0-1)",
-    }
+    # attrs: JSON with sorted keys (stable text, so equal records compare equal in SQL)
+    assert a01["attrs"] == (
+        '{"gres": "gpu:h100:8(S:0-1)", "reason_set_by": "root", "state": "DOWN+DRAIN*"}'
+    )
     assert (a01["source"], a01["file"], a01["line"]) == ("slurm", "/logs/nodes.txt", 8)
     # no [user@time]: no time, kept and flagged; the reason line is the event's line
     assert (a03["kind"], a03["severity"], a03["ts"], a03["ts_flag"]) == (
@@ -225,6 +224,7 @@ def test_parse_line_ignores_other_lines() -> None:
     [
         (["NodeName=a Arch=x86_64 CoresPerSocket=1"], 0.9),
         (["", "NodeName=a CPUTot=4"], 0.9),
+        (["   ", "NodeName=a State=IDLE"], 0.9),  # blank-looking lines are skipped
         (["NodeName=a CfgTRES=cpu=1"], 0.9),
         (["NodeName=a", "   State=IDLE"], 0.9),
         (["NodeName=a", "   NodeAddr=1.2.3.4"], 0.9),
@@ -287,3 +287,10 @@ def test_k8s_events_quarantine_warnings_and_errors_only() -> None:
 )
 def test_k8s_sniff(head: list[str], score: float) -> None:
     assert K8sEventsParser().sniff(head, "x") == score
+
+
+def test_k8s_quarantine_keeps_the_first_4000_characters() -> None:
+    k = K8sEventsParser()
+    line = "  Warning  BackOff  1m  kubelet  " + "x" * 5000
+    res = k.parse_chunk(pl.Series([line]), 1, CTX, None)
+    assert res.quarantine["raw"][0] == line[:4000]
