@@ -63,6 +63,7 @@ def fleet_frame(
     gpus: str | None = None,
     tres: str | None = None,
     seen: str | None = None,
+    state: str | None = None,
 ) -> pl.DataFrame:
     """``nodes`` rows from ``rows`` (one per listing row, with a ``line`` column): the host
     list in column ``nodelist`` expanded, GPUs from ``gpus`` (a count) or ``gres`` (text)."""
@@ -92,6 +93,7 @@ def fleet_frame(
             pl.lit(source).alias("source"),
             pl.lit(ctx.file).alias("file"),
             pl.col("line").cast(pl.Int64),
+            col(state, pl.String).alias("state"),
         )
         .explode("node")
         .drop_nulls("node")

@@ -158,6 +158,7 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
             "last_seen": seen,
             "source": "sinfo",
             "file": ctx.file,
+            "state": row.get("STATE"),
         }
         for n in nodes
     ]
@@ -257,6 +258,7 @@ class SinfoParser:
             partition="PARTITION",
             gres="GRES",
             seen="_seen",
+            state="STATE",
         )
         parsed = g.height
         g = g.filter(pl.col("kind").is_not_null())

@@ -81,6 +81,7 @@ def fleet_row(fields: dict[str, str | None], ctx: ParseContext) -> dict[str, Any
         "last_seen": seen,
         "source": "scontrol",
         "file": ctx.file,
+        "state": fields.get("State"),
     }
 
 
@@ -174,6 +175,7 @@ class ScontrolNodeParser:
             partition="Partitions",
             gres="Gres",
             tres="CfgTRES",
+            state="State",
         )
         return result(tables, int(blocks["n_lines"].sum() or 0))
 

@@ -146,7 +146,16 @@ def document_tables(
     )
     tables = {
         "nodes": fleet_frame(
-            frame, ctx, source, nodelist="name", seen="seen" if "seen" in frame.columns else None
+            frame.with_columns(
+                pl.col("state").list.join("+").alias("_state")
+                if "state" in frame.columns
+                else pl.lit(None, pl.String).alias("_state")
+            ),
+            ctx,
+            source,
+            nodelist="name",
+            seen="seen" if "seen" in frame.columns else None,
+            state="_state",
         )
     }
     if source == "sinfo":

@@ -73,6 +73,13 @@ def test_sinfo_text_rows_become_fleet_rows(store, tmp_path: Path) -> None:
     assert store.query("SELECT line, reason FROM quarantine").rows() == [
         (6, "sinfo row does not fit its header")
     ]
+    assert store.query("SELECT node, state FROM nodes ORDER BY node").rows() == [
+        ("cpu01", "idle"),
+        ("gpu001", "idle"),
+        ("gpu002", "idle"),
+        ("gpu003", "drained"),
+        ("mix01", "mix"),
+    ]
     assert store.query("SELECT node, kind, code FROM events").rows() == [
         ("gpu003", "node_drain", 79)
     ]
@@ -140,6 +147,12 @@ def test_sinfo_json_rows_of_slurm_23_to_25(store, tmp_path: Path) -> None:
         ("gpu001", "gpu", 8, MTIME, MTIME, "sinfo"),
         ("gpu002", "gpu", 8, MTIME, MTIME, "sinfo"),
         ("gpu003", "gpu", 8, MTIME, MTIME, "sinfo"),
+    ]
+    assert store.query("SELECT node, state FROM nodes ORDER BY node").rows() == [
+        ("big01", "MIXED"),
+        ("gpu001", "IDLE"),
+        ("gpu002", "IDLE"),
+        ("gpu003", "IDLE+DRAIN"),
     ]
     lines = text.splitlines()
     for node, *_, line in _fleet_rows(store):  # each row points at the line naming its node

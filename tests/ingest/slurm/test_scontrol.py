@@ -96,6 +96,7 @@ def test_block_fleet_rows_and_accounting() -> None:
         ("gpu-a03", None, None, 16, "scontrol"),
         ("gpu-a04", None, None, 19, "scontrol"),  # Partitions=(null)
     ]
+    assert [r["state"] for r in rows] == ["DOWN+DRAIN*", "IDLE", "MIXED+DRAIN", "IDLE*"]
     assert all(r["first_seen"] == r["last_seen"] == MTIME for r in rows)
     assert all(r["dataset"] == "site" and r["file"] == "/logs/nodes.txt" for r in rows)
     n = len(BLOCKS.splitlines())
@@ -190,7 +191,13 @@ def test_reason_without_a_state_is_a_drain_and_null_reasons_are_none() -> None:
 def test_fleet_row_fields() -> None:
     ctx = ParseContext(file="f", mtime=MTIME, options={"dataset": "lab"})
     row = fleet_row(
-        {"NodeName": "Big01.example.org", "Partitions": "a,b", "Gres": "gpu:2,gpu:b:2"}, ctx
+        {
+            "NodeName": "Big01.example.org",
+            "Partitions": "a,b",
+            "Gres": "gpu:2,gpu:b:2",
+            "State": "MIXED+DRAIN",
+        },
+        ctx,
     )
     assert row == {
         "dataset": "lab",
@@ -201,6 +208,7 @@ def test_fleet_row_fields() -> None:
         "last_seen": MTIME,
         "source": "scontrol",
         "file": "f",
+        "state": "MIXED+DRAIN",
     }
     bare = fleet_row({"NodeName": "n2"}, ParseContext(file="g"))
     assert (bare["partition"], bare["gpus"], bare["first_seen"], bare["dataset"]) == (
