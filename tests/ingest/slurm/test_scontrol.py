@@ -240,6 +240,8 @@ def test_parse_line_ignores_other_lines() -> None:
         (["Arch=x86_64", "NodeName=a State=IDLE"], 0.0),  # a block starts at NodeName=
         ([], 0.0),
         (["NodeName=a"] + ["x"] * 60 + ["State=IDLE"], 0.0),  # only the first 50 lines
+        (["NodeName=a"] + ["x"] * 48 + ["State=IDLE"], 0.9),  # the 50th line counts
+        (["NodeName=a"] + ["x"] * 49 + ["State=IDLE"], 0.0),  # the 51st does not
     ],
 )
 def test_sniff(head: list[str], score: float) -> None:
@@ -290,6 +292,9 @@ def test_k8s_events_quarantine_warnings_and_errors_only() -> None:
         (["  Normal   Pulled  1m  kubelet  ok", "a", "b"], 0.0),
         (["Events:", "  Normal   Pulled  1m  kubelet  ok", "a", "b"], 0.5),
         (["Events:", "nothing"], 0.0),
+        (["  Normal   Pulled  1m  kubelet  ok", "   ", "  "], 0.5),  # blank lines do not count
+        (["  Normal   Pulled  1m  kubelet  ok"] + ["a"] * 48 + ["Events:"], 0.5),  # 50th line
+        (["  Normal   Pulled  1m  kubelet  ok"] + ["a"] * 49 + ["Events:"], 0.0),  # 51st
         ([], 0.0),
     ],
 )
