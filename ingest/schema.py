@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Source(StrEnum):
@@ -404,6 +404,7 @@ NODES = Table(
         _c("last_seen", "TIMESTAMP"),
         _c("source", "VARCHAR"),  # incident, sinfo, inventory, ...
         *_LOC,
+        _c("state", "VARCHAR"),  # the node's state as listed (sinfo / scontrol: IDLE+DRAIN, ...)
     ),
 )
 

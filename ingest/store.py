@@ -34,6 +34,7 @@ DEFAULT_MEMORY = "1GB"
 MIGRATIONS: dict[int, list[str]] = {
     2: ["ALTER TABLE ingested_files ADD COLUMN IF NOT EXISTS tail_fingerprint VARCHAR"],
     3: ["ALTER TABLE events ADD COLUMN IF NOT EXISTS node_source VARCHAR"],
+    4: ["ALTER TABLE nodes ADD COLUMN IF NOT EXISTS state VARCHAR"],
 }
 
 
