@@ -126,7 +126,6 @@ def overview(store: Store, f: Filters) -> Section:
         ),
         ("Nodes at risk now", f"{count_at_risk(risk)}"),
     ]
-    n_nodes = len(f.nodes) if f.nodes else len(nodes)
     counts = q_state.state_counts(q_state.fleet_state(store, f, nodes))
     numbers.append(("Nodes by state", ", ".join(f"{n:,} {s}" for s, n in counts.items())))
     return Section(
@@ -134,7 +133,7 @@ def overview(store: Store, f: Filters) -> Section:
         "overview",
         numbers,
         [
-            F.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
+            F.fig_failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
             F.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
             F.fig_top_xids(q_fleet.top_xids(store, f)),
             F.fig_at_risk(risk),

@@ -154,3 +154,20 @@ def test_demo_reliability_report_and_dashboard_print_one_rate(
         "demo": _demo_rate(db),
     }
     assert printed == dict.fromkeys(printed, want)
+
+
+def test_failure_trend_adds_up_to_the_headline_rate(db: Path) -> None:
+    """The overview's per-day chart counts the same failures over the same fleet: its days hold
+    every failure once, and their mean rate is the headline rate (a constant fleet, whole days)."""
+    from faultlens.ingest.store import Store
+    from faultlens.reports import q_fleet
+    from faultlens.reports.filters import Filters
+    from faultlens.reports.reliability import window_rate
+
+    with Store(db) as store:
+        f = Filters(since=START, until=END)
+        rate = window_rate(store, f)
+        trend = q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)
+    assert trend.height == DAYS
+    assert int(trend["failures"].sum()) == rate.n_failures == 5
+    assert float(trend["per_1000_node_days"].mean()) == pytest.approx(expected_rate(), abs=0.01)

@@ -67,7 +67,6 @@ def _picked_node() -> None:
 
 def numbers(f: Filters, all_nodes: list[str]) -> None:
     """Failure rate, MTBF, ETTR, jobs lost, nodes at risk; the trend charts; top Xids."""
-    n_nodes = ui.fleet_size(f, all_nodes)
     episodes = q_fleet.select_episodes(query(q_fleet.episodes_in, f.since, f.until), f)
     rate = query(reliability.window_rate, f)
     node_days = rate.node_days
@@ -97,7 +96,9 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
     )
     left, right = st.columns(2)
     ui.chart(
-        left, figures.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)), key="trend"
+        left,
+        figures.fig_failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
+        key="trend",
     )
     ui.chart(right, figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)), key="mtbf")
     left, right = st.columns(2)
