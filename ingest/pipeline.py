@@ -43,7 +43,7 @@ from faultlens.ingest.reader import (
     read_head_text,
     tail_fingerprint,
 )
-from faultlens.ingest.schema import conform
+from faultlens.ingest.schema import TELEMETRY_SOURCE, conform
 from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
@@ -588,20 +588,38 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         with store.transaction():
             if task.reparse:
                 store.forget_file(task.path)
-            for table, files in pf.parts.items():
-                rows[table] = store.insert_parquet(table, files)
+            prior_no_ts, prior_no_node = store.file_summary(task.path)
+            for table, files in pf.parts.items():  # events last: the rank map is in nccl_ranks
+                if table != "events":
+                    rows[table] = store.insert_parquet(table, files)
+            if pf.parts.get("telemetry"):
+                store.add_summary(
+                    "telemetry",
+                    task.path,
+                    f"SELECT ? AS file, '{TELEMETRY_SOURCE}' AS source, NULL::VARCHAR AS kind, "
+                    "node, count(*) AS n, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+                    "max(ts) AS last_ts FROM read_parquet(?, hive_partitioning = false) "
+                    "GROUP BY ALL",
+                    [task.path, pf.parts["telemetry"]],
+                )
+            if pf.parts.get("events"):
+                rows["events"] = store.load_file_events(
+                    task.path, pf.parts["events"], boot_time=pf.boot_time
+                )
             if pf.quarantine_parts:
                 store.insert_quarantine_parquet(task.path, pf.quarantine_parts)
-            if pf.boot_time is not None:
-                store.resolve_boot_relative(task.path, pf.boot_time)
-            store.record_dataset(task.path, task.ctx.options.get("dataset"))
-            if "events" in pf.parts:
+            # Older rows of a grown file change only when they lack a time or a node and this
+            # part brings a boot time or NCCL ranks; only then are they read again.
+            older = (prior_no_ts and pf.boot_time is not None) or (
+                prior_no_node and rows.get("nccl_ranks")
+            )
+            if older:
+                if pf.boot_time is not None:
+                    store.resolve_boot_relative(task.path, pf.boot_time)
                 store.nodes_from_rank_map(task.path)
-            no_ts, no_node = store.query(
-                "SELECT count(*) FILTER (WHERE ts IS NULL) AS a, "
-                "count(*) FILTER (WHERE node IS NULL) AS b FROM events WHERE file = ?",
-                [task.path],
-            ).row(0)
+                store.resummarize_file(task.path)
+            store.record_dataset(task.path, task.ctx.options.get("dataset"))
+            no_ts, no_node = store.file_summary(task.path)
             prior = task.prior
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed
