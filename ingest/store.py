@@ -182,6 +182,15 @@ class Store:
         except duckdb.Error as e:
             raise StoreError(f"query failed: {e}") from e
 
+    def records(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Run a SELECT and return its rows as dicts (no Arrow, no polars: for small answers)."""
+        try:
+            cur = self.con.execute(sql, list(params) if params else [])
+            names = [d[0] for d in cur.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+
     def scalar(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         try:
             rows = self._fetchall(sql, params)
@@ -366,6 +375,51 @@ class Store:
         self.execute(f"DELETE FROM event_summary WHERE {key}", [tbl, file])
         self.execute("INSERT INTO event_summary BY NAME SELECT * FROM _faultlens_summary")
         self.execute("DROP TABLE _faultlens_summary")
+
+    def insert_summarized(self, table: str, frame: pl.DataFrame, file: str) -> int:
+        """``insert`` of rows that ``event_summary`` counts (events, telemetry) written outside
+        ``load()`` (the Prometheus pull), with their summary rows under ``file``."""
+        n = self.insert(table, frame)
+        if not n or table not in ("events", "telemetry"):
+            return n
+        if table == "events":
+            cols = "file, source, kind, node"
+        else:
+            cols = (
+                f"?::VARCHAR AS file, '{TELEMETRY_SOURCE}' AS source, NULL::VARCHAR AS kind, node"
+            )
+        rows = conform(table, frame).select(
+            "ts", "node", *(["file", "source", "kind"] if table == "events" else [])
+        )
+        try:
+            self.con.register("_faultlens_summarize", rows.to_arrow())
+            self.add_summary(
+                table,
+                file,
+                f"SELECT {cols}, count(*) AS n, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+                "max(ts) AS last_ts FROM _faultlens_summarize GROUP BY ALL",
+                [] if table == "events" else [file],
+            )
+        finally:
+            self.con.unregister("_faultlens_summarize")
+        return n
+
+    # -- the Prometheus pull's high-water marks -------------------------------------------------
+    def prom_mark(self, url: str, metric: str) -> tuple[datetime, int] | None:
+        """(end of the last pulled window, samples so far) of ``metric`` from ``url``."""
+        rows = self._fetchall(
+            "SELECT until, samples FROM prom_marks WHERE url = ? AND metric = ?", [url, metric]
+        )
+        return (rows[0][0], int(rows[0][1])) if rows else None
+
+    def record_prom_mark(
+        self, url: str, metric: str, until: datetime, samples: int, pulled_at: datetime
+    ) -> None:
+        self.execute("DELETE FROM prom_marks WHERE url = ? AND metric = ?", [url, metric])
+        self.execute(
+            "INSERT INTO prom_marks VALUES (?, ?, ?, ?, ?)",
+            [url, metric, until, samples, pulled_at],
+        )
 
     def resummarize_file(self, file: str) -> None:
         """Recount ``file``'s events from ``events`` (after an update of its older rows)."""

@@ -14,10 +14,9 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   (tests/ingest/telemetry/test_telemetry_fastpaths.py).
 - ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
   then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
-  transaction together with the metric's high-water mark, kept in ``ingested_files`` under the
-  synthetic path ``prometheus:<url>#<metric>`` (``bytes`` holds the end of the last pulled window
-  in Unix milliseconds), so an interrupted pull resumes where it stopped and a second pull only
-  fetches what is new.
+  transaction together with the metric's high-water mark (table ``prom_marks``: server, metric,
+  end of the last pulled window, samples so far), so an interrupted pull resumes where it stopped
+  and a second pull only fetches what is new.
 
 Series labels are dcgm-exporter's (gpu, UUID, pci_bus_id, device, Hostname, modelName) plus
 Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
@@ -25,7 +24,6 @@ Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -401,17 +399,9 @@ def _epoch_s(ts: datetime) -> float:
     return ts.replace(tzinfo=UTC).timestamp()
 
 
-def _mark_path(base: str, metric: str) -> str:
-    return f"prometheus:{base}#{metric}"
-
-
-def _high_water(store: Store, path: str) -> tuple[int | None, dict[str, Any]]:
-    fp = hashlib.sha256(path.encode()).hexdigest()
-    rec = store.files_matching(path, fp)
-    if rec.height == 0:
-        return None, {"fingerprint": fp, "lines": 0}
-    row = rec.row(0, named=True)
-    return int(row["bytes"]), row
+def _pulled_from(base: str) -> str:
+    """The ``file`` that ``event_summary`` files a server's pulled rows under."""
+    return f"prometheus:{base}"
 
 
 def pull(
@@ -439,9 +429,9 @@ def pull(
     window = min(chunk.total_seconds(), step_s * MAX_POINTS)
     end_s = _epoch_s(now)
     for metric in metrics:
-        path = _mark_path(base, metric)
-        mark_ms, rec = _high_water(store, path)
-        start_s = _epoch_s(now - since) if mark_ms is None else mark_ms / 1000 + step_s
+        mark = store.prom_mark(base, metric)
+        total = 0 if mark is None else mark[1]
+        start_s = _epoch_s(now - since) if mark is None else _epoch_s(mark[0]) + step_s
         start_s = math.ceil(start_s / step_s) * step_s  # aligned, so windows never overlap
         while start_s <= end_s:
             stop_s = min(start_s + window, end_s)
@@ -452,8 +442,9 @@ def pull(
                 {"query": metric, "start": start_s, "end": stop_s, "step": step_s},
                 timeout_s,
             )
-            n = _load_window(store, data.get("result", []), path, rec, stop_s, now, node, report)
-            rec = {**rec, "lines": int(rec.get("lines") or 0) + n}
+            key = (base, metric, total)
+            n = _load_window(store, data.get("result", []), key, stop_s, now, node, report)
+            total += n
             report.windows += 1
             report.samples += n
             start_s = stop_s + step_s
@@ -463,35 +454,22 @@ def pull(
 def _load_window(
     store: Store,
     result: list[dict[str, Any]],
-    path: str,
-    rec: dict[str, Any],
+    key: tuple[str, str, int],
     stop_s: float,
     now: datetime,
     node: str | None,
     report: PullReport,
 ) -> int:
+    """One window's samples and the metric's new high-water mark, in one transaction."""
+    base, metric, before = key
+    path = _pulled_from(base)
     ctx = ParseContext(file=path, node=node, mtime=now)
     samples, labels = result_to_frames(result, 0)
     tables = samples_to_tables(samples, labels, ctx, source=Source.DCGM) if samples.height else {}
-    total = int(rec.get("lines") or 0) + samples.height
+    until = datetime.fromtimestamp(stop_s, UTC).replace(tzinfo=None)
     with store.transaction():
         for table, frame in tables.items():
-            report.rows[table] = report.rows.get(table, 0) + store.insert(table, frame)
-        store.record_file(
-            {
-                "path": path,
-                "fingerprint": rec["fingerprint"],
-                "head_len": 0,
-                "bytes": int(round(stop_s * 1000)),
-                "lines": total,
-                "parsed": total,
-                "noise": 0,
-                "quarantined": 0,
-                "format": "prometheus_pull",
-                "status": "ok",
-                "error": None,
-                "ingested_at": now,
-                "boot_time": None,
-            }
-        )
+            n = store.insert_summarized(table, frame, path)
+            report.rows[table] = report.rows.get(table, 0) + n
+        store.record_prom_mark(base, metric, until, before + samples.height, now)
     return samples.height
