@@ -30,12 +30,13 @@ import numpy as np
 import polars as pl
 
 from faultlens.ingest import registry
-from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
+from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node, quarantine_frame
 from faultlens.ingest.errors import InputError, StoreError
 from faultlens.ingest.lake import DAY_COLUMN, partition_columns
 from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
     Chunk,
+    _open_stream,
     file_head,
     iter_candidates,
     iter_chunks,
@@ -352,6 +353,14 @@ class _Sink:
         for table in list(self._buf):
             self._flush(table)
 
+    def discard(self) -> None:
+        """Forget every row added so far (a streamed document rejected part-way)."""
+        for path in [p for ps in self.parts.values() for p in ps] + self.qparts:
+            Path(path).unlink(missing_ok=True)
+        self.parts, self.qparts, self._buf, self._rows = {}, [], {}, {}
+        self.parsed = self.quarantined = 0
+        self.parsed_lines, self.quarantine_lines = [], []
+
 
 def with_node_source(events: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """``node_source`` for events whose parser left it unset: ``line`` when the file named the
@@ -429,6 +438,103 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
         sink.add(parser.parse_chunk(lines, chunk.first_line, task.ctx, state))
         end_byte = chunk.end_byte
     return n_lines, end_byte
+
+
+STREAM_WINDOW_BYTES = 64 << 20  # bytes read at once by the line census of a streamed document
+
+
+@dataclass(frozen=True)
+class Census:
+    """A file's lines counted from its bytes: all, non-empty, and the first non-empty one."""
+
+    lines: int
+    content: int
+    first_content: int | None
+    end_byte: int
+
+
+def line_census(path: str, gzipped: bool, start_line: int = 1) -> Census:
+    """Count the lines of ``path`` as the reader splits them (on ``\\n``; one ``\\r`` before it
+    dropped) a window of ``STREAM_WINDOW_BYTES`` at a time: how many, how many are not empty,
+    and the first non-empty one's number."""
+    lines = content = 0
+    first: int | None = None
+    run = 0  # bytes of the current line so far
+    prev_cr = False  # the current line's last byte so far is ``\\r``
+    end = 0
+    with _open_stream(path, gzipped) as f:
+        while window := f.read(STREAM_WINDOW_BYTES):
+            end += len(window)
+            buf = np.frombuffer(window, dtype=np.uint8)
+            nl = np.flatnonzero(buf == 10)
+            if len(nl):
+                starts = np.concatenate(([0], nl[:-1] + 1))
+                length = nl - starts
+                length[0] += run
+                ends_cr = np.zeros(len(nl), dtype=bool)
+                inside = nl > 0
+                ends_cr[inside] = buf[nl[inside] - 1] == 13
+                ends_cr[~inside] = prev_cr
+                empty = (length == 0) | ((length == 1) & ends_cr)
+                if first is None and not empty.all():
+                    first = start_line + lines + int(np.argmin(empty))
+                content += int((~empty).sum())
+                lines += len(nl)
+                tail = buf[nl[-1] + 1 :]
+                run, prev_cr = len(tail), bool(len(tail)) and tail[-1] == 13
+            else:
+                run += len(buf)
+                prev_cr = bool(buf[-1] == 13)
+    if run:  # a last line without its ``\\n``
+        if not (run == 1 and prev_cr):
+            first = start_line + lines if first is None else first
+            content += 1
+        lines += 1
+    return Census(lines, content, first, end)
+
+
+def streams(task: FileTask, parser: Any) -> bool:
+    """Whether ``parser`` reads this file as a stream (a big whole-file document read from its
+    start) rather than as its lines."""
+    if not hasattr(parser, "parse_stream") or task.start_byte or task.live_since is not None:
+        return False
+    return bool(parser.streams(task.size, read_head_bytes(task.path, task.gzipped, 4096)))
+
+
+def read_head_bytes(path: str, gzipped: bool, n: int) -> bytes:
+    with _open_stream(path, gzipped) as f:
+        return f.read(n)
+
+
+def _feed_stream(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
+    """The streamed path of a whole-file document: the parser reads the bytes (bounded memory),
+    the line census counts the lines. Every non-empty line belongs to the document, so all are
+    parsed, or all quarantined with the reason when the parser rejects the document."""
+    census = line_census(task.path, task.gzipped, task.start_line)
+    if census.content == 0:
+        return census.lines, census.end_byte
+    try:
+        with _open_stream(task.path, task.gzipped) as f:
+            for result in parser.parse_stream(f, census.first_content, task.ctx):
+                sink.add(result)
+    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        sink.discard()
+        what = getattr(parser, "rejected", f"{parser.name} document rejected")
+        reason = f"{what}: {e}"[:500]  # the whole-document read's reason; raw lines cut
+        for chunk in iter_chunks(task.path, gzipped=task.gzipped, start_line=task.start_line):
+            present = (chunk.lines.is_not_null() & (chunk.lines != "")).fill_null(False)
+            idx = present.arg_true()
+            if idx.len():
+                raw = chunk.lines.gather(idx).str.slice(0, 4000)
+                lines = (idx + chunk.first_line).to_list()
+                sink.add(
+                    ChunkResult(
+                        quarantine=quarantine_frame(lines, raw.to_list(), [reason] * len(lines))
+                    )
+                )
+        return census.lines, census.end_byte
+    sink.add(ChunkResult(parsed=census.content))
+    return census.lines, census.end_byte
 
 
 def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
@@ -525,7 +631,13 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     sink = _Sink(scratch, task.ctx)
     state = parser.new_state(task.ctx)
     try:
-        feed = _feed_candidates if uses_prefilter(parser) else _feed_lines
+        feed = (
+            _feed_stream
+            if streams(task, parser)
+            else _feed_candidates
+            if uses_prefilter(parser)
+            else _feed_lines
+        )
         n_lines, end_byte = feed(task, parser, state, sink)
         sink.add(parser.finish(task.ctx, state))
         sink.close()

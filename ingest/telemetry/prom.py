@@ -12,6 +12,10 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   anything it does not fully validate goes to the reference path (``json.loads`` +
   ``parse_export``), which gives the same rows or the exact error
   (tests/ingest/telemetry/test_telemetry_fastpaths.py).
+  An export of ``STREAM_MIN_BYTES`` or more is not read whole: ``parse_stream`` reads it with
+  ijson (yajl2 in C) a series at a time and hands on batches of ``BATCH_POINTS`` points, so its
+  peak memory stays bounded whatever the file size (``bench/bench_prom_stream.py``); the rows are
+  those of the whole-document read (tests/ingest/telemetry/test_prom_stream.py).
 - ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
   then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
   transaction together with the metric's high-water mark (table ``prom_marks``: server, metric,
@@ -28,15 +32,16 @@ import json
 import logging
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
 from faultlens.ingest.errors import InputError
-from faultlens.ingest.schema import TS, Source
+from faultlens.ingest.schema import TS, Source, conform
 from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry.common import (
     conform_samples,
@@ -286,11 +291,101 @@ def _fast_or_none(
     return None if frames is None else (*frames, idx.len())
 
 
+# -- the streamed path: big exports a series at a time ---------------------------------------------
+
+STREAM_MIN_BYTES = 8 << 20  # smaller exports are read whole (the vectorized fast path)
+BATCH_POINTS = 250_000  # points turned into rows at once when streaming
+# Only Prometheus' own answer layout is streamed (status first, then data.result); any other
+# document is read whole, where the reference path gives the exact reason for a rejection.
+_STREAM_HEAD = re.compile(
+    rb'^\s*\{\s*"status"\s*:\s*"success"\s*,\s*"data"\s*:\s*\{\s*"resultType"\s*:\s*'
+    rb'"(?:matrix|vector)"\s*,\s*"result"\s*:\s*\['
+)
+
+
+def streamable(head: bytes) -> bool:
+    """Whether a document starting with ``head`` is a Prometheus answer that can be streamed."""
+    return _STREAM_HEAD.match(head) is not None
+
+
+def _checked_series(series: Any) -> list[Any]:
+    """The points of one ``data.result`` entry, checked as ``parse_export`` checks them."""
+    if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+        raise ValueError("a data.result entry is not a {metric, values} object")
+    points = series.get("values", [series.get("value")] if "value" in series else [])
+    if not isinstance(points, list):
+        raise ValueError("a data.result entry is not a {metric, values} object")
+    for p in points:
+        if not (isinstance(p, list) and len(p) == 2):
+            raise ValueError(f"a sample is not a [timestamp, value] pair: {p!r:.80}")
+    return points
+
+
+def stream_results(
+    stream: BinaryIO, line: int, ctx: ParseContext, source: Source = Source.DCGM
+) -> Iterator[dict[str, pl.DataFrame]]:
+    """The tables of a streamed export, a batch of series at a time (the GPU inventory, merged
+    over the whole document, comes last). Raises ValueError with the reason for a document the
+    whole-document read rejects (invalid JSON anywhere, a malformed series or point)."""
+    import ijson
+
+    xid_state: dict = {}
+    gpus: list[pl.DataFrame] = []
+    batch: list[dict[str, Any]] = []
+    points = 0
+
+    def tables() -> dict[str, pl.DataFrame]:
+        samples, labels = result_to_frames(batch, line)
+        out = samples_to_tables(samples, labels, ctx, source=source, xid_state=xid_state)
+        if out.get("gpus") is not None and out["gpus"].height:
+            gpus.append(out.pop("gpus"))
+        return out
+
+    try:
+        for series in ijson.items(stream, "data.result.item", use_float=True):
+            points += len(_checked_series(series))
+            batch.append(series)
+            if points >= BATCH_POINTS:
+                yield tables()
+                batch, points = [], 0
+    except ijson.JSONError as e:
+        raise ValueError(f"invalid JSON (half-written export?): {e}") from e
+    if batch:
+        yield tables()
+    if gpus:
+        yield {"gpus": _merge_gpus(pl.concat(gpus, how="vertical_relaxed"))}
+
+
+def _merge_gpus(frame: pl.DataFrame) -> pl.DataFrame:
+    """The inventory rows of several batches as the whole document gives them: one row per GPU
+    identity, first and last sighting over all batches."""
+    keys = ["node", "gpu_index", "pci_bus_id", "uuid", "model", "driver_version", "source", "file"]
+    merged = frame.group_by(keys, maintain_order=True).agg(
+        pl.col("first_seen").min(), pl.col("last_seen").max()
+    )
+    return conform("gpus", merged.sort("node", "gpu_index", nulls_last=True, maintain_order=True))
+
+
 class PrometheusJsonParser:
     name = "prometheus_json"
     source = Source.DCGM
     whole_file = True
     max_line_bytes = 1 << 30  # a one-line `curl` / REST export is one document
+    stream_min_bytes = STREAM_MIN_BYTES
+    rejected = "Prometheus JSON export rejected"  # the quarantine reason's start
+
+    def streams(self, size: int, head: bytes) -> bool:
+        """Whether a file of ``size`` bytes starting with ``head`` is parsed by ``parse_stream``."""
+        return size >= self.stream_min_bytes and streamable(head)
+
+    def parse_stream(
+        self, stream: BinaryIO, first_line: int, ctx: ParseContext
+    ) -> Iterator[ChunkResult]:
+        """Rows of the document in ``stream`` (see ``stream_results``); the samples carry
+        ``first_line``, the document's first non-empty line, as in the whole-document read. The
+        caller accounts for the lines; ValueError rejects the document."""
+        for tables in stream_results(stream, first_line, ctx, self.source):
+            yield ChunkResult(tables=tables)
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         text = "\n".join(head_lines[:50])[:20000]
@@ -324,7 +419,7 @@ class PrometheusJsonParser:
             try:
                 result = parse_export("\n".join(t for _, t in content))
             except (ValueError, TypeError, KeyError, OverflowError) as e:
-                reason = f"Prometheus JSON export rejected: {e}"[:500]
+                reason = f"{self.rejected}: {e}"[:500]
                 nos, raws = zip(*content, strict=True)
                 return ChunkResult(
                     quarantine=quarantine_frame(list(nos), list(raws), [reason] * len(nos))
