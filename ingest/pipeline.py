@@ -30,7 +30,13 @@ import numpy as np
 import polars as pl
 
 from faultlens.ingest import registry
-from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node, quarantine_frame
+from faultlens.ingest.base import (
+    RAW_KEEP_CHARS,
+    ChunkResult,
+    ParseContext,
+    normalize_node,
+    quarantine_frame,
+)
 from faultlens.ingest.errors import InputError, StoreError
 from faultlens.ingest.lake import DAY_COLUMN, partition_columns
 from faultlens.ingest.reader import (
@@ -440,7 +446,7 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
     return n_lines, end_byte
 
 
-STREAM_WINDOW_BYTES = 64 << 20  # bytes read at once by the line census of a streamed document
+STREAM_WINDOW_BYTES = 16 << 20  # bytes read at once by the line census of a streamed document
 
 
 @dataclass(frozen=True)
@@ -508,30 +514,25 @@ def read_head_bytes(path: str, gzipped: bool, n: int) -> bytes:
 
 def _feed_stream(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[int, int]:
     """The streamed path of a whole-file document: the parser reads the bytes (bounded memory),
-    the line census counts the lines. Every non-empty line belongs to the document, so all are
-    parsed, or all quarantined with the reason when the parser rejects the document."""
+    the line census counts the lines. Every non-empty line belongs to the document (blank ones
+    are noise, as in the whole-document read): all are parsed, or all quarantined with the
+    reason when the parser rejects the document."""
     census = line_census(task.path, task.gzipped, task.start_line)
     if census.content == 0:
         return census.lines, census.end_byte
     try:
-        with _open_stream(task.path, task.gzipped) as f:
-            for result in parser.parse_stream(f, census.first_content, task.ctx):
-                sink.add(result)
-    except (ValueError, TypeError, KeyError, OverflowError) as e:
+        for result in parser.parse_stream(task.path, task.gzipped, census.first_content, task.ctx):
+            sink.add(result)
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as e:
         sink.discard()
-        what = getattr(parser, "rejected", f"{parser.name} document rejected")
-        reason = f"{what}: {e}"[:500]  # the whole-document read's reason; raw lines cut
+        what = getattr(parser, "rejected", None)
+        reason = (f"{what}: {e}" if what else str(e))[:500]  # the whole read's reason
         for chunk in iter_chunks(task.path, gzipped=task.gzipped, start_line=task.start_line):
-            present = (chunk.lines.is_not_null() & (chunk.lines != "")).fill_null(False)
-            idx = present.arg_true()
+            idx = (chunk.lines.is_not_null() & (chunk.lines != "")).fill_null(False).arg_true()
             if idx.len():
-                raw = chunk.lines.gather(idx).str.slice(0, 4000)
+                raw = chunk.lines.gather(idx).str.slice(0, RAW_KEEP_CHARS).to_list()
                 lines = (idx + chunk.first_line).to_list()
-                sink.add(
-                    ChunkResult(
-                        quarantine=quarantine_frame(lines, raw.to_list(), [reason] * len(lines))
-                    )
-                )
+                sink.add(ChunkResult(quarantine=quarantine_frame(lines, raw, [reason] * len(raw))))
         return census.lines, census.end_byte
     sink.add(ChunkResult(parsed=census.content))
     return census.lines, census.end_byte

@@ -294,7 +294,7 @@ def _fast_or_none(
 # -- the streamed path: big exports a series at a time ---------------------------------------------
 
 STREAM_MIN_BYTES = 8 << 20  # smaller exports are read whole (the vectorized fast path)
-BATCH_POINTS = 250_000  # points turned into rows at once when streaming
+BATCH_POINTS = 100_000  # points turned into rows at once when streaming
 # Only Prometheus' own answer layout is streamed (status first, then data.result); any other
 # document is read whole, where the reference path gives the exact reason for a rejection.
 _STREAM_HEAD = re.compile(
@@ -379,13 +379,16 @@ class PrometheusJsonParser:
         return size >= self.stream_min_bytes and streamable(head)
 
     def parse_stream(
-        self, stream: BinaryIO, first_line: int, ctx: ParseContext
+        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext
     ) -> Iterator[ChunkResult]:
-        """Rows of the document in ``stream`` (see ``stream_results``); the samples carry
+        """Rows of the document at ``path`` (see ``stream_results``); the samples carry
         ``first_line``, the document's first non-empty line, as in the whole-document read. The
         caller accounts for the lines; ValueError rejects the document."""
-        for tables in stream_results(stream, first_line, ctx, self.source):
-            yield ChunkResult(tables=tables)
+        from faultlens.ingest.reader import _open_stream
+
+        with _open_stream(path, gzipped) as stream:
+            for tables in stream_results(stream, first_line, ctx, self.source):
+                yield ChunkResult(tables=tables)
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         text = "\n".join(head_lines[:50])[:20000]
