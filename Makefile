@@ -11,7 +11,6 @@ TEST_STAMP := $(VENV)/.installed-test
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e .
 	touch $(STAMP)
 

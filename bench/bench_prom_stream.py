@@ -39,9 +39,12 @@ from faultlens.ingest.pipeline import parse_file, plan
 from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry.prom import PrometheusJsonParser
 
-path, mode = sys.argv[1], sys.argv[2]
+import faultlens.ingest.telemetry.prom as prom
+path, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode == "whole":
     PrometheusJsonParser.stream_min_bytes = 1 << 62
+if batch:
+    prom.BATCH_POINTS = batch
 with Store(":memory:") as store:
     task = plan(store, path, fmt="prometheus_json")
 base = psutil.Process().memory_info().rss
@@ -85,10 +88,10 @@ def write_export(path: Path, mb: float) -> int:
     return n
 
 
-def run(path: Path, mode: str) -> dict:
+def run(path: Path, mode: str, batch: int = 0) -> dict:
     env = {**os.environ, "POLARS_MAX_THREADS": os.environ.get("POLARS_MAX_THREADS", "2")}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), mode],
+        [sys.executable, "-c", CHILD, str(path), mode, str(batch)],
         capture_output=True,
         text=True,
         env=env,
@@ -101,6 +104,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=float, nargs="+", default=[50, 200])
     ap.add_argument("--keep", type=Path, help="folder for the generated exports (kept)")
+    ap.add_argument("--batch-points", type=int, default=0, help="streamed batch size to try")
     args = ap.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="faultlens-bench-prom-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -112,7 +116,7 @@ def main() -> int:
             points = write_export(path, mb)
             size = path.stat().st_size
             for mode, label in (("stream", "streamed"), ("whole", "whole document (baseline)")):
-                r = run(path, mode)
+                r = run(path, mode, args.batch_points if mode == "stream" else 0)
                 if r["rows"] != points or r["quarantined"]:
                     raise SystemExit(f"{label}: {r['rows']} rows of {points}, {r}")
                 rows.append((size, label, r))
