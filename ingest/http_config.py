@@ -92,10 +92,6 @@ class HttpConfig:
     auth_type: str = "Bearer"
     credentials: SecretRef | None = None
 
-    @property
-    def has_auth(self) -> bool:
-        return self.password is not None or self.credentials is not None
-
     def describe(self) -> str:
         """What is configured, without a secret: for logs and error messages."""
         parts = []
