@@ -520,9 +520,21 @@ def _feed_stream(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[
     census = line_census(task.path, task.gzipped, task.start_line)
     if census.content == 0:
         return census.lines, census.end_byte
+    restart = getattr(parser, "stream_restart", None)
     try:
-        for result in parser.parse_stream(task.path, task.gzipped, census.first_content, task.ctx):
-            sink.add(result)
+        try:
+            for result in parser.parse_stream(
+                task.path, task.gzipped, census.first_content, task.ctx
+            ):
+                sink.add(result)
+        except Exception as e:
+            if restart is None or not isinstance(e, restart):
+                raise
+            sink.discard()  # a layout the fast stream does not validate: the exact one decides
+            for result in parser.parse_stream(
+                task.path, task.gzipped, census.first_content, task.ctx, exact=True
+            ):
+                sink.add(result)
     except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as e:
         sink.discard()
         what = getattr(parser, "rejected", None)

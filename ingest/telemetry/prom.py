@@ -200,11 +200,11 @@ def _line_pieces(lines: pl.Series) -> pl.Series | None:
     return mid if mid.str.starts_with(_SERIES).all() else None
 
 
-def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:
+def _series_pieces(pieces: pl.Series, *, final: bool = True) -> pl.DataFrame | None:
     """Pieces ``[{"metric":]{labels},"values":[<points>]}`` + ``,`` (all but the last) -> key,
     labels (JSON text), pts (``[t,"v"],...`` checked by ``_POINTS_RE``); None if one does not
     fit."""
-    last = pieces.len() - 1
+    last = pieces.len() - 1 if final else -1  # not final: every piece ends with its comma
     g = pl.col("p").str.extract_groups(_PREFIX_RE)
     head = pl.concat_str(
         g.struct.field("1").fill_null(""), g.struct.field("2"), g.struct.field("3")
@@ -303,6 +303,79 @@ _STREAM_HEAD = re.compile(
 )
 
 
+WINDOW_CHARS = 16 << 20  # text cut into series and parsed at once by the vectorized stream
+
+
+class LayoutChanged(Exception):
+    """The vectorized stream met text it does not fully validate: read the file with ijson."""
+
+
+def _window_tables(
+    pieces: pl.Series, final: bool, line: int, ctx: ParseContext, source: Source, xid: dict
+) -> dict[str, pl.DataFrame]:
+    try:
+        body = _series_pieces(pieces, final=final)
+        labels = None if body is None else _labels_frame(body.get_column("labels"))
+        points = (
+            None
+            if body is None or labels is None
+            else _points(body.filter(pl.col("pts") != "").select("key", "pts"))
+        )
+    except pl.exceptions.PolarsError:  # the exact stream decides (and gives the reason)
+        raise LayoutChanged from None
+    if body is None or labels is None or points is None:
+        raise LayoutChanged
+    return samples_to_tables(_samples(points, line), labels, ctx, source=source, xid_state=xid)
+
+
+def stream_fast(
+    stream: BinaryIO, line: int, ctx: ParseContext, source: Source = Source.DCGM
+) -> Iterator[dict[str, pl.DataFrame]]:
+    """``fast_frames`` over windows of ``WINDOW_CHARS``: each window is cut after its last
+    complete series (at the next ``{"metric":``), its series parsed as columns, the rest carried
+    into the next window. Raises ``LayoutChanged`` where ``fast_frames`` would return None (the
+    caller then streams the file with ijson, which gives the same rows or the exact error)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    carry, first, gpus, xid = "", True, [], {}
+    while True:
+        raw = stream.read(WINDOW_CHARS)
+        try:
+            text = carry + decoder.decode(raw, final=not raw)
+        except UnicodeDecodeError:
+            raise LayoutChanged from None
+        cut = text.rfind(_SERIES) if raw else -1
+        if raw and cut <= 0:
+            carry = text  # no series ends in this window yet
+            continue
+        body, carry = (text[:cut], text[cut:]) if raw else (text, "")
+        del text
+        if not raw:
+            end = _TRAILER_RE.search(body[-200:])
+            if end is None:
+                raise LayoutChanged
+            body = body[: len(body) - len(end.group(1))]
+        pieces = pl.Series([body]).str.split(_SERIES, literal=True).explode()
+        del body
+        # before the first series: the header, then (the carry starts with a series) nothing
+        if (first and not re.match(_HEADER_RE, pieces[0])) or (not first and pieces[0] != ""):
+            raise LayoutChanged
+        pieces, first = pieces.slice(1), False
+        if pieces.len() == 0:
+            if not raw:
+                raise LayoutChanged  # no series at all: the exact read decides
+            continue
+        out = _window_tables(pieces, not raw, line, ctx, source, xid)
+        if out.get("gpus") is not None and out["gpus"].height:
+            gpus.append(out.pop("gpus"))
+        yield out
+        if not raw:
+            break
+    if gpus:
+        yield {"gpus": _merge_gpus(pl.concat(gpus, how="vertical_relaxed"))}
+
+
 def streamable(head: bytes) -> bool:
     """Whether a document starting with ``head`` is a Prometheus answer that can be streamed."""
     return _STREAM_HEAD.match(head) is not None
@@ -378,16 +451,24 @@ class PrometheusJsonParser:
         """Whether a file of ``size`` bytes starting with ``head`` is parsed by ``parse_stream``."""
         return size >= self.stream_min_bytes and streamable(head)
 
+    stream_restart = LayoutChanged  # raised by the vectorized stream: start again, exact=True
+
     def parse_stream(
-        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext
+        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext, exact: bool = False
     ) -> Iterator[ChunkResult]:
-        """Rows of the document at ``path`` (see ``stream_results``); the samples carry
-        ``first_line``, the document's first non-empty line, as in the whole-document read. The
-        caller accounts for the lines; ValueError rejects the document."""
+        """Rows of the document at ``path``: the vectorized windows of ``stream_fast``, or with
+        ``exact`` ijson's series (``stream_results``), which validates every value. The samples
+        carry ``first_line``, the document's first non-empty line, as in the whole-document
+        read. The caller accounts for the lines; ValueError rejects the document."""
         from faultlens.ingest.reader import _open_stream
 
+        if exact:
+            with _open_stream(path, gzipped) as stream:
+                for tables in stream_results(stream, first_line, ctx, self.source):
+                    yield ChunkResult(tables=tables)
+            return
         with _open_stream(path, gzipped) as stream:
-            for tables in stream_results(stream, first_line, ctx, self.source):
+            for tables in stream_fast(stream, first_line, ctx, self.source):
                 yield ChunkResult(tables=tables)
 
     def sniff(self, head_lines: list[str], path: str) -> float:

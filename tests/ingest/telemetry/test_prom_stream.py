@@ -1,6 +1,7 @@
-"""The streamed read of a Prometheus range export gives the whole-document read's rows and line
-accounting (generated exports in every layout, the hand-written fixtures), and rejects what it
-rejects; the line census counts lines as the reader splits them."""
+"""The streamed read of a Prometheus range export (vectorized windows, or ijson where a layout
+is not the compact one) gives the whole-document read's rows and line accounting (generated
+exports in every layout, the hand-written fixtures), and rejects what it rejects; the line
+census counts lines as the reader splits them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from faultlens.ingest import pipeline
 from faultlens.ingest.pipeline import ingest_paths, line_census
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.store import Store
+from faultlens.ingest.telemetry import prom
 from faultlens.ingest.telemetry.prom import PrometheusJsonParser
 
 NOW = datetime(2026, 1, 1)
@@ -75,6 +77,10 @@ def _ingest(path: Path, db: Path, *, stream: bool, monkeypatch: pytest.MonkeyPat
     return report.files[0], tables
 
 
+def _not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the exact (ijson) stream was used")
+
+
 def _same(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
     """Equal tables; quarantine reasons equal up to the JSON library's wording of an error."""
     for name in a:
@@ -91,11 +97,14 @@ def _same(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
 def test_streamed_rows_equal_whole_document_rows(
     layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("faultlens.ingest.telemetry.prom.BATCH_POINTS", 700)  # many batches
+    monkeypatch.setattr(prom, "BATCH_POINTS", 700)  # many ijson batches
+    monkeypatch.setattr(prom, "WINDOW_CHARS", 5000)  # many vectorized windows, series cut across
     path = tmp_path / f"range-{layout}.json"
     text = export(23, 300, layout=layout)
     path.write_text(text, newline="")
     whole, t_whole = _ingest(path, tmp_path / "whole.duckdb", stream=False, monkeypatch=monkeypatch)
+    if layout in ("compact", "per_line"):  # the vectorized windows read these, never ijson
+        monkeypatch.setattr(prom, "stream_results", _not_called)
     streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
     _same(t_whole, t_stream)
     assert t_stream["telemetry"].height == 23 * 300
@@ -148,7 +157,8 @@ def test_fixtures_stream_like_the_whole_read(
 def test_rejected_streamed_document_is_quarantined_whole(
     damage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("faultlens.ingest.telemetry.prom.BATCH_POINTS", 50)  # rows before it
+    monkeypatch.setattr(prom, "BATCH_POINTS", 50)  # rows written before the damage
+    monkeypatch.setattr(prom, "WINDOW_CHARS", 900)
     path = tmp_path / "bad.json"
     path.write_text(damage(export(12, 30, layout="per_line")))
     whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
