@@ -446,7 +446,7 @@ def _feed_lines(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tuple[i
     return n_lines, end_byte
 
 
-STREAM_WINDOW_BYTES = 16 << 20  # bytes read at once by the line census of a streamed document
+STREAM_WINDOW_BYTES = 4 << 20  # bytes read at once by the line census of a streamed document
 
 
 @dataclass(frozen=True)

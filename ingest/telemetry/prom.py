@@ -303,7 +303,7 @@ _STREAM_HEAD = re.compile(
 )
 
 
-WINDOW_CHARS = 16 << 20  # text cut into series and parsed at once by the vectorized stream
+WINDOW_CHARS = 4 << 20  # text cut into series and parsed at once by the vectorized stream
 
 
 class LayoutChanged(Exception):
