@@ -12,10 +12,12 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   anything it does not fully validate goes to the reference path (``json.loads`` +
   ``parse_export``), which gives the same rows or the exact error
   (tests/ingest/telemetry/test_telemetry_fastpaths.py).
-  An export of ``STREAM_MIN_BYTES`` or more is not read whole: ``parse_stream`` reads it with
-  ijson (yajl2 in C) a series at a time and hands on batches of ``BATCH_POINTS`` points, so its
-  peak memory stays bounded whatever the file size (``bench/bench_prom_stream.py``); the rows are
-  those of the whole-document read (tests/ingest/telemetry/test_prom_stream.py).
+  An export of ``STREAM_MIN_BYTES`` or more is not read whole: ``parse_stream`` runs the fast
+  path's checks over windows of ``WINDOW_CHARS`` cut at series boundaries (``stream_fast``), and
+  any layout those checks refuse is read with ijson (yajl2 in C) a series at a time
+  (``stream_results``), so peak memory stays flat whatever the file size
+  (``bench/bench_prom_stream.py``); the rows are those of the whole-document read
+  (tests/ingest/telemetry/test_prom_stream.py).
 - ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
   then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
   transaction together with the metric's high-water mark (table ``prom_marks``: server, metric,
