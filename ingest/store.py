@@ -443,8 +443,14 @@ class Store:
 
     def summary_source(self) -> str:
         """``event_summary``, or the same rows computed from the tables on a database made before
-        it (opened read-only, so not migrated)."""
-        if self.has_table("event_summary"):
+        it (opened read-only, so not migrated) or attached to a lake exported without it."""
+        if self.has_table("event_summary") and (
+            self.scalar("SELECT count(*) FROM event_summary")
+            or not self.scalar(
+                "SELECT count(*) FROM ((SELECT 1 FROM events LIMIT 1) "
+                "UNION ALL (SELECT 1 FROM telemetry LIMIT 1))"
+            )
+        ):
             return "event_summary"
         return SUMMARY_FROM_TABLES
 
