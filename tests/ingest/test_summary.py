@@ -198,3 +198,13 @@ def test_pulled_telemetry_is_summarized(store: Store) -> None:
     assert store.insert_summarized("telemetry", frame, "prometheus:http://p") == 2
     assert store.insert_summarized("telemetry", frame.head(1), "prometheus:http://p") == 1
     assert _telemetry(store, "event_summary") == _telemetry(store, SUMMARY_FROM_TABLES)
+
+
+def test_status_where_the_summary_is_empty_but_the_tables_are_not(store: Store) -> None:
+    # a database attached to a lake exported before event_summary existed
+    store.execute(
+        "INSERT INTO events (ts, node, source, kind, file, line) VALUES "
+        "('2025-01-01', NULL, 'kernel', 'xid', 'k.log', 1)"
+    )
+    assert store.summary_source() == SUMMARY_FROM_TABLES
+    assert status_doc(store)["unplaced"]["no_node"] == 1
