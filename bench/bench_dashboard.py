@@ -10,8 +10,12 @@ drawn), each filter change ``--repeat`` times (the median is reported). Times ar
 taken on the browser's clock from the press itself (Playwright's own checks before it clicks are
 not the user's wait); the end of a run is the ``script_finished`` message on the websocket.
 Targets: first render <= 2 s, filter change <= 0.5 s.
-Also measured: the snapshot the dashboard takes when it starts (copy + rollup tables, in this
-process), and the dashboard's first load (snapshot, rollups and the default views computed ahead).
+The database is built as ingest leaves it: its rollups kept by the writer (``ingest.rollups``).
+Also measured: the reader's snapshot (copy, rollups checked; in this process) against the baseline
+in the same run, the reader's work before ingest kept the rollups (copy + every rollup rebuilt from
+all events); the dashboard's first load (from the first request to the overview drawn); and a
+write while the dashboard runs (``--write-events`` appended, the writer's incremental rollups),
+after which every page's first render is timed again.
 The machine's load average is recorded with the results (the machine is shared).
 
 Usage: python -m bench.bench_dashboard [--events 50000000] [--db /tmp/bench_dash.duckdb] [--reuse]
@@ -24,17 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
+from faultlens.app.dashboard import server
+from faultlens.ingest import rollups
 from faultlens.ingest.store import Store
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -145,12 +149,36 @@ def build(db: Path, n_events: int) -> None:
         f"({db.stat().st_size / 1e9:.2f} GB)",
         file=sys.stderr,
     )
+    with Store(db) as store:  # what ingest's refresh does after a write: the rollups, once
+        done = rollups.maintain(store)
+    print(f"rollups built by the writer: {done}", file=sys.stderr)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def append(db: Path, n_events: int, serial: int) -> dict:
+    """A write: ``n_events`` more events (as one ingest would load), then the writer's rollup
+    upkeep (``ingest.rollups.maintain``, incremental: only the new rows)."""
+    with Store(db) as store:
+        t0 = time.perf_counter()
+        lo = int(store.scalar("SELECT count(*) FROM events")) + serial
+        sql = EVENTS_SQL.replace("FROM range(?) t(i)", "FROM range(?, ?) t(i)")
+        store.execute(sql, [DAYS, NODES, lo, lo + n_events])
+        load_s = time.perf_counter() - t0
+        # what refresh's hook does: the new events fall in no job, so no old row was relinked
+        done = rollups.maintain(store, relinked=False)
+        # a write whose refresh relinked old events: the copied rows follow (a join on events)
+        relinked = rollups.maintain(store, relinked=True)
+        store.execute("CHECKPOINT")
+    print(
+        f"write of {n_events:,} events: load {load_s:.2f} s, rollups {done}, "
+        f"following a relink {relinked['seconds']} s",
+        file=sys.stderr,
+    )
+    return {
+        "events": n_events,
+        "load_s": round(load_s, 2),
+        "rollups": done,
+        "relinked_s": relinked["seconds"],
+    }
 
 
 IDLE_JS = (
@@ -203,8 +231,32 @@ class Runs:
         self.page.wait_for_function(IDLE_JS, timeout=timeout_s * 1000)
 
 
-def snapshot_cost(db: Path) -> dict:
-    """Copy + rollups of ``db`` as the dashboard does it at start (without the warm-up)."""
+def baseline_reader_cost(db: Path) -> dict:
+    """The reader's work before rollups were kept by ingest (the baseline): copy the database
+    and its WAL, then rebuild every rollup in the copy from all events."""
+    import shutil
+    import tempfile
+
+    from faultlens.reports.rollups import prepare
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        target = Path(tmp) / "copy.duckdb"
+        shutil.copyfile(db, target)
+        if Path(f"{db}.wal").exists():
+            shutil.copyfile(f"{db}.wal", f"{target}.wal")
+        copy_s = time.perf_counter() - t0
+        with Store(target) as rw:
+            full = rollups.maintain(rw, full=True)
+            prepare(rw)
+            rw.execute("CHECKPOINT")
+        total = time.perf_counter() - t0
+    print(f"baseline reader (copy + full rollups) {total:.1f} s", file=sys.stderr)
+    return {"seconds": round(total, 2), "copy_s": round(copy_s, 2), "rollups_s": full["seconds"]}
+
+
+def reader_cost(db: Path) -> dict:
+    """The reader's work now: copy, check the rollups ingest kept, no views computed ahead."""
     import tempfile
 
     from faultlens.reports.snapshot import SnapshotReader
@@ -216,7 +268,7 @@ def snapshot_cost(db: Path) -> dict:
         total = time.perf_counter() - t0
         build = dict(getattr(snap, "build", {}) or {})
         reader.close()
-    print(f"snapshot {total:.1f} s: {build}", file=sys.stderr)
+    print(f"reader snapshot {total:.1f} s: {build}", file=sys.stderr)
     return {"seconds": round(total, 2), **build}
 
 
@@ -316,8 +368,36 @@ def _median_busy(tries: list[dict]) -> dict[str, float]:
     return {k: round(statistics.median(t[k] for t in tries), 3) for k in keys}
 
 
+def _open_page(page, runs: Runs, nav, path: str) -> float:  # noqa: ANN001
+    """Click ``path``'s link in the navigation; seconds until its run finished, page drawn."""
+    link = nav.get_by_role("link", name=NAV[path])
+    link.wait_for()
+    page.evaluate(ARM_JS)
+    seen = runs.finished  # a click in the navigation
+    link.click()
+    runs.wait_after(seen)
+    page.get_by_role("heading", name=PAGES[path]).first.wait_for(timeout=120_000)
+    return runs.since_click()
+
+
+def after_write(page, runs: Runs, nav, write: Callable[[], dict], rounds: int = 2) -> dict:  # noqa: ANN001
+    """A write while the dashboard runs, then every page opened ``rounds`` times: the first
+    visits are served by the previous snapshot while the new one is taken in the background."""
+    out: dict[str, Any] = {"write": write()}
+    for r in range(rounds):
+        out[f"round_{r + 1}"] = {
+            path or "overview": round(_open_page(page, runs, nav, path), 3) for path in PAGES
+        }
+        print(f"after a write, round {r + 1}: {out[f'round_{r + 1}']}", file=sys.stderr)
+    return out
+
+
 def measure(
-    url: str, repeat: int = 3, pages: list[str] | None = None, cpu: bool = False
+    url: str,
+    repeat: int = 3,
+    pages: list[str] | None = None,
+    cpu: bool = False,
+    write: Callable[[], dict] | None = None,
 ) -> dict[str, dict]:
     from playwright.sync_api import sync_playwright
 
@@ -335,17 +415,10 @@ def measure(
         print(f"first load {results['startup']['first_load_s']:.1f} s", file=sys.stderr)
         nav = page.locator("[data-testid='stSidebarNav']")
         sidebar = page.locator("[data-testid='stSidebar']")
-        for path, title in PAGES.items():
+        for path in PAGES:
             if pages and (path or "overview") not in pages:
                 continue
-            link = nav.get_by_role("link", name=NAV[path])
-            link.wait_for()
-            page.evaluate(ARM_JS)
-            seen = runs.finished  # a click in the navigation
-            link.click()
-            runs.wait_after(seen)
-            page.get_by_role("heading", name=title).first.wait_for(timeout=120_000)
-            first = runs.since_click()
+            first = _open_page(page, runs, nav, path)
             changes, node_changes, busy, node_busy = [], [], [], []
             for _ in range(repeat):  # the machine is shared: the median of a few tries
                 # a cluster (precomputed), then one node (not)
@@ -376,6 +449,8 @@ def measure(
                 f"{'  EXCEPTION' if errors else ''}",
                 file=sys.stderr,
             )
+        if write is not None:
+            results["after_write"] = after_write(page, runs, nav, write)
         browser.close()
     return results
 
@@ -404,33 +479,6 @@ def _table(results: dict[str, dict]) -> list[str]:
     return lines
 
 
-def _start(db: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "faultlens.app.cli",
-            "dashboard",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)  # polling a starting server
-    return proc, url
-
-
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=50_000_000)
@@ -453,6 +501,12 @@ def _args() -> argparse.Namespace:
         "--no-snapshot-cost", action="store_true", help="Skip timing the snapshot in this process."
     )
     ap.add_argument("--name", default="bench_dashboard", help="Result file name in bench/out.")
+    ap.add_argument(
+        "--write-events",
+        type=int,
+        default=100_000,
+        help="Events appended while the dashboard runs, then every page timed (0: no write).",
+    )
     return ap.parse_args()
 
 
@@ -461,13 +515,19 @@ def main() -> None:
     if not a.reuse:
         build(a.db, a.events)
     load_before = os.getloadavg()
-    snapshot = {"seconds": float("nan")} if a.no_snapshot_cost else snapshot_cost(a.db)
-    proc, url = _start(a.db)
-    try:
-        results = measure(url, a.repeat, a.pages, a.cpu_profile)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    # the baseline (a reader's copy + every rollup rebuilt) and the reader now, in the same run
+    baseline = {"seconds": float("nan")} if a.no_snapshot_cost else baseline_reader_cost(a.db)
+    reader = {"seconds": float("nan")} if a.no_snapshot_cost else reader_cost(a.db)
+    writes = iter(range(1, 1_000))
+    with server.running(a.db, timeout_s=120) as (url, _):
+        results = measure(
+            url,
+            a.repeat,
+            a.pages,
+            a.cpu_profile,
+            write=(lambda: append(a.db, a.write_events, next(writes))) if a.write_events else None,
+        )
+    reader_after = {"seconds": float("nan")} if a.no_snapshot_cost else reader_cost(a.db)
     n = duckdb.connect(str(a.db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
     load = {
         "before": [round(x, 2) for x in load_before],
@@ -475,40 +535,73 @@ def main() -> None:
         "cores": os.cpu_count(),
     }
     startup = results.pop("startup")
+    written = results.pop("after_write", None)
     doc = {
         "events": n[0],
         "label": a.label,
         "targets": {"first_render_s": FIRST_RENDER_S, "filter_change_s": FILTER_S},
         "load_average_1_5_15": load,
-        "snapshot": snapshot,
+        "baseline_reader": baseline,
+        "reader": reader,
+        "reader_after_write": reader_after,
         "startup": startup,
+        "after_write": written,
         "repeat": a.repeat,
         "pages": results,
     }
     OUT.mkdir(exist_ok=True)
     (OUT / f"{a.name}.json").write_text(json.dumps(doc, indent=2))
-    rolled = snapshot.get("rollups", {})
+    (OUT / f"{a.name}.md").write_text("\n".join(_report(doc, a.repeat)) + "\n")
+    print(json.dumps(doc, indent=2))
+
+
+def _rollups_text(rolled: Any) -> str:
+    if isinstance(rolled, dict):  # the copy's rollups were brought up to date in the copy
+        return f"brought up to date in the copy in {rolled.get('seconds')} s"
+    return str(rolled or "none")
+
+
+def _report(doc: dict, repeat: int) -> list[str]:
+    load, base, reader = doc["load_average_1_5_15"], doc["baseline_reader"], doc["reader"]
     lines = [
-        f"# Dashboard latency, {n[0]:,} events (from Chromium)",
+        f"# Dashboard latency, {doc['events']:,} events (from Chromium)",
         "",
-        f"{a.label}  ",
+        f"{doc['label']}  ",
         f"Load average (1/5/15 min) before {load['before']}, after "
         f"{load['after']}, on {load['cores']} cores.  ",
-        f"Snapshot at start: {snapshot['seconds']:.1f} s (copy {snapshot.get('copy_s')} s, "
-        f"rollups {rolled.get('seconds')} s). First load of the dashboard (snapshot, "
-        f"rollups, default views computed ahead): {startup['first_load_s']:.1f} s.",
+        f"Reader's snapshot: {reader['seconds']:.2f} s (copy {reader.get('copy_s')} s, rollups: "
+        f"{_rollups_text(reader.get('rollups'))}); "
+        f"baseline in the same run, copy + every rollup rebuilt: {base['seconds']:.2f} s "
+        f"(ratio {base['seconds'] / reader['seconds']:.1f}x).  ",
+        f"First load of the dashboard (from the first request to the overview drawn): "
+        f"{doc['startup']['first_load_s']:.2f} s.",
         "",
-        f"Filter changes: median of {a.repeat} tries each. Browser busy: the "
+        f"Filter changes: median of {repeat} tries each. Browser busy: the "
         "browser's own counters over the change (Chrome DevTools Performance.getMetrics): "
         "all tasks of the page (TaskDuration) / main-thread JavaScript + layout + style "
         "(ScriptDuration + LayoutDuration + RecalcStyleDuration); the rest of a change is "
         "the server, the websocket and paint. Elements: Streamlit elements on the page "
         "(sidebar included).",
         "",
-        *_table(results),
+        *_table(doc["pages"]),
     ]
-    (OUT / f"{a.name}.md").write_text("\n".join(lines) + "\n")
-    print(json.dumps(doc, indent=2))
+    written = doc.get("after_write")
+    if written and written.get("write"):
+        w = written["write"]
+        lines += [
+            "",
+            f"After a write of {w['events']:,} events (load {w['load_s']} s; the writer's "
+            f"incremental rollups {w['rollups']['seconds']} s): each page's first render, "
+            "twice (the first visits are served by the previous snapshot while the new one "
+            f"is taken). Reader's snapshot after the write: "
+            f"{doc['reader_after_write']['seconds']:.2f} s.",
+            "",
+            "| page | " + " | ".join(written["round_1"]) + " |",
+            "|---|" + "---:|" * len(written["round_1"]),
+        ]
+        for r in ("round_1", "round_2"):
+            lines.append(f"| {r} | " + " | ".join(f"{v:.2f}" for v in written[r].values()) + " |")
+    return lines
 
 
 if __name__ == "__main__":

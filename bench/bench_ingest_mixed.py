@@ -205,6 +205,9 @@ def _found(name: str, result: dict, truth: dict[str, list[int]]) -> dict[str, in
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gb", type=float, default=1.0)
+    ap.add_argument(
+        "--repeat", type=int, default=2, help="interleaved runs of each; the fastest counts"
+    )
     ap.add_argument("--child", choices=["python", "faultlens", "grep"], help=argparse.SUPPRESS)
     ap.add_argument("--file", help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
@@ -227,12 +230,17 @@ def main(argv: list[str] | None = None) -> int:
         me = [sys.executable, "-m", "bench.bench_ingest_mixed", "--file", str(log)]
         load_before = os.getloadavg()[0]
         runs, results = {}, {}
-        for name in ("grep", "python", "faultlens"):
-            out = Path(tmp) / f"{name}.json"
-            runs[name] = measure(
-                [*me, "--child", name, "--out", str(out), "--db", str(Path(tmp) / "b.db")]
-            )
-            results[name] = json.loads(out.read_text())
+        for _ in range(args.repeat):  # interleaved: a load spike hits all three alike
+            for name in ("grep", "python", "faultlens"):
+                out = Path(tmp) / f"{name}.json"
+                for p in Path(tmp).glob("b.db*"):
+                    p.unlink()
+                run = measure(
+                    [*me, "--child", name, "--out", str(out), "--db", str(Path(tmp) / "b.db")]
+                )
+                if name not in runs or run["wall_s"] < runs[name]["wall_s"]:
+                    runs[name] = run
+                results[name] = json.loads(out.read_text())
         load = (load_before, os.getloadavg()[0])
     report = _report(runs, results, truth, size, n_lines, load)
     print(report["markdown"])
@@ -278,8 +286,10 @@ def _report(runs: dict, results: dict, truth: dict, size: int, n_lines: int, loa
         "",
         f"faultlens format: {fl.get('format')}; every family's lines found: "
         f"{'yes' if not missing else 'NO, missing ' + json.dumps(missing)}; "
-        f"{table['python']['wall_s'] / fl['wall_s']:.2f}x the Python loop's speed, "
-        f"{fl['wall_s'] / table['grep']['wall_s']:.2f}x grep's time.",
+        f"{table['python']['wall_s'] / fl['wall_s']:.2f}x the Python loop's speed in wall time "
+        f"(target >= 3), {table['python']['cpu_s'] / fl['cpu_s']:.2f}x in CPU seconds; "
+        f"{table['grep']['wall_s'] / fl['wall_s']:.2f}x grep's speed (target >= 0.25); "
+        f"peak {fl['rss_mib']:,.0f} MiB (target <= 1024). Best of the interleaved runs.",
     ]
     return {"markdown": "\n".join(md), "runs": table, "size_bytes": size, "lines": n_lines}
 

@@ -414,7 +414,7 @@ def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
     ``ingest.watermarks``) and the failed jobs whose window they fall in are touched; when the
     old rows may have changed, or with ``full``, everything is rebuilt. Both give the same tables.
     """
-    from faultlens.ingest import watermarks
+    from faultlens.ingest import rollups, watermarks
     from faultlens.ingest.telemetry.common import resolve_gpu_indices
 
     reason = "requested" if full else watermarks.why_full(store, watermarks.load(store))
@@ -434,6 +434,7 @@ def refresh(store: Store, *, full: bool = False) -> dict[str, int | str]:
         attributed = attribute_failures(store, jobs).height
     with store.transaction():
         watermarks.save(store, watermarks.current(store))
+    rollups.maintain(store, full=reason is not None, relinked=bool(linked or gpus))  # readers'
     return {
         "mode": "full" if reason else "incremental",
         "reason": reason or "",

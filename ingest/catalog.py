@@ -32,6 +32,48 @@ ACTION_SEVERITY = {
 }
 
 
+# Xid 154 names the recovery the driver now requires (``GPU recovery action changed from 0x0
+# (None) to 0x1 (GPU Reset Required)``): that action, not the catalog's ``none``, is the event's.
+RECOVERY_ACTIONS: dict[str, tuple[Severity, Action]] = {
+    "none": (Severity.INFO, Action.NONE),
+    "gpu reset required": (Severity.ERROR, Action.RESET_GPU),
+    "node reboot required": (Severity.CRITICAL, Action.REBOOT_NODE),
+    "os reboot": (Severity.CRITICAL, Action.REBOOT_NODE),
+    "node reboot": (Severity.CRITICAL, Action.REBOOT_NODE),
+    "drain p2p": (Severity.CRITICAL, Action.DRAIN_NODE),
+    "drain and reset": (Severity.CRITICAL, Action.DRAIN_NODE),
+}
+RECOVERY_CODES = {
+    "0x0": "none",
+    "0x1": "gpu reset required",
+    "0x2": "node reboot required",
+    "0x3": "drain p2p",
+    "0x4": "drain and reset",
+}
+
+
+def recovery_action(name: str | None, code: str | None) -> tuple[str, str] | None:
+    """(severity, action) of the recovery an Xid 154 line names (by name, else by its code)."""
+    key = " ".join((name or "").lower().split())
+    if key not in RECOVERY_ACTIONS:
+        key = RECOVERY_CODES.get((code or "").lower(), "")
+    found = RECOVERY_ACTIONS.get(key)
+    return (found[0].value, found[1].value) if found else None
+
+
+def recovery_action_expr(name: pl.Expr, code: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """``recovery_action`` as expressions (null where the line names no known action)."""
+    key = name.str.to_lowercase().str.replace_all(r"\s+", " ").str.strip_chars()
+    by_code = code.str.to_lowercase().replace_strict(RECOVERY_CODES, default=None)
+    key = pl.when(key.is_in(list(RECOVERY_ACTIONS))).then(key).otherwise(by_code)
+    sev = {k: v[0].value for k, v in RECOVERY_ACTIONS.items()}
+    act = {k: v[1].value for k, v in RECOVERY_ACTIONS.items()}
+    return (
+        key.replace_strict(sev, default=None, return_dtype=pl.String),
+        key.replace_strict(act, default=None, return_dtype=pl.String),
+    )
+
+
 def load_catalog(path: str | Path | None = None) -> pl.DataFrame:
     """The catalog as a frame (packaged copy unless ``path`` is given)."""
     if path is None:

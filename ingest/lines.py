@@ -9,10 +9,12 @@ parses its lines with its own vectorized path and keeps its own state across chu
 
 Routing, per candidate line, first that applies:
 
+0. a kernel watchdog line (soft / hard lockup) -> ``kernel``;
 1. the detail line after an NCCL ``Last error:`` line, or a line with an NCCL / PyTorch anchor
    (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
    watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
 2. a line a Slurm daemon wrote (``slurmctld:`` / ``slurmd[123]:`` / ``_slurm_rpc_``) -> ``slurm``;
+   a Kubernetes node condition (``kubectl get events`` / ``describe node``) -> ``k8s``;
 3. a line with a kernel literal (``NVRM``, ``Xid``, ``PCIe Bus Error``, ``[Hardware Error]``,
    EDAC, panics, ...) -> ``kernel``;
 4. any other NCCL / PyTorch literal -> ``nccl``.
@@ -29,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.kernel import k8s
 from faultlens.ingest.kernel import parser as kernel
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.nccl import line as nccl_line
@@ -38,29 +41,45 @@ from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
 
-# Slurm daemon lines: the daemon's name, or (the ``[ISO] message`` log-file form) its phrases.
+# Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
+# rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
+# every job step launched, and those are noise.
 SLURM_LITERALS = (
-    "slurm",
-    "Slurm",
     "error:",
     "fatal:",
     "responding",
     "returned to service",
+    "reason set to",
     "state set to",
     "state to",
-    "unexpectedly rebooted",
+    "rebooted",
     "Killing JobId",
-    "equeue",
+    "equeu",
     "NODE_FAIL",
+    "Failed",
+    "failed",
+    ".service: ",
+    "drain",
+    "Drain",
+    "DRAIN",
+    "xid",
+    "exited",
 )
 LITERALS: tuple[str, ...] = tuple(
-    dict.fromkeys((*kp.LITERALS, *nccl_line.LITERALS, *SLURM_LITERALS))
+    dict.fromkeys((*kp.LITERALS, *nccl_line.LITERALS, *SLURM_LITERALS, *k8s.LITERALS))
 )
 # An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
 # (``NET/IB : Using [0]mlx5_0``, ``PCIe Bus Error`` quoted in a RuntimeError).
 NCCL_ANCHOR = (
     r"NCCL (?:INFO|WARN|ABORT|TRACE)|ProcessGroupNCCL|torch\.distributed|c10d|[Ww]atchdog"
     r"|ChildFailedError|DistBackendError|nccl[A-Z][a-zA-Z]*Error"
+    r"|torch/distributed|\(exitcode: -?[0-9]+\) local_rank:|SignalException: Process"
+    r"|Heartbeat monitor|[Ff]light ?[Rr]ecorder"
+)
+# The kernel's own watchdogs (``watchdog: BUG: soft lockup``, ``NMI watchdog: ... hard LOCKUP``,
+# RM's ``krcWatchdog_IMPL: RC watchdog``), not PyTorch's.
+KERNEL_WATCHDOG = (
+    r"BUG: soft lockup - CPU#|Watchdog detected hard LOCKUP on cpu|NVRM: [^ ]*: RC watchdog"
 )
 SLURM_ANCHOR = (
     r"\bslurm(?:ctld|d|stepd|dbd|restd)?(?:\[[0-9]+\])?: |_slurm_rpc_|\bslurm\w*\.service\b"
@@ -72,13 +91,14 @@ SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
 _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
-FAMILIES = ("nccl", "slurm", "kernel")
+FAMILIES = ("nccl", "slurm", "k8s", "kernel")
 
 
 @dataclass
 class LinesState:
     kernel: Any
     nccl: Any
+    k8s: k8s.K8sState = field(default_factory=k8s.K8sState)
     # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
     # events and multi-line kernel records come out chunks after their lines
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
@@ -88,8 +108,10 @@ def route_expr() -> pl.Expr:
     """The family of each candidate line (``raw``, ``follows``): nccl, slurm, kernel or null."""
     raw = pl.col("raw")
     rules = (
+        (~pl.col("follows") & raw.str.contains(KERNEL_WATCHDOG), "kernel"),
         (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
         (raw.str.contains(SLURM_ANCHOR), "slurm"),
+        (raw.str.contains(k8s.ANCHOR), "k8s"),
         (raw.str.contains(_KERNEL_STRONG), "kernel"),
         (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
         (raw.str.contains(_KERNEL), "kernel"),
@@ -107,7 +129,7 @@ def route_expr() -> pl.Expr:
 _FOREIGN = (
     r"^(?:\[[0-9]{4}-[0-9]{2}-[0-9]{2}[T ]|[A-Za-z0-9][A-Za-z0-9._:-]*: [a-z]{3,8}: +[a-z]{3,8}: \["
     r"|\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?"
-    r"|(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): (?:\[ *[0-9]+\.[0-9]+\]|\[[A-Z][a-z]{2} "
+    r"|(?:[A-Za-z0-9][A-Za-z0-9._-]*|[0-9.]+): +(?:\[ *[0-9]+\.[0-9]+\]|\[[A-Z][a-z]{2} "
     r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
 )
 _ENGLISH_SYSLOG = r"^(?:<[0-9]{1,3}>)?(?:" + "|".join(kp.MONTHS) + r") "
@@ -194,13 +216,17 @@ class LinesParser:
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
         ``last_line``, each parsed by its family."""
-        routed = prefix_frame(route(cand), ctx)
+        routed = route(cand)
+        routed = prefix_frame(routed.filter(pl.col("family").is_not_null()), ctx)
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
         # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
         n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")
         result = result.merge(self._nccl.parse_candidates(n, last_line, ctx, state.nccl))
+        kube = routed.filter(pl.col("family") == "k8s").select("line", raw="body")
+        if kube.height:
+            result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
             result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))

@@ -5,9 +5,9 @@ and where, in one of the shapes real pipelines write, possibly nested (a collect
 a syslog line). ``prefix_frame`` reads them over a whole frame of lines with polars expressions:
 
 - RFC 5424: ``<13>1 2024-05-01T10:00:00.123456Z host app procid msgid [sd] message``;
-- ISO 8601 / RFC 3339, ``T`` or space, up to nanoseconds, ``Z`` / offset / none, bare or in
-  brackets (collector stamps ``[2024-05-01 10:00:00]``, journald ``short-iso``), optionally
-  followed by ``host tag[pid]:``;
+- ISO 8601 / RFC 3339, ``T`` or space, up to nanoseconds, ``Z`` / offset / none, bare
+  (rsyslog, journald ``short-iso``; optionally followed by ``host tag[pid]:``) or in brackets
+  (a collector's stamp ``[2024-05-01 10:00:00]``, with no host after it);
 - RFC 3164 syslog and journald ``short`` / ``short-precise`` (``May 01 10:00:00.123456 host
   tag[pid]:``) with month names in any of ``LOCALES`` (taken from babel's CLDR data, not hand
   tables); the year is ``ctx.year`` or the file's mtime year (flagged ``year_from_mtime``);
@@ -39,15 +39,37 @@ _ISO = (
 )
 _HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
 _TAG = r"(?:[^\s:\[\]]{1,64})(?:\[[0-9]{1,10}\])?: "
+# Each shape's head (up to its message), as a regex with named groups; the message (``body``) is
+# what follows the head, so no regex scans a line past its prefix.
 SHAPES: dict[str, str] = {
-    "rfc5424": rf"^<[0-9]{{1,3}}>1 {_ISO} {_HOST} \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?(?P<body>.*)$",
-    "talos": rf"^{_HOST}: [a-z]{{3,8}}: +[a-z]{{3,8}}: \[{_ISO}\]: (?P<body>.*)$",
-    "iso": rf"^(?:<[0-9]{{1,3}}>)?\[?{_ISO}\]?:? (?:{_HOST} {_TAG})?(?P<body>.*)$",
+    "rfc5424": rf"^(?P<head><[0-9]{{1,3}}>1 {_ISO} {_HOST} \S+ \S+ \S+ (?:-|(?:\[[^\]]*\])+) ?)",
+    "talos": rf"^(?P<head>{_HOST}: [a-z]{{3,8}}: +[a-z]{{3,8}}: \[{_ISO}\]: )",
+    # a collector's bracketed stamp carries no host: ``[stamp] EDAC MC3: ...`` is a message
+    "collector": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?\[{_ISO}\]:? )",
+    "iso": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?{_ISO}:? (?:{_HOST} {_TAG})?)",
     "syslog": (
-        r"^(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
+        r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
         r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
-        rf"{_HOST} {_TAG}(?P<body>.*)$"
+        rf"{_HOST} {_TAG})"
     ),
+}
+# The groups of a line known to match its shape (above) are read with unbounded repetitions:
+# every part of the syslog head ends at a character it cannot hold, so on such a line they
+# capture the same text, and the bounded copies make the capturing engine several times slower.
+CAPTURES: dict[str, str] = {
+    **SHAPES,
+    "syslog": SHAPES["syslog"]
+    .replace("{0,62}", "*")
+    .replace("{1,64}", "+")
+    .replace("{2,12}", "+")
+    .replace("{1,10}", "+"),
+}
+# RFC 3164 month names (English whatever the node's locale): read without loading babel's data
+_ENGLISH_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+    )
 }
 _COLS = ("p_ts", "p_host", "p_flag", "body")
 PREFIX_SCHEMA = {
@@ -95,14 +117,17 @@ def _iso_ts(g: pl.Expr) -> pl.Expr:
     return local - pl.duration(minutes=offset.fill_null(0))
 
 
-def _syslog_ts(g: pl.Expr, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
-    months = month_numbers()
-    mon_key = g.struct.field("mon").str.to_lowercase().str.strip_chars_end(".")
-    month = (
-        mon_key.str.normalize("NFKD")
-        .str.replace_all(r"\p{M}", "")
-        .replace_strict(months, default=None, return_dtype=pl.Int32)
-    )
+def _month_of(token: str) -> int | None:
+    """The month a syslog month token names (English first; babel's locales only when needed)."""
+    key = _fold(token)
+    return _ENGLISH_MONTHS.get(key) or month_numbers().get(key)
+
+
+def _syslog_ts(g: pl.Expr, tokens: list[str], ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
+    """Time and flag of the syslog shape's groups ``g``; ``tokens``: the month tokens seen
+    (a file holds a handful, so each is looked up once, not once per line)."""
+    months = {t: _month_of(t) for t in tokens}
+    month = g.struct.field("mon").replace_strict(months, default=None, return_dtype=pl.Int32)
     if ctx.year is not None:
         year, flag = pl.lit(ctx.year), pl.lit(None, pl.String)
     elif ctx.mtime is not None:
@@ -110,51 +135,60 @@ def _syslog_ts(g: pl.Expr, ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
         flag = pl.lit("year_from_mtime")
     else:
         return pl.lit(None, pl.Datetime("us")), pl.lit("no_year")
-    frac = g.struct.field("frac").fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
-    text = pl.concat_str(
-        [
-            year.cast(pl.String),
-            pl.lit("-"),
-            month.cast(pl.String).str.zfill(2),
-            pl.lit("-"),
-            g.struct.field("day").str.zfill(2),
-            pl.lit("T"),
-            g.struct.field("hms"),
-            pl.lit("."),
-            frac,
-        ]
+    day = g.struct.field("day").cast(pl.Int32)
+    hms = g.struct.field("hms")
+    hour, minute, second = (hms.str.slice(k, 2).cast(pl.Int32) for k in (0, 3, 6))
+    micros = g.struct.field("frac").str.slice(0, 6).str.pad_end(6, "0").cast(pl.Int64)
+    first = pl.date(year, month, 1).cast(pl.Datetime("us"))
+    stamp = first + pl.duration(
+        days=day - 1,
+        hours=hour,
+        minutes=minute,
+        seconds=second,
+        microseconds=micros.fill_null(0),
     )
-    ts = text.str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False)
+    valid = (day >= 1) & (stamp.dt.month() == month) & (hour < 24) & (minute < 60) & (second <= 60)
+    ts = pl.when(valid).then(stamp)  # a leap second (:60) is the next minute, as chrono reads it
     return ts, pl.when(ts.is_not_null()).then(flag)
 
 
+_LAYER = {"_ts": pl.Datetime("us"), "_host": pl.String, "_flag": pl.String, "_body": pl.String}
+
+
 def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
-    """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body``."""
-    names = list(SHAPES)
-    f = frame.with_columns(
-        pl.col(text).str.extract_groups(rx).alias(f"_g{i}") for i, rx in enumerate(SHAPES.values())
-    )  # each shape's regex runs once; the expressions below read its groups
-    ts: list[pl.Expr] = []
-    hosts: list[pl.Expr] = []
-    flags: list[pl.Expr] = []
-    bodies: list[pl.Expr] = []
-    for i, name in enumerate(names):
-        g = pl.col(f"_g{i}")
-        t, fl = _syslog_ts(g, ctx) if name == "syslog" else (_iso_ts(g), pl.lit(None, pl.String))
-        ts.append(t)
-        hosts.append(g.struct.field("host"))
-        flags.append(pl.when(t.is_not_null()).then(fl))
-        bodies.append(g.struct.field("body"))
-    first = pl.coalesce([pl.when(b.is_not_null()).then(pl.lit(i)) for i, b in enumerate(bodies)])
-    f = f.with_columns(_which=first)
-    pick = pl.col("_which")
-
-    def chosen(exprs: list[pl.Expr]) -> pl.Expr:
-        return pl.coalesce([pl.when(pick == i).then(e) for i, e in enumerate(exprs)])
-
-    return f.with_columns(
-        _ts=chosen(ts), _host=chosen(hosts), _flag=chosen(flags), _body=chosen(bodies)
-    ).drop(*(f"_g{i}" for i in range(len(names))), "_which")
+    """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body`` (null
+    where none does). Which shape a line has is a plain match (a DFA, no groups); the groups are
+    extracted only on that shape's lines, over the head alone. Row order is not kept."""
+    col = pl.col(text)
+    which = pl.coalesce(
+        [pl.when(col.str.contains(rx)).then(pl.lit(i)) for i, rx in enumerate(SHAPES.values())]
+    )
+    f = frame.with_columns(_which=which)
+    parts = [
+        f.filter(pl.col("_which").is_null()).with_columns(
+            pl.lit(None, dtype).alias(name) for name, dtype in _LAYER.items()
+        )
+    ]
+    for i, name in enumerate(SHAPES):
+        sub = f.filter(pl.col("_which") == i)
+        if not sub.height:
+            continue
+        sub = sub.with_columns(_g=col.str.extract_groups(CAPTURES[name]))
+        g = pl.col("_g")
+        if name == "syslog":
+            tokens = sub.get_column("_g").struct.field("mon").drop_nulls().unique().to_list()
+            ts, flag = _syslog_ts(g, tokens, ctx)
+        else:
+            ts, flag = _iso_ts(g), pl.lit(None, pl.String)
+        sub = sub.with_columns(_ts=ts).with_columns(
+            _host=g.struct.field("host")
+            if "(?P<host>" in SHAPES[name]
+            else pl.lit(None, pl.String),
+            _flag=pl.when(pl.col("_ts").is_not_null()).then(flag),
+            _body=col.str.strip_prefix(g.struct.field("head")),
+        )
+        parts.append(sub.drop("_g"))
+    return pl.concat(parts, how="vertical_relaxed").drop("_which")
 
 
 def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:

@@ -563,3 +563,77 @@ def conform(table: str, frame: pl.DataFrame) -> pl.DataFrame:
         for name, dtype in schema.items()
     ]
     return frame.select(exprs)
+
+
+# -- Rollups: aggregates of ``events`` kept by ingest (``ingest.rollups``) -------------------------
+# Not in ``TABLES`` (no parser writes them, ``status`` does not count them, the lake does not export
+# them): ``ingest.rollups.maintain`` creates them and keeps them up to date after every refresh,
+# adding only the events above its watermark. Readers (``reports.rollups``) answer counts from them.
+
+# Events per hour x source x kind x code x severity (one row per key).
+ROLLUP_FLEET_HOUR = Table(
+    "rollup_fleet_hour",
+    (
+        _c("hour", "TIMESTAMP"),
+        _c("source", "VARCHAR"),
+        _c("kind", "VARCHAR"),
+        _c("code", "INTEGER"),
+        _c("severity", "VARCHAR"),
+        _c("n", "BIGINT"),
+    ),
+)
+# Events per day x node x source x kind x code x severity, with their first and last stamp.
+ROLLUP_NODE_DAY = Table(
+    "rollup_node_day",
+    (
+        _c("day", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("source", "VARCHAR"),
+        _c("kind", "VARCHAR"),
+        _c("code", "INTEGER"),
+        _c("severity", "VARCHAR"),
+        _c("n", "BIGINT"),
+        _c("first_ts", "TIMESTAMP"),
+        _c("last_ts", "TIMESTAMP"),
+    ),
+)
+# A copy of the events the detail views list: warning or worse, out of service (down, drain,
+# resume), and every GPU hardware kind (so that models.target's failure events are all here).
+ROLLUP_NOTABLE = Table(
+    "rollup_notable",
+    (
+        _c("event_rowid", "BIGINT"),  # the row in ``events`` (job_id / gpu_index follow it)
+        _c("ts", "TIMESTAMP"),
+        _c("node", "VARCHAR"),
+        _c("gpu", "VARCHAR"),
+        _c("gpu_index", "INTEGER"),
+        _c("source", "VARCHAR"),
+        _c("kind", "VARCHAR"),
+        _c("subkind", "VARCHAR"),
+        _c("code", "INTEGER"),
+        _c("severity", "VARCHAR"),
+        _c("job_id", "VARCHAR"),
+        _c("message", "VARCHAR"),
+        _c("attrs", "VARCHAR"),
+        *_LOC,
+    ),
+)
+# What the rollups had seen of ``events``: the same columns as ``refresh_state``.
+ROLLUP_STATE = Table("rollup_state", REFRESH_STATE.columns)
+
+ROLLUP_TABLES: dict[str, Table] = {
+    t.name: t for t in (ROLLUP_FLEET_HOUR, ROLLUP_NODE_DAY, ROLLUP_NOTABLE, ROLLUP_STATE)
+}
+# Views over the rollups (and the small tables): the data's range and the node list.
+ROLLUP_VIEWS: dict[str, str] = {
+    "rollup_info": (
+        "CREATE OR REPLACE VIEW rollup_info AS SELECT "
+        "(SELECT min(lo) FROM (SELECT min(first_ts) AS lo FROM rollup_node_day "
+        " UNION ALL SELECT min(start) FROM jobs)) AS lo, "
+        "(SELECT max(hi) FROM (SELECT max(last_ts) AS hi FROM rollup_node_day "
+        ' UNION ALL SELECT max("end") FROM jobs)) AS hi, '
+        "(SELECT list(DISTINCT node ORDER BY node) FROM (SELECT DISTINCT node FROM "
+        "rollup_node_day UNION ALL SELECT node FROM gpus UNION ALL SELECT unnest(nodes) FROM jobs)"
+        " WHERE node IS NOT NULL) AS nodes"
+    ),
+}

@@ -114,9 +114,14 @@ def target_event_params() -> list[object]:
     ]
 
 
-def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
+def target_events(
+    store: Store, start: datetime, end: datetime, *, events: str | None = None
+) -> pl.DataFrame:
     """Every target event with ``start <= ts < end``: node, gpu (index as text when known), ts,
-    cause (``xid79``, ``fallen_off_bus``, ``attributed:gpu_hardware``, ...)."""
+    cause (``xid79``, ``fallen_off_bus``, ``attributed:gpu_hardware``, ...). ``events``: the
+    table read; by default the store's ``notable_table`` if it has one (a reader's snapshot:
+    ``rollup_notable`` holds every target event, see ``ingest.rollups``), else ``events``."""
+    events = events or getattr(store, "notable_table", None) or "events"
     sql = f"""
         WITH g AS (
             SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus
@@ -126,7 +131,7 @@ def target_events(store: Store, start: datetime, end: datetime) -> pl.DataFrame:
                coalesce(CAST(e.gpu_index AS VARCHAR), CAST(g.gi AS VARCHAR), e.gpu) AS gpu,
                e.ts,
                CASE WHEN e.kind = 'xid' THEN 'xid' || e.code ELSE e.kind END AS cause
-        FROM events e LEFT JOIN g ON g.node = e.node AND g.pci_bus_id = e.gpu
+        FROM {events} e LEFT JOIN g ON g.node = e.node AND g.pci_bus_id = e.gpu
         WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL AND {TARGET_EVENT_SQL}
         UNION ALL
         SELECT a.node, NULL AS gpu, a."end" AS ts, 'attributed:' || a.cause AS cause

@@ -273,14 +273,8 @@ def calibration(store: Store, f: Filters, bins: int = 10) -> pl.DataFrame:
 
     tw, tparams = f.time_where("p.made_at")
     where = " AND ".join(["p.target = 'failure'", *tw]) if tw else "p.target = 'failure'"
-    if rollups.available(store):  # the target events, already selected (attributions aside)
-        targets, target_sql, target_params = (
-            "rollup_target_events",
-            "e.cause NOT LIKE 'attributed:%'",
-            [],
-        )
-    else:
-        targets, target_sql, target_params = "events", TARGET_EVENT_SQL, target_event_params()
+    targets = _notable(store)  # every target event is in the rollup copy
+    target_sql, target_params = TARGET_EVENT_SQL, target_event_params()
     return store.query(
         f"""
         WITH p AS (SELECT row_number() OVER () AS pid, * FROM predictions p WHERE {where}),

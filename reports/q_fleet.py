@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from faultlens.ingest.store import Store
-from faultlens.models.target import EPISODE_GAP, episodes_from_events, failure_episodes
+from faultlens.models.target import failure_episodes
 from faultlens.reports import rollups
 from faultlens.reports.filters import Filters, bucket_for, facet_where
 
@@ -91,13 +91,7 @@ def table_counts(store: Store) -> dict[str, int]:
 def episodes_in(store: Store, since: datetime | None, until: datetime | None) -> pl.DataFrame:
     """Hardware failure episodes (models.target) of the whole fleet in the time range."""
     lo, hi = since or datetime(1970, 1, 1), until or datetime(9999, 1, 1)
-    if rollups.available(store):  # the target events of the whole history, computed once
-        targets = store.query(
-            "SELECT * FROM rollup_target_events WHERE ts >= ? AND ts < ?", [lo - EPISODE_GAP, hi]
-        )
-        ep = episodes_from_events(targets).filter(pl.col("ts") >= lo)
-    else:
-        ep = failure_episodes(store, lo, hi)
+    ep = failure_episodes(store, lo, hi)  # on a snapshot, from its rollup_notable
     return ep.with_columns(
         pl.col("cause").replace_strict(COMPONENT_OF_CAUSE, default="other").alias("component")
     )

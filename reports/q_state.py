@@ -298,12 +298,20 @@ def repeated_events(store: Store, f: Filters, limit: int = 30) -> pl.DataFrame:
 # -- honest windows --------------------------------------------------------------------------------
 def data_span(store: Store) -> pl.DataFrame:
     """Per source: events, first and newest stamp, and how many have no time or no node."""
-    return store.query(
-        "SELECT source, count(*) AS events, min(ts) AS first, max(ts) AS newest, "
+    per_source = (  # the node-day rollup keeps exactly these (an undated event has no day)
+        "SELECT source, sum(n)::BIGINT AS events, min(first_ts) AS first, max(last_ts) AS newest, "
+        "coalesce(sum(n) FILTER (WHERE day IS NULL), 0)::BIGINT AS undated, "
+        "coalesce(sum(n) FILTER (WHERE node IS NULL), 0)::BIGINT AS no_node "
+        "FROM rollup_node_day GROUP BY source "
+        if rollups.available(store)
+        else "SELECT source, count(*) AS events, min(ts) AS first, max(ts) AS newest, "
         "count(*) FILTER (WHERE ts IS NULL) AS undated, "
         "count(*) FILTER (WHERE node IS NULL) AS no_node "
         "FROM events GROUP BY source "
-        "UNION ALL SELECT 'slurm jobs', count(*), min(start), max(coalesce(\"end\", start)), "
+    )
+    return store.query(
+        per_source
+        + "UNION ALL SELECT 'slurm jobs', count(*), min(start), max(coalesce(\"end\", start)), "
         "count(*) FILTER (WHERE start IS NULL), 0 FROM jobs HAVING count(*) > 0 "
         "ORDER BY newest DESC NULLS LAST, source"
     )

@@ -1,21 +1,24 @@
-"""Small aggregate tables built once per snapshot, so the dashboard's counts never scan ``events``.
+"""The rollup tables as readers use them: which one answers a query exactly, and its WHERE.
 
-``build(store)`` runs on the private snapshot copy (``reports.snapshot``) right after it is taken,
-before it is opened read-only. Two GROUP BY passes over ``events`` give
+The rollups are kept by ingest in the database itself (``ingest.rollups``: declared in
+``ingest.schema``, brought up to date after every refresh from the events above a watermark):
 
 - ``rollup_fleet_hour``: events per hour x source x kind x code x severity (the event explorer's
   facets, timeline and count when no node, GPU, job or text filter is set);
 - ``rollup_node_day``: events per day x node x source x kind x code x severity, with the first and
-  last timestamp (node and cluster filters, the node summary, top Xids), stored in node order so a
-  one-node query reads a few row groups;
+  last timestamp (node and cluster filters, the node summary, top Xids);
+- ``rollup_notable``: warning-or-worse, out-of-service (down, drain, resume) and GPU hardware
+  events (the node page's tables and timeline, the fleet state, the incidents);
+- ``rollup_info`` (a view): the data range and the node list.
 
-and small copies of the rows the detail views list:
-
-- ``rollup_notable``: warning-or-worse events and the node out-of-service events (down, drain,
-  resume), in node and time order (the node page's tables and timeline);
-- ``rollup_target_events``: ``models.target.target_events`` over the whole history (failure
-  episodes of any range are computed from it);
-- ``rollup_info``: the data range and the node list.
+A reader's private snapshot copy (``reports.snapshot``) is opened read-only and used as it is when
+``ready(store)`` says its rollups count all its events (the cheap check: the rollups' watermark is
+the copy's last event and no event was deleted; the writer's own check, ``ingest.rollups.why_full``,
+also catches rows changed in place, and rebuilds). Otherwise, e.g. a copy taken between an ingest
+and its refresh, or a database written without the ingest hook, ``prepare(store)`` brings the
+copy's rollups up to date, incrementally when it can, before it is opened read-only. Failure
+events (``models.target``) are read from ``rollup_notable`` on a snapshot
+(``SnapshotStore.notable_table``).
 
 A query function uses a rollup only when it gives the same answer as the raw table: the filter's
 time bounds fall on the rollup's grain, and no filter needs a column the rollup does not keep.
@@ -29,84 +32,37 @@ import time
 from datetime import datetime
 from typing import Any
 
+from faultlens.ingest import rollups as kept
+from faultlens.ingest.errors import StoreError
 from faultlens.ingest.store import Store
 from faultlens.reports.filters import Filters, facet_where
 
 log = logging.getLogger(__name__)
 
-OUT_KINDS = ("node_down", "node_drain", "node_not_responding", "node_resume")
-NOTABLE_SEVERITIES = ("warning", "error", "critical")
-TABLES = (
-    "rollup_fleet_hour",
-    "rollup_node_day",
-    "rollup_notable",
-    "rollup_target_events",
-    "rollup_info",
-)
-_EPOCH, _END = datetime(1970, 1, 1), datetime(9999, 1, 1)
-
-_FLEET_HOUR = """
-CREATE TABLE rollup_fleet_hour AS
-SELECT date_trunc('hour', ts) AS hour, source, kind, code, severity, count(*) AS n
-FROM events GROUP BY ALL ORDER BY hour
-"""
-_NODE_DAY = """
-CREATE TABLE rollup_node_day AS
-SELECT date_trunc('day', ts) AS day, node, source, kind, code, severity, count(*) AS n,
-       min(ts) AS first_ts, max(ts) AS last_ts
-FROM events GROUP BY ALL ORDER BY node, day
-"""
+OUT_KINDS = kept.OUT_KINDS
+NOTABLE_SEVERITIES = kept.NOTABLE_SEVERITIES
+TABLES = ("rollup_fleet_hour", "rollup_node_day", "rollup_notable")
 
 
-def build(store: Store) -> dict[str, Any]:
-    """Create the rollup tables in ``store`` (a read-write snapshot copy); returns timings."""
-    t0 = time.perf_counter()
-    for name in TABLES:
-        store.execute(f"DROP TABLE IF EXISTS {name}")
-    store.execute(_FLEET_HOUR)  # two plain GROUP BYs: faster here than one GROUPING SETS pass
-    store.execute(_NODE_DAY)
-    t_grouped = time.perf_counter() - t0
-    store.execute(
-        "CREATE TABLE rollup_notable AS SELECT ts, node, gpu, gpu_index, source, kind, code, "
-        "severity, job_id, message, file, line FROM events "
-        "WHERE severity IN (SELECT unnest(?::VARCHAR[])) OR kind IN (SELECT unnest(?::VARCHAR[])) "
-        "ORDER BY node, ts",
-        [list(NOTABLE_SEVERITIES), list(OUT_KINDS)],
-    )
-    t_notable = time.perf_counter() - t0 - t_grouped
-    from faultlens.models.target import target_events
-
-    targets = target_events(store, _EPOCH, _END)
-    store.con.register("_rollup_targets", targets.to_arrow())
+def ready(store: Store) -> bool:
+    """Whether the rollups of ``store`` count all its events (read from the tables' metadata and
+    the watermark's row: no scan of ``events``)."""
     try:
-        store.execute("CREATE TABLE rollup_target_events AS SELECT * FROM _rollup_targets")
-    finally:
-        store.con.unregister("_rollup_targets")
-    store.execute(
-        "CREATE TABLE rollup_info AS SELECT "
-        "(SELECT min(lo) FROM (SELECT min(first_ts) AS lo FROM rollup_node_day "
-        " UNION ALL SELECT min(start) FROM jobs)) AS lo, "
-        "(SELECT max(hi) FROM (SELECT max(last_ts) AS hi FROM rollup_node_day "
-        ' UNION ALL SELECT max("end") FROM jobs)) AS hi, '
-        "(SELECT list(DISTINCT node ORDER BY node) FROM (SELECT DISTINCT node FROM "
-        "rollup_node_day UNION ALL SELECT node FROM gpus UNION ALL SELECT unnest(nodes) FROM jobs)"
-        " WHERE node IS NOT NULL) AS nodes"
-    )
-    total = time.perf_counter() - t0
-    sizes = {t: int(store.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
-    log.info(
-        "rollups built in %.1f s (grouping %.1f s, notable %.1f s): %s",
-        total,
-        t_grouped,
-        t_notable,
-        sizes,
-    )
-    return {
-        "seconds": round(total, 2),
-        "grouping_s": round(t_grouped, 2),
-        "notable_s": round(t_notable, 2),
-        "rows": sizes,
-    }
+        mark = store.query("SELECT max_rowid, n_rows FROM rollup_state WHERE tbl = 'events'")
+    except StoreError:  # a database from before the rollups: no rollup_state table
+        return False
+    if not mark.height:
+        return False
+    top, n = store.query("SELECT max(rowid), count(*) FROM events").row(0)
+    return (kept.NO_MARK if top is None else int(top), int(n)) == tuple(mark.row(0))
+
+
+def prepare(store: Store) -> dict[str, Any]:
+    """Bring the rollups of ``store`` (a read-write snapshot copy) up to date; returns timings."""
+    t0 = time.perf_counter()
+    done = kept.maintain(store)
+    log.info("rollups of the snapshot brought up to date: %s", done)
+    return {"seconds": round(time.perf_counter() - t0, 2), "maintained": done["mode"]}
 
 
 def available(store: Store) -> bool:

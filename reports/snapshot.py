@@ -62,6 +62,8 @@ class SnapshotStore(Store):
     def __init__(self, path: str | Path, *, rollups: bool = False) -> None:
         super().__init__(path, read_only=True)
         self.rollups = rollups
+        # where models.target reads failure events: the rollup copy holds all of them
+        self.notable_table = "rollup_notable" if rollups else None
 
     def query(self, sql: str, params: Any = None) -> pl.DataFrame:
         cur = self.con.cursor()
@@ -105,25 +107,40 @@ class Memo:
         self._items: OrderedDict[Hashable, Future] = OrderedDict()
         self.max_entries = max_entries
 
-    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+    def _future(self, key: Hashable) -> tuple[Future, bool]:
+        """The future of ``key`` and whether the caller must compute it (it is new)."""
         with self._lock:
             fut = self._items.get(key)
-            owner = fut is None
-            if fut is None:
-                fut = self._items[key] = Future()
-                while len(self._items) > self.max_entries:
-                    self._items.popitem(last=False)
-            else:
+            if fut is not None:
                 self._items.move_to_end(key)
+                return fut, False
+            fut = self._items[key] = Future()
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+            return fut, True
+
+    def _compute(self, key: Hashable, fut: Future, compute: Callable[[], Any]) -> None:
+        try:
+            fut.set_result(compute())
+        except BaseException as e:
+            with self._lock:
+                self._items.pop(key, None)
+            fut.set_exception(e)
+
+    def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        fut, owner = self._future(key)
         if owner:
-            try:
-                fut.set_result(compute())
-            except BaseException as e:
-                with self._lock:
-                    self._items.pop(key, None)
-                fut.set_exception(e)
-                raise
+            self._compute(key, fut, compute)
         return fut.result()
+
+    def submit(self, key: Hashable, compute: Callable[[], Any]) -> Future:
+        """The future of ``key``, computed in a background thread unless it already is."""
+        fut, owner = self._future(key)
+        if owner:
+            threading.Thread(
+                target=self._compute, args=(key, fut, compute), daemon=True, name="faultlens-memo"
+            ).start()
+        return fut
 
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
@@ -159,7 +176,8 @@ class SnapshotReader:
     ) -> None:
         self.source = Path(source).resolve()
         self.with_rollups = with_rollups
-        self.warm = warm  # runs on a new snapshot before it is served (fills its memo)
+        # fills a new snapshot's memo: before it is served, or beside the pages for the first
+        self.warm = warm
         digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:12]
         base = Path(workdir) if workdir else Path(tempfile.gettempdir())
         self.workdir = base / f"faultlens-snapshots-{os.getpid()}-{digest}"
@@ -168,6 +186,7 @@ class SnapshotReader:
         self._version = 0
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()  # not ``_lock``: a refresh holds that one long
+        self.warming: threading.Thread | None = None  # warms the first snapshot while it serves
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -202,12 +221,19 @@ class SnapshotReader:
                 log.warning("%s", self.last_error)
                 _remove(target)
                 return self._current
-            self._warm(snap)
+            first = self._current is None
+            if not first:  # the previous snapshot serves while this one warms
+                self._warm(snap)
             old, self._current = self._current, snap
             self.last_error = None
             if old is not None:
                 _remove(old.path)  # open handles keep the old file alive until they close
-            return snap
+        if first:  # nothing served before it: serve it now, warm it while the pages ask
+            self.warming = threading.Thread(
+                target=self._warm, args=(snap,), daemon=True, name="faultlens-warm"
+            )
+            self.warming.start()
+        return snap
 
     def refresh_in_background(self) -> Snapshot | None:
         """The snapshot being served; a changed source is copied in a background thread.
@@ -235,9 +261,14 @@ class SnapshotReader:
         if after != before:
             raise StoreError("the database changed while it was being copied")
         build: dict[str, Any] = {"copy_s": round(time.perf_counter() - t0, 2)}
-        has_rollups = self.with_rollups and self._roll_up(target, build)
-        store = SnapshotStore(target, rollups=has_rollups)
+        store = SnapshotStore(target)
         store.scalar("SELECT count(*) FROM information_schema.tables")
+        if self.with_rollups and rollups.ready(store):  # kept by ingest: used as they are
+            store.rollups, store.notable_table = True, "rollup_notable"
+            build["rollups"] = "kept by ingest"
+        elif self.with_rollups:
+            store.close()
+            store = SnapshotStore(target, rollups=self._roll_up(target, build))
         as_of = datetime.fromtimestamp(before[0][1] / 1e9, UTC).replace(tzinfo=None)
         if before[1] is not None:
             as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
@@ -255,10 +286,11 @@ class SnapshotReader:
 
     @staticmethod
     def _roll_up(target: Path, build: dict[str, Any]) -> bool:
-        """Build the rollup tables in the private copy; without them queries read ``events``."""
+        """Bring the private copy's rollups up to date (the writer had not yet, or never does);
+        without them queries read ``events``."""
         try:
             with Store(target) as rw:
-                build["rollups"] = rollups.build(rw)
+                build["rollups"] = rollups.prepare(rw)
                 rw.execute("CHECKPOINT")
         except (StoreError, ValueError) as e:
             log.warning("no rollups for this snapshot, pages read the events table: %s", e)
@@ -266,9 +298,14 @@ class SnapshotReader:
         return True
 
     def close(self) -> None:
+        if self.warming is not None:
+            self.warming.join(timeout=60)  # its queries hold the snapshot's connection
         with self._lock:
             if self._current is not None:
-                self._current.store.close()
+                try:
+                    self._current.store.close()
+                except duckdb.Error as e:  # a query still running: the process is ending
+                    log.warning("closing the snapshot: %s", e)
                 self._current = None
             shutil.rmtree(self.workdir, ignore_errors=True)
 

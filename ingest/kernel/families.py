@@ -11,7 +11,9 @@ Families: InfiniBand (mlx5 port state, ``ibN: lost carrier``, mlx5 health ``Fata
 port-module events), hung tasks, ``NV_ERR_RESET_REQUIRED``, CPU thermal throttling
 (``therm_throt.c``), host storage (NVMe timeouts and status errors, block-layer I/O errors,
 ``Buffer I/O error``, ext2/3/4 errors and read-only remounts), kernel panics (a machine-check panic
-is an ``mce`` event) and CMCI storms. The closing ``---[ end Kernel panic ...`` line is noise.
+is an ``mce`` event), soft and hard lockups and RCU stalls (``hung_task`` sub-kinds), oopses
+(``kernel_panic`` / ``oops``: the oops header and the BUG / general-protection line before it)
+and CMCI storms. The closing ``---[ end Kernel panic ...`` line is noise.
 """
 
 from __future__ import annotations
@@ -268,6 +270,7 @@ FAMILIES: tuple[Family, ...] = (
                 "hung_task": "hung_task",
                 "softlockup": "softlockup",
                 "hard LOCKUP": "hardlockup",
+                "Hard LOCKUP": "hardlockup",
                 "Out of memory": "oom",
                 "Fatal exception": "fatal_exception",
                 "Attempted to kill init": "kill_init",
@@ -277,6 +280,49 @@ FAMILIES: tuple[Family, ...] = (
         severity=_ERROR_PANIC,
         action=_d("reboot_node"),
         attrs=(("reason", "reason"),),
+    ),
+    Family(
+        "soft_lockup",
+        ("soft lockup",),
+        kp.SOFT_LOCKUP_RE,
+        Kind.HUNG_TASK,
+        subkind=_d("soft_lockup"),
+        severity=_d("error"),
+        attrs=(("cpu", "cpu"), ("stuck_s", "secs")),
+        ints=frozenset({"cpu", "stuck_s"}),
+        pid="pid",
+        process="proc",
+    ),
+    Family(
+        "hard_lockup",
+        ("hard LOCKUP",),
+        kp.HARD_LOCKUP_RE,
+        Kind.HUNG_TASK,
+        subkind=_d("hard_lockup"),
+        severity=_d("critical"),
+        action=_d("reboot_node"),
+        attrs=(("cpu", "cpu"),),
+        ints=frozenset({"cpu"}),
+    ),
+    Family(
+        "rcu_stall",
+        ("detected stall",),
+        kp.RCU_STALL_RE,
+        Kind.HUNG_TASK,
+        subkind=_d("rcu_stall"),
+        severity=_d("error"),
+        attrs=(("rcu", "flavor"),),
+    ),
+    Family(
+        "oops",
+        ("BUG: ", "kernel BUG at", "general protection fault", "Oops: "),
+        kp.OOPS_RE,
+        Kind.KERNEL_PANIC,
+        subkind=_d("oops"),
+        severity=_d("critical"),
+        action=_d("reboot_node"),
+        attrs=(("what", "what"), ("at", "at"), ("oops_count", "count")),
+        ints=frozenset({"oops_count"}),
     ),
     Family(
         "cmci_storm",

@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from faultlens.ingest.base import ParseContext, Quarantined, normalize_node, normalize_pci
-from faultlens.ingest.catalog import packaged_catalog
+from faultlens.ingest.catalog import packaged_catalog, recovery_action
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.schema import Kind, Severity, Source
 
@@ -31,6 +31,7 @@ _RE = {
     for name in (
         "XID_RE",
         "NVLINK_RE",
+        "RECOVERY_RE",
         "GSP_RE",
         "XID_CH_RE",
         "XID_SM_RE",
@@ -47,6 +48,8 @@ _RE = {
         "INIT_FAIL_RE",
         "INIT_CODE_RE",
         "GSP_LINE_RE",
+        "GSP_HEARTBEAT_RE",
+        "RM_WATCHDOG_RE",
         "RESET_REQUIRED_RE",
         "APEI_RE",
         "APEI_KV_RE",
@@ -156,7 +159,9 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
     body = g["rest"]
     host = None
     iso_syslog = g["iso_date"] and g["iso_sep"] != "," and not g["fac"]
-    syslog = bool(g["bsd_mon"] or g["pri"] or iso_syslog)
+    # a priority before a dmesg stamp is ``dmesg -r`` / pstore (``<4>[ 12.3] msg``), not syslog
+    raw_dmesg = g["up"] or g["ct_mon"] or g["km_us"]
+    syslog = bool(g["bsd_mon"] or (g["pri"] and not raw_dmesg) or iso_syslog)
     if syslog:
         hm = (_HOST_5424 if g["v5424"] else _HOST_TAG).match(body)
         if hm:
@@ -248,7 +253,7 @@ def xid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
     nm = _RE["NVLINK_RE"].match(msg)
     if nm:
         attrs.update(nm.groupdict())
-        attrs["words"] = nm["words"].split(" ")
+        attrs["words"] = nm["words"].split()
         subkind = nm["sev"]
         del attrs["sev"]
     for k in ("gpc", "tpc", "sm", "after_s", "rm_gpu", "fn", "link"):
@@ -262,6 +267,11 @@ def xid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
         else Kind.XID
     )
     sev, act = catalog_severity(code)
+    rm = _RE["RECOVERY_RE"].search(msg) if code == kp.RECOVERY_CODE else None
+    if rm:
+        to_name = rm["to_name"] or rm["to_bare"]
+        attrs["recovery"] = " ".join(to_name.split()) if to_name else rm["to_code"]
+        sev, act = recovery_action(to_name, rm["to_code"]) or (sev, act)
     proc = m["proc"]
     return event(
         pre,
@@ -283,6 +293,8 @@ SXID_SEVERITY = {
     "Non-fatal": ("warning", "none"),
     "Nonfatal": ("warning", "none"),
 }
+# an untagged detail line on its own (the chunk path gives it its tagged line's severity)
+SXID_DETAIL_SEVERITY = "warning"
 
 
 def sxid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
@@ -292,7 +304,7 @@ def sxid_event(pre: Prefix, ctx: ParseContext) -> dict[str, Any] | Quarantined:
     dm = _RE["SXID_DATA_RE"].search(m["msg"])
     sm = _RE["SXID_SEV_RE"].search(m["msg"])
     sub = sm["sev"] if sm else None
-    sev, act = SXID_SEVERITY.get(sub or "", ("error", None))
+    sev, act = SXID_SEVERITY.get(sub or "", (SXID_DETAIL_SEVERITY, None))
     attrs = {"switch": _int(m["switch"]), "data": dm["data"].split(", ") if dm else None}
     return event(
         pre,

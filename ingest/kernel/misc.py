@@ -101,6 +101,18 @@ def classify_nvrm(pre: Prefix, ctx: ParseContext) -> Outcome:
             severity="error",
             action="reset_gpu",
         )
+    for name, subkind in (("GSP_HEARTBEAT_RE", "heartbeat"), ("RM_WATCHDOG_RE", "rc_watchdog")):
+        m = _RE[name].search(body)
+        if m:
+            return event(
+                pre,
+                ctx,
+                Kind.GSP_TIMEOUT,
+                subkind=subkind,
+                severity="error",
+                action="reset_gpu",
+                attrs={"function": m["fnname"]},
+            )
     return Quarantined("NVRM line with unknown shape")
 
 

@@ -4,21 +4,29 @@ Formats (one parser ``kernel`` for all text forms; the stamp is read per line, s
 dmesg ``[  123.456789]`` (boot-relative), ``dmesg -T`` ``[Sat Oct 12 18:35:32 2024]``,
 ``dmesg --time-format iso`` (with or without ``--decode``), syslog RFC 3164 (``Feb 14 05:03:41 host
 kernel: ...``; also journalctl short), RFC 5424 / ISO 8601 (rsyslog, journalctl short-iso), bare
-kmsg text (no stamp), ``/dev/kmsg`` records (``6,3964,206764307,-;msg``, microseconds since boot)
-and the Go log stamps of the NVIDIA k8s-device-plugin. ``journal_json`` reads
+kmsg text (no stamp), ``/dev/kmsg`` records (``6,3964,206764307,-;msg``, microseconds since boot),
+``dmesg -r`` / pstore dumps (``<4>[  123.456789] msg``: a priority before a dmesg stamp is no syslog
+header) and the Go log stamps of the NVIDIA k8s-device-plugin. ``journal_json`` reads
 ``journalctl -o json``;
 ``k8s_device_plugin`` is the same parser under the name that sniffs device-plugin logs.
 
 Events (table ``events``): Xid (also the old form without ``PCI:``), NVLink Xid 144-150 (kind
-nvlink, subkind Fatal/Nonfatal, link/unit/data words in attrs), Xid 119 (kind gsp_timeout), NVSwitch
-SXid, the multi-line "has fallen off the bus" record (one event, all its lines counted as parsed),
-RmInitAdapter / probe failures, GSP RPC timeouts, NV_ERR_RESET_REQUIRED, PCIe AER, EDAC CE/UE,
+nvlink, subkind Fatal/Nonfatal, link/unit/data words in attrs; any spacing), Xid 119 (kind
+gsp_timeout), Xid 154 (severity and action of the recovery it names: ``GPU Reset Required`` ->
+error / reset_gpu, ``Node Reboot Required`` / ``OS Reboot`` -> critical / reboot_node, ``Drain and
+Reset`` / ``Drain P2P`` -> critical / drain_node, ``None`` -> info), NVSwitch SXid (an untagged
+detail line takes its tagged line's severity; alone, warning), the multi-line "has fallen off the
+bus" record (one event, all its lines counted as parsed), RmInitAdapter / probe failures, GSP RPC
+timeouts, GSP / LibOS heartbeat losses and RM's RC watchdog without an Xid (gsp_timeout /
+heartbeat, rc_watchdog), NV_ERR_RESET_REQUIRED, PCIe AER, EDAC CE/UE,
 APEI/GHES blocks (one event per ``{N}[Hardware Error]`` record), MCE, mlx5 port state and
 ``ibN: lost carrier``, hung tasks, device-plugin ``XidCriticalError`` / ``device marked unhealthy``,
 and (``families``) mlx5 health ``Fatal error`` and port-module events (ib_port), CPU thermal
 throttling (thermal, sub-kind cpu_throttled / cpu_normal), NVMe timeouts and status errors,
 block-layer and buffer I/O errors, ext2/3/4 errors and read-only remounts (storage), kernel panics
-(kernel_panic; a machine-check panic is mce/panic) and CMCI storms (mce).
+(kernel_panic; a machine-check panic is mce/panic), oopses (kernel_panic / oops), soft and hard
+lockups and RCU stalls (hung_task) and CMCI storms (mce). Kubernetes node conditions (``k8s``) are
+read by the ``lines`` reader.
 Xid-coded events take severity and action from the Xid catalog.
 
 Speed: the frequent messages (Xid, SXid, device plugin) and every single-line family are extracted
@@ -96,6 +104,9 @@ class KernelState:
     boot_time: datetime | None = None
     last_month: int | None = None  # --year rollover tracking
     year_offset: int = 0
+    # the last Fatal / Non-fatal tag per NVSwitch PCI id and SXid code: their untagged detail
+    # lines (``Data {...}``, ``Severity 0 Engine instance ...``) take its severity
+    sxid_tags: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 # -- sniffing --------------------------------------------------------------------------------------
@@ -174,10 +185,13 @@ def classify_frame(
     pf = pf.with_columns(_route=route_expr())
     frames: list[pl.DataFrame] = []
     qframes: list[pl.DataFrame] = []
-    for route, fn in (("xid", xid_events), ("sxid", sxid_events)):
+    for route in ("xid", "sxid"):
         part = pf.filter(pl.col("_route") == route)
         if part.height:
-            ev, q = fn(part, ctx.file)
+            if route == "xid":
+                ev, q = xid_events(part, ctx.file)
+            else:
+                ev, q = sxid_events(part, ctx.file, state)
             frames.append(ev)
             qframes.append(q)
     for route in ("dp_xid", "dp_unhealthy"):

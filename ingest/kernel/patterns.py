@@ -115,17 +115,29 @@ _PCI_FULL = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"
 
 # NVRM: Xid (PCI:0000:3b:00): 79, pid=123, name=python, message   (PCI: and pid/name optional)
 XID_HEAD_RE = (
-    rf"NVRM: Xid \((?:PCI:)?(?P<pci>{_PCI})\): (?P<code>[0-9]{{1,6}}),"
+    rf"NVRM: Xid \((?:PCI:)?(?P<pci>{_PCI})\):[ \t]*(?P<code>[0-9]{{1,6}})[ \t]*,"
     r"(?: pid=(?P<pid>[^,]{0,40}), name=(?P<proc>[^,]{0,80}),)?[ \t]?"
 )
 XID_RE = XID_HEAD_RE + r"(?P<msg>.*)$"
 # The vectorized path: everything up to the end of the leftmost head match, to strip (-> msg).
 XID_TO_MSG_RE = r"^.*?" + XID_HEAD_RE
 # NVLink Xids 144-150: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 ...)"
+# (drivers and log shippers write the fields with irregular spacing: any run of blanks is one)
 NVLINK_RE = (
-    r"^(?P<unit>[A-Z0-9_]+) (?P<sev>Fatal|Nonfatal) (?P<intr>XC[0-9]+) (?P<inst>i[0-9]+)"
-    r" Link (?P<link>-?[0-9]{1,4}) \((?P<words>0x[0-9a-fA-F]+(?: 0x[0-9a-fA-F]+)*)\)"
+    r"^[ \t]*(?P<unit>[A-Z0-9_]+)[ \t]+(?P<sev>Fatal|Nonfatal)[ \t]+(?P<intr>XC[0-9]+)[ \t]+"
+    r"(?P<inst>i[0-9]+)[ \t]+Link[ \t]+(?P<link>-?[0-9]{1,4})[ \t]*"
+    r"\([ \t]*(?P<words>0x[0-9a-fA-F]+(?:[ \t]+0x[0-9a-fA-F]+)*)[ \t]*\)"
 )
+# Xid 154: "GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"; the code,
+# the name or both may be given
+_ACTION_NAME = r"[A-Za-z][A-Za-z0-9 /_-]*[A-Za-z]"
+RECOVERY_RE = (
+    r"GPU recovery action changed(?:[ \t]+from[ \t]+(?:(?P<from_code>0x[0-9a-fA-F]+)[ \t]*)?"
+    rf"(?:\((?P<from_name>{_ACTION_NAME})\)|(?:{_ACTION_NAME})?))?[ \t]*to[ \t]+"
+    r"(?:(?P<to_code>0x[0-9a-fA-F]+)[ \t]*)?"
+    rf"(?:\((?P<to_name>{_ACTION_NAME})\)|(?P<to_bare>{_ACTION_NAME}))?"
+)
+RECOVERY_CODE = 154
 # Xid 119: "Timeout after 6s of waiting for RPC response from GPU4 GSP! Expected function 103 (X)"
 GSP_RE = (
     r"Timeout after (?P<after_s>[0-9]{1,6})s of waiting for RPC response from "
@@ -173,8 +185,8 @@ BENIGN_NVRM_RE = (
 # "NVRM: (PCI ID: 10de:26b5) installed in this system has" / "NVRM: fallen off the bus and ...".
 GPU_HEAD_RE = rf"NVRM: The NVIDIA GPU (?P<pci>{_PCI})(?P<tail>.*)$"
 GPU_CONT_RE = (
-    r"^NVRM: (?P<text>(?:\(PCI ID: |installed in this system|fallen off the bus|not supported by"
-    r"|is not responding).*)$"
+    r"^[ \t]*NVRM: (?P<text>(?:\(PCI ID: |installed in this system|fallen off the bus"
+    r"|not supported by|is not responding).*)$"
 )
 PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
 FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
@@ -187,6 +199,16 @@ INIT_CODE_RE = r"\((?P<init_code>0x[0-9a-fA-F]+:0x[0-9a-fA-F]+:[0-9]+)\)"
 GSP_LINE_RE = (
     rf"NVRM: (?:Rate limiting GSP RPC error prints for GPU at PCI:(?P<pci>{_PCI})"
     r"|(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?(?:GSP RPC timeout|Timeout after))"
+)
+# GSP / RM trouble without an Xid: the firmware's heartbeat lost ("_kgspIsHeartbeatTimedOut:
+# Heartbeat timed out, ...", "_kgspRpcRecvPoll: GSP RM heartbeat timed out", "LibOS heartbeat
+# timed out") and RM's channel watchdog ("krcWatchdog_IMPL: RC watchdog: GPU is probably locked!")
+GSP_HEARTBEAT_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?"
+    r"(?:GSP RM |GSP |LibOS )?[Hh]eartbeat (?:timed out|lost|timeout)"
+)
+RM_WATCHDOG_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): RC watchdog: GPU is probably locked"
 )
 RESET_REQUIRED_RE = r"NV_ERR_RESET_REQUIRED|GspRmAlloc failed: .*status=0x00000062"
 
@@ -294,8 +316,28 @@ PANIC_MCE_RE = (
 )
 PANIC_RE = (
     r"Kernel panic - not syncing: ?(?P<reason>(?:Watchdog detected )?(?P<known>hung_task"
-    r"|softlockup|hard LOCKUP|Out of memory|Fatal exception|Attempted to kill init"
+    r"|softlockup|[Hh]ard LOCKUP|Out of memory|Fatal exception|Attempted to kill init"
     r"|VFS: Unable to mount root fs)?[^\r\n]{0,400})"
+)
+# kernel/watchdog.c: "watchdog: BUG: soft lockup - CPU#3 stuck for 23s! [kworker/3:1:2291]"
+SOFT_LOCKUP_RE = (
+    r"BUG: soft lockup - CPU#(?P<cpu>[0-9]{1,5}) stuck for (?P<secs>[0-9]{1,6})s! "
+    r"\[(?P<proc>[^\]\r\n]{1,64}):(?P<pid>[0-9]{1,10})\]"
+)
+# kernel/watchdog_hld.c / watchdog_buddy.c: "Watchdog detected hard LOCKUP on cpu 5"
+HARD_LOCKUP_RE = r"Watchdog detected hard LOCKUP on cpu (?P<cpu>[0-9]{1,5})"
+# kernel/rcu/tree_stall.h: "rcu: INFO: rcu_sched detected stalls on CPUs/tasks:",
+# "INFO: rcu_preempt self-detected stall on CPU"
+RCU_STALL_RE = r"INFO: (?P<flavor>rcu_[a-z_]{1,16}) (?:self-)?detected stalls? on CPU"
+# arch/x86/mm/fault.c and friends: the first line of an oops ("BUG: unable to handle page fault
+# for address: ...", "BUG: kernel NULL pointer dereference, address: ...", "kernel BUG at
+# mm/slub.c:305!", "general protection fault, probably for non-canonical address ...") and the
+# oops header "Oops: 0000 [#1] SMP NOPTI" (6.9+: "Oops: general protection fault, ...").
+OOPS_RE = (
+    r"(?P<what>BUG: unable to handle (?:kernel )?(?:page fault|paging request|NULL pointer"
+    r" dereference)|BUG: kernel NULL pointer dereference|kernel BUG at (?P<at>[^\r\n!]{1,160})!"
+    r"|(?:Oops: )?general protection fault|Oops: (?P<code>[0-9a-f]{4}) \[#(?P<count>[0-9]{1,6})\])"
+    r"(?P<detail>[^\r\n]{0,200})"
 )
 # drivers/edac + arch/x86 mce: "CMCI storm detected: switching to poll mode"
 CMCI_STORM_RE = r"CMCI storm (?P<state>detected|subsided)"
@@ -308,7 +350,19 @@ STORAGE_LITERALS = (
     "-fs error",
     "Remounting filesystem read-only",
 )
-HOST_LITERALS = ("above threshold", "temperature/speed normal", "Kernel panic", "CMCI storm")
+HOST_LITERALS = (
+    "above threshold",
+    "temperature/speed normal",
+    "Kernel panic",
+    "CMCI storm",
+    "soft lockup",
+    "hard LOCKUP",
+    "detected stall",
+    "BUG: ",
+    "kernel BUG at",
+    "general protection fault",
+    "Oops: ",
+)
 # Lines with these and no known shape are quarantined (like the strong literals).
 HOST_STRONG_LITERALS = ("Kernel panic - not syncing", "-fs error (device")
 LITERALS = LITERALS + STORAGE_LITERALS + HOST_LITERALS

@@ -13,9 +13,9 @@ from typing import Any
 import polars as pl
 
 from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci
-from faultlens.ingest.catalog import severity_action_expr
+from faultlens.ingest.catalog import recovery_action_expr, severity_action_expr
 from faultlens.ingest.kernel import patterns as kp
-from faultlens.ingest.kernel.line import SXID_SEVERITY
+from faultlens.ingest.kernel.line import SXID_DETAIL_SEVERITY, SXID_SEVERITY
 
 _MONTH_MM = {m: f"{i:02d}" for m, i in kp.MONTH_NO.items()}
 _MONTH_INT = dict(kp.MONTH_NO)
@@ -154,7 +154,13 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     )
     syslog = (
         c("bsd_mon").is_not_null()
-        | c("pri").is_not_null()
+        # a priority before a dmesg stamp is ``dmesg -r`` / pstore (``<4>[ 12.3] msg``)
+        | (
+            c("pri").is_not_null()
+            & c("up").is_null()
+            & c("ct_mon").is_null()
+            & c("km_us").is_null()
+        )
         | (c("iso_date").is_not_null() & (c("iso_sep").fill_null("") != ",") & c("fac").is_null())
     )
     f = f.with_columns(
@@ -324,7 +330,13 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         _sm=msg.str.extract_groups(kp.XID_SM_RE),
         _gsp=msg.str.extract_groups(kp.GSP_RE),
         _nv=msg.str.extract_groups(kp.NVLINK_RE),
+        _rec=pl.when(pl.col("code") == str(kp.RECOVERY_CODE))
+        .then(msg)
+        .str.extract_groups(kp.RECOVERY_RE),
     )
+    rec = pl.col("_rec").struct
+    to_name = pl.coalesce(rec.field("to_name"), rec.field("to_bare"))
+    rec_sev, rec_act = recovery_action_expr(to_name, rec.field("to_code"))
 
     def fld(s: str, name: str, as_int: bool = False) -> pl.Expr:
         e = pl.col(s).struct.field(name)
@@ -343,10 +355,14 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         "intr": fld("_nv", "intr"),
         "inst": fld("_nv", "inst"),
         "link": fld("_nv", "link", True),
-        "words": fld("_nv", "words").str.split(" "),
+        "words": fld("_nv", "words").str.replace_all(r"[ \t]+", " ").str.split(" "),
+        "recovery": pl.coalesce(
+            to_name.str.replace_all(r"\s+", " ").str.strip_chars(), rec.field("to_code")
+        ),
     }
     code = pl.col("code")
     sev, act = severity_action_expr(code)
+    sev, act = pl.coalesce(rec_sev, sev), pl.coalesce(rec_act, act)
     proc = pl.col("proc")
     out = f.select(
         *event_columns(),
@@ -370,21 +386,46 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     return out, q
 
 
-def sxid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+def sxid_events(f: pl.DataFrame, file: str, state: Any = None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """SXid lines. A line without a Fatal / Non-fatal tag (a detail line: ``Data {...}``,
+    ``Severity N Engine instance ...``) takes the severity of the last tagged line of the same
+    switch and code (in ``state.sxid_tags`` across chunks); with none, ``warning``."""
     f = f.with_columns(pl.col("body").str.extract_groups(kp.SXID_RE).alias("_m")).unnest("_m")
     f, q = _split_ok(f, "code", "NVSwitch SXid line with unknown shape")
-    sub = pl.col("msg").str.extract_groups(kp.SXID_SEV_RE).struct.field("sev")
+    f = f.with_columns(
+        _pci=pci_of(f, "pci"),
+        code=pl.col("code").cast(pl.Int32),
+        _sub=pl.col("msg").str.extract_groups(kp.SXID_SEV_RE).struct.field("sev"),
+    )
+    tags = state.sxid_tags if state is not None else {}
+    key = pl.concat_str(
+        [pl.col("_pci").fill_null(""), pl.col("code").cast(pl.String)], separator="|"
+    )
+    carried = {f"{pci or ''}|{code}": tag for (pci, code), tag in tags.items()}
+    tag = (
+        pl.col("_sub")
+        .forward_fill()
+        .over(key)
+        .fill_null(key.replace_strict(carried, default=None, return_dtype=pl.String))
+    )
+    f = f.with_columns(_tag=tag)
+    if state is not None:
+        last = f.filter(pl.col("_sub").is_not_null()).unique(["_pci", "code"], keep="last")
+        for pci, code, sub in last.select("_pci", "code", "_sub").iter_rows():
+            tags[(pci, code)] = sub
     data = pl.col("msg").str.extract_groups(kp.SXID_DATA_RE).struct.field("data")
     sev_map = {k: v[0] for k, v in SXID_SEVERITY.items()}
     act_map = {k: v[1] for k, v in SXID_SEVERITY.items()}
     out = f.select(
         *event_columns(),
-        gpu=pci_of(f, "pci"),
+        gpu=pl.col("_pci"),
         kind=pl.lit("sxid"),
-        subkind=sub,
-        code=pl.col("code").cast(pl.Int32),
-        severity=sub.replace_strict(sev_map, default="error", return_dtype=pl.String),
-        action=sub.replace_strict(act_map, default=None, return_dtype=pl.String),
+        subkind=pl.col("_sub"),
+        code=pl.col("code"),
+        severity=pl.col("_tag").replace_strict(
+            sev_map, default=SXID_DETAIL_SEVERITY, return_dtype=pl.String
+        ),
+        action=pl.col("_tag").replace_strict(act_map, default=None, return_dtype=pl.String),
         attrs=safe_attrs_expr(
             {"switch": pl.col("switch").cast(pl.Int64), "data": data.str.split(", ")}
         ),

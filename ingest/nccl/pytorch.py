@@ -24,6 +24,9 @@ parser (``parser``), which calls ``handle_line`` here for every candidate line t
   ``Last error:`` and one detail line, folded into one ``nccl_error`` event.
 - torchrun's ``ChildFailedError`` report: one ``process_failed`` event per ``[N]:`` entry of its
   ``Failures:`` / ``Root Cause (first observed failure):`` tables (time, host, rank, exitcode).
+- The rest of the watchdog family (failure detected, thread terminated with an exception, watchdog
+  or heartbeat monitor stuck, flight-recorder notices) and elastic worker failures with exit codes
+  and signals: shapes in ``watchdog``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from faultlens.ingest.base import ParseContext, normalize_node
+from faultlens.ingest.nccl import watchdog
 from faultlens.ingest.schema import Kind, Severity, Source
 
 MESSAGE_CHARS = 2000
@@ -66,6 +70,11 @@ LITERALS = (
     "exitcode  :",
     "error_file:",
     "traceback :",
+    "Heartbeat monitor",  # ProcessGroupNCCL's heartbeat monitor timed out
+    "light recorder",  # flight-recorder notices
+    "lightRecorder",
+    "(exitcode: ",  # torch.distributed.elastic: failed (exitcode: -9) local_rank: ...
+    "SignalException",
 )
 
 _LAUNCHER_PARTS = (
@@ -179,7 +188,12 @@ def strip_launcher(line: str) -> Prefix:
                 continue
             if name == "pdsh":
                 host = m["host"]
-                if _CAMEL.search(host) or host.lower() in _NOT_HOSTS or p.host:
+                if (
+                    _CAMEL.search(host)
+                    or host.lower() in _NOT_HOSTS
+                    or host.startswith("torch.")  # a logger's name: torch.distributed.elastic...
+                    or p.host
+                ):
                     continue
                 p.host = normalize_node(host)
             elif name == "ray":
@@ -331,6 +345,10 @@ def handle_line(
     common = {"ts": ts, "node": pre.host, "job_id": job_id, "pid": pre.ray_pid}
     if "Watchdog caught" in text:
         return _watchdog(line_no, raw, text, ctx, sink, base, common)
+    if _watchdog_family(line_no, text, glog, ctx, sink, base, common):
+        return True
+    if _elastic(line_no, text, ctx, sink, base, common):
+        return True
     m = DETECTED.search(text)
     if m:
         attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items()}}
@@ -402,6 +420,68 @@ def handle_line(
         )
         return True
     return False
+
+
+def _watchdog_family(
+    line_no: int,
+    text: str,
+    glog: re.Match[str] | None,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    """The watchdog's other reports (``watchdog.watchdog_report``) as one event."""
+    found = watchdog.watchdog_report(text)
+    if found is None:
+        return False
+    kind, subkind, severity, attrs = found
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=kind,
+            subkind=subkind,
+            severity=severity,
+            message=text[glog.end() :] if glog else text,
+            attrs={**base, **attrs},
+            **common,
+        )
+    )
+    return True
+
+
+def _elastic(
+    line_no: int,
+    text: str,
+    ctx: ParseContext,
+    sink: Sink,
+    base: dict[str, Any],
+    common: dict[str, Any],
+) -> bool:
+    """A torchrun / elastic worker failure (``watchdog.elastic_failure``) as one event, timed by
+    its glog stamp when it has one."""
+    found = watchdog.elastic_failure(text)
+    if found is None:
+        return False
+    subkind, pid, attrs = found
+    g = watchdog.GLOG_ANY.search(text)
+    ts = (glog_ts(g["md"], g["hms"], g["frac"], ctx) if g else None) or common["ts"]
+    sink.events.append(
+        make_event(
+            ctx,
+            line_no,
+            source=Source.PYTORCH,
+            kind=Kind.PROCESS_FAILED,
+            subkind=subkind,
+            severity=Severity.ERROR,
+            message=text[g.end() :] if g else text,
+            attrs={**base, **attrs},
+            **{**common, "ts": ts, "pid": pid},
+        )
+    )
+    return True
 
 
 def _watchdog(

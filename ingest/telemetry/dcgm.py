@@ -94,9 +94,23 @@ def reference_frames(
         schema={"line": pl.Int64, "value": pl.Float64, "ts": pl.Int64, "key": pl.Int64},
     ).with_columns(pl.from_epoch(pl.col("ts"), time_unit="ms").cast(TS))
     labels = label_dicts_to_frame(
-        [lab for _, _, lab in items], first_key, metrics=[smp["metric"] for _, smp, _ in items]
+        [_aliased(lab) for _, _, lab in items],
+        first_key,
+        metrics=[smp["metric"] for _, smp, _ in items],
     )
     return conform_samples(samples), labels
+
+
+# Label spellings exporters use for the same thing (dcgm-exporter's ``Hostname``; a relabelled or
+# older exporter's ``hostname``): read as the first of ``common.LABELS``' keys that is set.
+LABEL_ALIASES = {"Hostname": ("Hostname", "hostname")}
+
+
+def _aliased(labels: dict[str, str]) -> dict[str, str]:
+    out = dict(labels)
+    for name, spellings in LABEL_ALIASES.items():
+        out[name] = next((labels[s] for s in spellings if labels.get(s)), labels.get(name))
+    return out
 
 
 def _is_noise(line: str) -> bool:
@@ -304,12 +318,21 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
         labels=pl.when(o.is_not_null()).then(pl.col("head").str.slice(o + 1).str.strip_suffix("}")),
     )
     lab = pl.col("labels")
+
+    def value(key: str) -> pl.Expr:
+        return (
+            lab.str.extract(_label_re(key))
+            .str.replace_all(r"\\\\", "\x00")
+            .str.replace_all(r"\"", '"', literal=True)
+            .str.replace_all(r"\n", "\n", literal=True)
+            .str.replace_all("\x00", "\\", literal=True)
+        )
+
     exprs = {
-        col: lab.str.extract(_label_re(key))
-        .str.replace_all(r"\\\\", "\x00")
-        .str.replace_all(r"\"", '"', literal=True)
-        .str.replace_all(r"\n", "\n", literal=True)
-        .str.replace_all("\x00", "\\", literal=True)
+        col: pl.coalesce(
+            [pl.when(value(k) != "").then(value(k)) for k in LABEL_ALIASES.get(key, ())]
+            + [value(key)]
+        )
         for key, col in LABELS.items()
     }
     ok = pl.col("metric").str.contains(_NAME_RE) & (

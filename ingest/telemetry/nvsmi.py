@@ -177,6 +177,8 @@ IDENTITY = {
     "driver version": "driver_version",
     "driver_version": "driver_version",
     "timestamp": "timestamp",
+    "minor number": "minor_number",
+    "minor_number": "minor_number",
 }
 
 
@@ -435,6 +437,7 @@ def parse_q_text(
     docs: list[GpuDoc] = []
     cur: GpuDoc | None = None
     stack: list[tuple[int, str]] = []  # (indent, section name)
+    fragment = False  # grep excerpts: a GPU's position is not its index
     for line_no, text in lines:
         if text is None or not text.strip() or text.startswith("==="):
             continue
@@ -442,6 +445,10 @@ def parse_q_text(
             cur = GpuDoc(index=len(docs), pci=m[1])
             docs.append(cur)
             stack = []
+            continue
+        if text.strip() == "--":  # grep's group separator: the next group is another excerpt
+            cur, stack = None, []
+            fragment = True
             continue
         kv = _KV.match(text) if " : " in text or text.rstrip().endswith(" :") else None
         indent = len(text) - len(text.lstrip(" \t"))
@@ -460,7 +467,20 @@ def parse_q_text(
             cur = GpuDoc(index=None)
             docs.append(cur)
         _observe(cur, line_no, path, key, value, stack)
-    return docs_to_result(docs, header, ctx, source, lines, "nvidia-smi -q")
+    if fragment:  # which GPUs grep kept is unknown: a position says nothing
+        for d in docs:
+            d.index = None
+    return docs_to_result(_by_minor(docs), header, ctx, source, lines, "nvidia-smi -q")
+
+
+def _by_minor(docs: list[GpuDoc]) -> list[GpuDoc]:
+    """A GPU whose place in the document is unknown (an excerpt) takes its minor number
+    (``/dev/nvidiaN``, the ``nvidiaN`` dcgm-exporter's ``device`` label names) as its index."""
+    for d in docs:
+        minor = d.ident.get("minor_number", "").strip()
+        if d.index is None and minor.isdigit():
+            d.index = int(minor)
+    return docs
 
 
 def _observe(
@@ -538,14 +558,37 @@ def parse_q_xml(
         if cur is None:
             cur = GpuDoc(index=None)
             docs.append(cur)
+        if "mig_device" in stack:
+            _x_mig(cur, line_no, stack + [tag], value)
+            continue
         _x_observe(cur, line_no, stack + [tag], value)
-    return docs_to_result(docs, header, ctx, source, lines, "nvidia-smi -q -x")
+    return docs_to_result(_by_minor(docs), header, ctx, source, lines, "nvidia-smi -q -x")
+
+
+_MIG_FB = {"total": "TOTAL", "used": "USED", "free": "FREE", "reserved": "RESERVED"}
+
+
+def _x_mig(cur: GpuDoc, line_no: int, path: list[str], value: str) -> None:
+    """A MIG device's leaves: its GPU instance id, and its own frame-buffer memory as separate
+    series (``NVSMI_MIG_GI<id>_FB_USED``, ...), never as the whole GPU's ``FB_*``."""
+    tag = path[-1]
+    if tag == "gpu_instance_id":
+        cur.ident["_mig_gi"] = value.strip()
+        return
+    if len(path) >= 2 and path[-2] == "fb_memory_usage" and tag in _MIG_FB:
+        gi = cur.ident.get("_mig_gi", "")
+        if gi.isdigit():
+            cur.values.append((line_no, f"NVSMI_MIG_GI{gi}_FB_{_MIG_FB[tag]}", value))
 
 
 def _x_observe(cur: GpuDoc, line_no: int, path: list[str], value: str) -> None:
     tag, parent = path[-1], (path[-2] if len(path) > 1 else "")
     ident = IDENTITY.get(f"{parent}/{tag}") or (
-        IDENTITY.get(tag) if len(path) <= 2 or tag in ("product_name", "uuid") else None
+        IDENTITY.get(tag)
+        if len(path) <= 2
+        or tag in ("product_name", "uuid")
+        or (tag in ("serial", "minor_number") and parent == "gpu")
+        else None
     )
     if ident and ident != "timestamp":
         cur.ident[ident] = value
@@ -604,10 +647,21 @@ class NvidiaSmiQParser(DocParser):
         kv = sum(1 for ln in head_lines[:80] if re.match(r"^\s{4,}[A-Z][\w .()/-]* +: ", ln))
         known = re.search(
             r"^\s+(Product Name|GPU UUID|Serial Number|Retired Pages|Clocks|"
-            r"Enforced Power Limit|Remapped Rows|Bus Id)\b",
+            r"Enforced Power Limit|Remapped Rows|Bus Id|Minor Number|Temperature|"
+            r"GPU Current Temp|ECC Errors|FB Memory Usage|Power Readings|GPU Power Readings)\b",
             text,
             re.M,
         )
+        # a ``nvidia-smi -q | grep -A N`` piece: its lines are GPU headers, sections, leaves
+        # and grep's ``--`` group separators, nothing else
+        lines = [ln for ln in head_lines[:80] if ln.strip()]
+        shaped = sum(
+            1
+            for ln in lines
+            if ln.strip() == "--" or _GPU_HDR.match(ln) or _KV.match(ln) or ln.startswith("    ")
+        )
+        if known and kv >= 2 and lines and shaped == len(lines):
+            return 0.6
         return 0.6 if known and kv >= 3 else 0.0
 
     def _parse(self, lines: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:

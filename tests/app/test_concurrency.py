@@ -31,14 +31,13 @@ from pathlib import Path
 import pytest
 
 from faultlens.app.common import ExitCode
+from faultlens.app.dashboard import server
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.store import Store
 from tests.app.test_dashboard_browser import (
     ARGS,
     CHROMIUM,
     PAGES,
-    _free_port,
-    _wait_http,
     _wait_idle,
 )
 from tests.app.test_run_crash import REPO, trained_model
@@ -253,35 +252,11 @@ def dashboard(live: tuple[Path, Feed, Path, Path], tmp_path: Path) -> Iterator[s
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium missing: apt-get install chromium (.ci/apt-packages.txt)")
     db, _, models, _ = live
-    port = _free_port()
-    log = open(tmp_path / "dashboard.log", "wb")  # noqa: SIM115
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "faultlens.app.cli",
-            "dashboard",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--models-dir",
-            str(models),
-        ],
-        cwd=REPO,
-        env=dict(os.environ, FAULTLENS_DB=str(db)),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(url, proc)
+    with (
+        open(tmp_path / "dashboard.log", "wb") as log,
+        server.running(db, args=["--models-dir", str(models)], cwd=REPO, output=log) as (url, _),
+    ):
         yield url
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
-        log.close()
 
 
 def _writer(feed: Feed, db: Path, tally: Tally, stop: threading.Event) -> None:

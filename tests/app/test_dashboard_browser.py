@@ -7,17 +7,15 @@ network requests blocked and checks its charts render.
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from faultlens.app.dashboard import server
 from tests.reports import smalldb
 
 pytestmark = pytest.mark.integration
@@ -43,26 +41,7 @@ PAGES = {  # url path -> text the page must show ("" is the default page, the ov
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_http(url: str, proc: subprocess.Popen, timeout_s: float = 60.0) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"dashboard exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)  # polling a starting server
-    raise RuntimeError("dashboard did not start")
+_free_port, _wait_http = server.free_port, server.wait_http  # (other browser tests use these)
 
 
 @pytest.fixture
@@ -70,33 +49,9 @@ def dashboard(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     if not Path(CHROMIUM).exists():
         pytest.fail("chromium missing: apt-get install chromium (.ci/apt-packages.txt)")
     db = smalldb.build(tmp_path / "small.duckdb")
-    port = _free_port()
-    env = dict(os.environ, FAULTLENS_DB=str(db))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "faultlens.app.cli",
-            "dashboard",
-            "--db",
-            str(db),
-            "--port",
-            str(port),
-            "--models-dir",
-            str(tmp_path / "models"),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(url, proc)
+    args = ["--models-dir", str(tmp_path / "models")]
+    with server.running(db, args=args, output=subprocess.PIPE) as (url, _):
         yield url, db
-    finally:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=30)
 
 
 def _wait_idle(page) -> None:  # noqa: ANN001

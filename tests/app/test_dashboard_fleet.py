@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from faultlens.app.dashboard import server
 from faultlens.ingest.store import Store
 from faultlens.reports.source_context import ROOTS_ENV
 from tests.reports import smalldb
@@ -203,12 +204,6 @@ def test_predictions_header_and_card_name_the_same_model(
     assert made_by in at.warning[0].value and "failure-newer" in at.warning[0].value
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _port_open(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -216,7 +211,7 @@ def _port_open(port: int) -> bool:
 
 @pytest.mark.integration
 def test_sigterm_to_the_dashboard_command_stops_the_streamlit_child(small: Path) -> None:
-    port = _free_port()
+    port = server.free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(small)]
         + ["--port", str(port)],

@@ -15,7 +15,6 @@ time, database path), the ingest times of the files table, and, on the corpus, t
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,8 +26,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from faultlens.app.dashboard import server
 from faultlens.ingest.store import Store
-from tests.app.test_dashboard_browser import ARGS, CHROMIUM, _free_port, _wait_http, _wait_idle
+from tests.app.test_dashboard_browser import ARGS, CHROMIUM, _wait_idle
 from tests.conftest import CORPUS
 from tests.reports import smalldb
 
@@ -89,21 +89,9 @@ def _corpus_db(tmp: Path) -> Path:
 
 
 def _serve(db: Path, logs: Path, tmp: Path) -> Iterator[str]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "faultlens.app.cli", "dashboard", "--db", str(db)]
-        + ["--port", str(port), "--models-dir", str(tmp / "models"), "--logs", str(logs)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_http(url, proc, timeout_s=120)
+    args = ["--models-dir", str(tmp / "models"), "--logs", str(logs)]
+    with server.running(db, args=args, timeout_s=120) as (url, _):
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
 
 
 @pytest.fixture(scope="module", params=["demo", "corpus"])

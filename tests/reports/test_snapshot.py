@@ -117,6 +117,8 @@ def test_background_refresh_serves_the_previous_snapshot_until_the_new_one_is_re
     try:
         first = reader.refresh_in_background()  # the first one is taken right away
         assert first is not None and first.version == 1 and first.store.rollups
+        assert reader.warming is not None  # the first is served at once, warmed beside it
+        reader.warming.join(timeout=60)
         assert warmed == [1]
         with Store(db_path) as store:
             store.insert("events", pl.DataFrame({"node": ["n1"], "kind": ["xid"]}))

@@ -62,6 +62,27 @@ def on_trace(
     return _on_trace(ui.snapshot(), fn, since, until, *args, **kwargs)
 
 
+def on_trace_soon(
+    fn: Callable[..., Any],
+    since: datetime | None,
+    until: datetime | None,
+    *args: Any,
+    wait_s: float = 0.3,
+    **kwargs: Any,
+) -> tuple[bool, Any]:
+    """``(True, on_trace(...))`` if it is ready within ``wait_s``; else ``(False, None)`` while
+    it is computed in the background (a lazy panel shows a placeholder and looks again)."""
+    snap = ui.snapshot()
+    key = ("soon", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args))
+    fut = snap.memo.submit(
+        (*key, freeze(kwargs)), lambda: _on_trace(snap, fn, since, until, *args, **kwargs)
+    )
+    try:
+        return True, fut.result(timeout=wait_s)
+    except TimeoutError:
+        return False, None
+
+
 def warm(snap: Snapshot) -> None:
     """Compute the slow parts of every page's default view on ``snap`` (the overview first), then
     each page's view of each cluster (the first filter people pick)."""

@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from faultlens.app.dashboard import panels, ui, urls
-from faultlens.app.dashboard.views import on_trace, query
+from faultlens.app.dashboard.views import on_trace_soon, query
 from faultlens.reports import figures, q_fleet, q_state, sections
 from faultlens.reports.filters import Filters
 
@@ -72,7 +72,6 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
     node_days = f.node_days(len(all_nodes))
     lost = query(q_fleet.jobs_lost, f)
     at_risk = query(q_fleet.latest_predictions, f)
-    ettr = on_trace(sections.ettr_of, f.since, f.until)
     c = st.columns(5)
     per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     c[0].metric(
@@ -84,11 +83,8 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
         "MTBF per node",
         f"{node_days * 24 / episodes.height:,.0f} h" if episodes.height else "no failures",
     )
-    c[2].metric(
-        "ETTR (checkpoint every 30 min)",
-        f"{ettr:.3f}" if ettr is not None else "-",
-        help="Effective training time ratio of a fleet-wide job replayed on this range",
-    )
+    with c[2]:
+        ettr_metric(f)
     c[3].metric(
         "Jobs lost",
         f"{lost['failed_jobs']:,}",
@@ -107,6 +103,29 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
     left, right = st.columns(2)
     ui.chart(left, figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids")
     at_risk_table(right, f, at_risk)
+
+
+ETTR_LABEL = "ETTR (checkpoint every 30 min)"
+ETTR_HELP = "Effective training time ratio of a fleet-wide job replayed on this range"
+
+
+def ettr_metric(f: Filters) -> None:
+    """The ETTR of the range, a lazy panel: its replay reads the interruption trace, which on a
+    large history takes a few seconds; the rest of the page does not wait for it."""
+    ready, ettr = on_trace_soon(sections.ettr_of, f.since, f.until)
+    if ready:
+        st.metric(ETTR_LABEL, f"{ettr:.3f}" if ettr is not None else "-", help=ETTR_HELP)
+    else:
+        _ettr_pending(f)
+
+
+@st.fragment(run_every=1.0)
+def _ettr_pending(f: Filters) -> None:
+    """Looks again every second; once the ETTR is ready, the page runs again to show it (and
+    this timer is not drawn again)."""
+    if on_trace_soon(sections.ettr_of, f.since, f.until, wait_s=0.0)[0]:
+        st.rerun()
+    st.metric(ETTR_LABEL, "computing…", help=ETTR_HELP + " (being computed)")
 
 
 def at_risk_table(where, f: Filters, at_risk) -> None:  # noqa: ANN001

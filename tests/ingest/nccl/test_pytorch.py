@@ -119,11 +119,15 @@ def test_torchrun_fixture(store: Store) -> None:
     (err,) = events(store, subkind="ncclSystemError")
     assert err["attrs"]["rank"] == 5 and err["attrs"]["nccl_version"] == "2.20.5"
     assert err["attrs"]["peer"] == "10.1.2.3" and "Software caused" in err["attrs"]["last_error"]
-    failed = events(store, kind="process_failed")
+    failed = events(store, subkind="child_failed")
     assert [
         (e["node"], e["attrs"]["rank"], e["attrs"]["exit_code"], e["attrs"]["root_cause"])
         for e in failed
     ] == [("gpu-node-07", 5, 1, False), ("gpu-node-07", 3, -6, True)]
+    # line 16, the elastic agent's own report of the same worker (glog stamp, path source)
+    (worker,) = events(store, subkind="elastic_worker")
+    assert (worker["line"], worker["pid"], worker["attrs"]["signal_name"]) == (16, 80750, "SIGABRT")
+    assert worker["ts"] == datetime(2024, 11, 29, 13, 5, 30, 500000)
     root = failed[1]
     assert root["ts"] == datetime(2024, 11, 29, 13, 5, 29) and root["pid"] == 80750
     assert root["attrs"]["local_rank"] == 3
