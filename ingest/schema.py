@@ -542,8 +542,9 @@ def lake_view_ddl(name: str, select_sql: str) -> str:
 
 
 def declared_names() -> set[str]:
-    """Every table and view a faultlens database holds, as declared here."""
-    return {*TABLES, SCHEMA_VERSION_TABLE.name, *VIEWS}
+    """Every table and view a faultlens database holds, as declared here (the rollups, declared
+    below, appear with the first refresh)."""
+    return {*TABLES, SCHEMA_VERSION_TABLE.name, *VIEWS, *ROLLUP_TABLES, *ROLLUP_VIEWS}
 
 
 def empty_frame(table: str) -> pl.DataFrame:

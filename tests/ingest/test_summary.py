@@ -117,14 +117,27 @@ def test_reparse_replaces_the_files_summary(tmp_path: Path, store: Store) -> Non
     assert [(r[4], r[5], r[6]) for r in _kept(store)] == [("gpu-02", 2, 0)]
 
 
-def test_a_fresh_database_holds_only_declared_tables_and_views(tmp_path: Path) -> None:
-    with Store(tmp_path / "f.duckdb") as store:
-        names = store.query(
+def _names(store: Store) -> dict[str, str]:
+    return dict(
+        store.query(
             "SELECT table_name, table_type FROM information_schema.tables "
             "WHERE table_schema = current_schema()"
         ).rows()
-    assert {n for n, _ in names} == declared_names()
-    assert {n for n, t in names if t == "VIEW"} == {"gpu_inventory"}
+    )
+
+
+def test_every_table_and_view_of_a_database_is_declared(corpus: Path, tmp_path: Path) -> None:
+    from faultlens.ingest.attribution import refresh
+
+    with Store(tmp_path / "f.duckdb") as store:
+        fresh = _names(store)
+        assert set(fresh) == {*TABLES, "schema_version", "gpu_inventory"}
+        assert {n for n, t in fresh.items() if t == "VIEW"} == {"gpu_inventory"}
+        _ingest(store, [corpus / "xid" / "xid-gpud-pr46-xid13-xid109-dmesg-ctime.log"])
+        refresh(store)
+        used = _names(store)
+    assert len(used) > len(fresh)  # the rollups came with the refresh
+    assert set(used) <= declared_names(), set(used) - declared_names()
 
 
 def test_schema_3_database_migrates_summary_and_pull_marks(tmp_path: Path) -> None:
