@@ -1,6 +1,9 @@
-"""Peak memory of reading a Prometheus range export: streamed (ijson) against the whole document.
+"""Peak memory of reading big JSON documents, streamed against the whole document.
 
-    python -m bench.bench_prom_stream [--mb 50 200] [--keep DIR]
+    python -m bench.bench_prom_stream [--mb 20 200] [--sacct-mb 50] [--keep DIR]
+
+Prometheus range exports of each ``--mb`` size and a ``sacct --json`` document of ``--sacct-mb``
+(jobs with one step each, pretty-printed as ``sacct --json`` prints them).
 
 Generates ``query_range`` answers of each size (one series per line, as ``jq -c`` writes them;
 GPU temperatures of 15 s steps, 10,000 points per series, written a series at a time), then parses
@@ -40,20 +43,23 @@ from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry.prom import PrometheusJsonParser
 
 import faultlens.ingest.telemetry.prom as prom
-path, mode, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+from faultlens.ingest.slurm.json_docs import SlurmJsonParser
+path, mode, batch, fmt = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 if mode == "whole":
     PrometheusJsonParser.stream_min_bytes = 1 << 62
+    SlurmJsonParser.stream_min_bytes = 1 << 62
 if batch:
     prom.BATCH_POINTS = batch
 with Store(":memory:") as store:
-    task = plan(store, path, fmt="prometheus_json")
+    task = plan(store, path, fmt=fmt)
 base = psutil.Process().memory_info().rss
 t = time.perf_counter()
 pf = parse_file(task)
 wall = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 import polars as pl
-rows = pl.scan_parquet(pf.parts["telemetry"]).select(pl.len()).collect().item()
+table = "telemetry" if fmt == "prometheus_json" else "jobs"
+rows = pl.scan_parquet(pf.parts[table]).select(pl.len()).collect().item()
 shutil.rmtree(pf.scratch, ignore_errors=True)
 print(json.dumps({"wall_s": wall, "base": base, "peak": peak, "rows": rows,
                   "lines": pf.lines, "parsed": pf.parsed, "quarantined": pf.quarantined}))
@@ -88,10 +94,51 @@ def write_export(path: Path, mb: float) -> int:
     return n
 
 
-def run(path: Path, mode: str, batch: int = 0) -> dict:
+def write_sacct(path: Path, mb: float) -> int:
+    """A ``sacct --json`` document of about ``mb`` MB (a job and its batch step per entry)."""
+    target, n, written = mb * 1e6, 0, 0
+    with path.open("w") as f:
+        f.write('{\n  "jobs": [\n')
+        while written < target:
+            t0 = 1_721_000_000 + 600 * n
+            job = {
+                "account": "ml",
+                "allocation_nodes": 2,
+                "array": {"job_id": 0, "task_id": {"set": False, "infinite": False, "number": 0}},
+                "association": {"account": "ml", "cluster": "c", "user": f"u{n % 50}"},
+                "exit_code": {"status": ["SUCCESS"], "return_code": {"set": True, "number": 0}},
+                "job_id": 100000 + n,
+                "name": f"train-{n}",
+                "nodes": f"gpu[{n % 100:03d}-{n % 100 + 1:03d}]",
+                "partition": "gpu",
+                "state": {"current": ["FAILED" if n % 9 == 0 else "COMPLETED"], "reason": "None"},
+                "time": {"submission": t0, "start": t0 + 5, "end": t0 + 500, "elapsed": 495},
+                "tres": {
+                    "allocated": [{"type": "gres", "name": "gpu", "id": 1001, "count": 16}],
+                    "requested": [{"type": "gres", "name": "gpu", "id": 1001, "count": 16}],
+                },
+                "steps": [
+                    {
+                        "step": {"id": f"{100000 + n}.batch", "name": "batch"},
+                        "nodes": {"range": f"gpu{n % 100:03d}"},
+                        "state": ["COMPLETED"],
+                        "time": {"start": t0 + 5, "end": t0 + 500, "elapsed": 495},
+                        "exit_code": {"return_code": {"set": True, "number": 0}},
+                    }
+                ],
+            }
+            text = ("    ,\n" if n else "") + "    " + json.dumps(job, indent=2) + "\n"
+            f.write(text)
+            written += len(text)
+            n += 1
+        f.write('  ],\n  "meta": {},\n  "errors": [],\n  "warnings": []\n}\n')
+    return n
+
+
+def run(path: Path, mode: str, batch: int = 0, fmt: str = "prometheus_json") -> dict:
     env = {**os.environ, "POLARS_MAX_THREADS": os.environ.get("POLARS_MAX_THREADS", "2")}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path), mode, str(batch)],
+        [sys.executable, "-c", CHILD, str(path), mode, str(batch), fmt],
         capture_output=True,
         text=True,
         env=env,
@@ -102,7 +149,8 @@ def run(path: Path, mode: str, batch: int = 0) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, nargs="+", default=[50, 200])
+    ap.add_argument("--mb", type=float, nargs="+", default=[20, 200])
+    ap.add_argument("--sacct-mb", type=float, nargs="*", default=[50])
     ap.add_argument("--keep", type=Path, help="folder for the generated exports (kept)")
     ap.add_argument("--batch-points", type=int, default=0, help="streamed batch size to try")
     args = ap.parse_args()
@@ -119,7 +167,16 @@ def main() -> int:
                 r = run(path, mode, args.batch_points if mode == "stream" else 0)
                 if r["rows"] != points or r["quarantined"]:
                     raise SystemExit(f"{label}: {r['rows']} rows of {points}, {r}")
-                rows.append((size, label, r))
+                rows.append((size, f"Prometheus, {label}", r))
+        for mb in args.sacct_mb:
+            path = folder / f"sacct-{mb:g}mb.json"
+            jobs = write_sacct(path, mb)
+            size = path.stat().st_size
+            for mode, label in (("stream", "streamed"), ("whole", "whole document (baseline)")):
+                r = run(path, mode, 0, "sacct_json")
+                if r["rows"] != jobs or r["quarantined"]:
+                    raise SystemExit(f"sacct {label}: {r['rows']} jobs of {jobs}, {r}")
+                rows.append((size, f"sacct, {label}", r))
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -128,7 +185,7 @@ def main() -> int:
         f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min), "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         "",
-        "| export | read | points | wall (s) | RSS after imports (MiB) | peak RSS (MiB) "
+        "| document | read | rows | wall (s) | RSS after imports (MiB) | peak RSS (MiB) "
         "| peak above imports (MiB) |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
