@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from faultlens.ingest import pipeline
-from faultlens.ingest.pipeline import ingest_paths, line_census
+from faultlens.ingest import streamed
+from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.store import Store
+from faultlens.ingest.streamed import line_census
 from faultlens.ingest.telemetry import prom
 from faultlens.ingest.telemetry.prom import PrometheusJsonParser
 
@@ -180,12 +181,12 @@ def test_line_census_counts_lines_as_the_reader_splits_them(
     path = tmp_path_factory.mktemp("census") / "f.json"
     raw = b"".join(data)
     path.write_bytes(raw)
-    old = pipeline.STREAM_WINDOW_BYTES
-    pipeline.STREAM_WINDOW_BYTES = window  # carries across windows at every position
+    old = streamed.STREAM_WINDOW_BYTES
+    streamed.STREAM_WINDOW_BYTES = window  # carries across windows at every position
     try:
         census = line_census(str(path), False)
     finally:
-        pipeline.STREAM_WINDOW_BYTES = old
+        streamed.STREAM_WINDOW_BYTES = old
     lines = [x for c in iter_chunks(path) for x in c.lines.to_list()]
     content = [i for i, x in enumerate(lines, start=1) if x]
     assert census.lines == len(lines)
