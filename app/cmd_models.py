@@ -68,12 +68,12 @@ def _as_of(value: datetime | None, store: Store) -> datetime:
 
 def train_doc(card: dict[str, Any]) -> dict[str, Any]:
     """The ``train --json`` document (DESIGN.md contract) from a model card."""
-    keys = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+    keys = (*METRIC_KEYS, *COUNT_KEYS)
     return {
         "model_version": card["model_version"],
         "horizon_h": card["horizon_h"],
         "test_window": card["windows"]["test"],
-        "metrics": {name: {k: m[k] for k in keys} for name, m in card["metrics"].items()},
+        "metrics": {name: {k: m[k] for k in keys if k in m} for name, m in card["metrics"].items()},
         "thresholds": card["thresholds"],
         "k": card["k"],
     }
@@ -115,6 +115,15 @@ def train(
     ] = 8.0,
     dask: DaskOption = None,
     workers: Annotated[int, typer.Option(help="Worker processes of a --dask local cluster.")] = 2,
+    dataset: Annotated[
+        str | None,
+        typer.Option(
+            "--dataset",
+            help="Learn from this dataset's failure records instead of the logs (a public "
+            "trace or a ticket export: which units fail within --horizon-h).",
+            show_default=False,
+        ),
+    ] = None,
     json: JsonOption = False,
 ) -> None:
     """Train the failure predictor and compare it with the SRE rule and the lemon count.
@@ -127,11 +136,18 @@ def train(
     stops at once (exit 2) naming the --since that fits.
     With --dask the trees are trained on a Dask cluster (lightgbm.dask); the features are
     built here, from the database. Exit code 5 when there is not enough history to train.
+    With --dataset the model learns from incident records alone (models.survival: per GPU
+    where the records name GPUs, else per node; a time split with 70% of the rows before it)
+    and is compared with a Cox survival model, the lemon count and an age-only model (PR-AUC,
+    concordance); nothing is saved.
 
     Example: faultlens train --db data/faultlens.duckdb --horizon-h 24 --json
     """
     if not 0 < test_fraction < 0.8 or horizon_h <= 0:
         raise ConfigError("--test-fraction must be in (0, 0.8) and --horizon-h positive")
+    if dataset is not None:
+        _train_records(db, dataset, horizon_h, seed, json)
+        return
     # imported here: LightGBM / scikit-learn take seconds to import, which every other command
     # (``faultlens ingest`` from cron) would pay
     from faultlens.models.predictor import TrainConfig, train_failure_model
@@ -161,6 +177,27 @@ def train(
     err.print(f"saved {doc['model_version']} in {folder}", highlight=False)
 
 
+def _train_records(db: Path | None, dataset: str, horizon_h: float, seed: int, json: bool) -> None:
+    from faultlens.models.survival import RecordsConfig, train_records_model
+
+    with open_store(db_path(db), read_only=True) as store:
+        doc = train_records_model(store, dataset, RecordsConfig(horizon_h=horizon_h, seed=seed))
+    if json:
+        emit_json(doc)
+        return
+    t = Table(
+        "scorer",
+        "PR-AUC",
+        "concordance",
+        title=f"{dataset}: a {doc['unit']} fails within {horizon_h:g} h; test from "
+        f"{doc['split_at'][:10]} ({doc['positives']['test']} positive of {doc['rows']['test']} "
+        f"rows, prevalence {doc['prevalence_test']:.4f})",
+    )
+    for name, m in doc["metrics"].items():
+        t.add_row(name, _fmt(m["pr_auc"]), _fmt(m["concordance"]))
+    stdout_console().print(t)
+
+
 def print_metrics(out: Console, doc: dict[str, Any]) -> None:
     out.print(
         metrics_table(
@@ -172,16 +209,40 @@ def print_metrics(out: Console, doc: dict[str, Any]) -> None:
 
 
 METRIC_KEYS = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")
+COUNT_KEYS = ("alerts", "true_alerts", "failure_episodes", "caught")
+# Fewer alerts (for precision) or failure episodes (for recall) than this: the table shows the
+# counts, not a ratio - one true alert of two is not "precision 0.500".
+MIN_SUPPORT = 5
 
 
-def metrics_table(metrics: dict[str, dict[str, float | None]], title: str) -> Table:
-    """One row per scorer (the model and its baselines), the train contract's metrics."""
+def metrics_table(metrics: dict[str, dict[str, Any]], title: str) -> Table:
+    """One row per scorer (the model and its baselines), the train contract's metrics; a ratio
+    without support (``MIN_SUPPORT``) is shown as its counts, a metric with none as why."""
     t = Table(
         "scorer", "PR-AUC", "precision", "recall", "precision@k", "median lead (h)", title=title
     )
     for name, m in metrics.items():
-        t.add_row(name, *(_fmt(m[k]) for k in METRIC_KEYS))
+        t.add_row(
+            name,
+            _fmt(m["pr_auc"]) if m["pr_auc"] is not None else "no failures",
+            _ratio(m, "precision", "true_alerts", "alerts", "alerts"),
+            _ratio(m, "recall", "caught", "failure_episodes", "failures"),
+            _fmt(m["precision_at_k"]),
+            _fmt(m["median_lead_time_h"]) if m["median_lead_time_h"] is not None else "none caught",
+        )
     return t
+
+
+def _ratio(m: dict[str, Any], key: str, num: str, den: str, what: str) -> str:
+    """The ratio ``m[key]`` with its counts; only the counts below ``MIN_SUPPORT``."""
+    if den not in m:  # an older model card without the counts
+        return _fmt(m[key])
+    n, d = int(m[num]), int(m[den])
+    if d == 0:
+        return f"no {what}"
+    if d < MIN_SUPPORT:
+        return f"{n} of {d} {what} (too few)"
+    return f"{m[key]:.3f} ({n}/{d})"
 
 
 def _fmt(x: float | None) -> str:

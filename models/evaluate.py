@@ -69,7 +69,7 @@ METRIC_DEFINITIONS = {
     "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the horizon",
     "threshold": "max(min_threshold, lowest threshold whose calibration-window alert "
     "precision, isotonic-smoothed over thresholds with at least min_alerts alerts, "
-    "reaches the target)",
+    "reaches the target; if none does, the lowest threshold of the smoothed curve's top)",
 }
 
 
@@ -242,8 +242,12 @@ def choose_threshold(
     fit of the measured precisions weighted by their alert counts: on a calibration window of
     a few dozen alerts, neighbouring thresholds differ by one or two alerts and the raw curve
     jumps by +-0.1, so a single lucky low threshold or a single dip high up must not decide the
-    pick; pooled neighbours do. If none reaches the target: the supported threshold of best
-    measured precision; with no supported threshold, ``inf`` (never alert).
+    pick; pooled neighbours do. If none reaches the target: the lowest threshold of the smoothed
+    curve's top (the start of its highest plateau), not the threshold of best *measured*
+    precision: at the top of the curve a dozen alerts decide, and one lucky threshold with 16 of
+    16 true alerts beside others at 0.85-0.89 is noise, not a better operating point (development
+    seed 90210 picked 0.84 that way, where 0.34-0.59 held the same smoothed precision and
+    caught half again as many calibration failures). With no supported threshold, ``inf``.
     ``rows``: node, ts, score."""
     scores = rows["score"].to_numpy()
     if candidates is None:
@@ -265,7 +269,7 @@ def choose_threshold(
     reach = np.flatnonzero(smooth >= target_precision - 1e-12)
     if reach.size:
         return float(t_arr[reach[0]])
-    return float(t_arr[int(np.argmax(p_arr))])
+    return float(t_arr[int(np.flatnonzero(smooth >= smooth.max() - 1e-12)[0])])
 
 
 def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:

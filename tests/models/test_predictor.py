@@ -255,6 +255,28 @@ def test_threshold_pick_smooths_a_single_dip_above_it() -> None:
     assert choose_threshold(frame, failures, target_precision=0.93, **pick) == 0.95
 
 
+def test_threshold_pick_without_reach_starts_the_top_plateau() -> None:
+    # Ten nodes alert at 0.6 (8 fail), ten at 0.85 (all fail), ten at 0.95 (8 fail). Precision
+    # by threshold: 0.5 -> 26 / 30, 0.8 -> 18 / 20 (the best measured), 0.9 -> 8 / 10. The
+    # isotonic fit is flat at 52 / 60; no threshold reaches 0.95, so the pick is the lowest
+    # threshold of that top plateau, 0.5, not the single best measured point 0.8.
+    rows, fails = [], []
+    for i in range(30):
+        score = 0.6 if i < 10 else 0.85 if i < 20 else 0.95
+        rows += _hourly(f"n{i:02d}", {h: score for h in range(20, 23)}, hours=48)
+        if i not in (0, 1, 20, 21):
+            fails.append((f"n{i:02d}", D + timedelta(hours=30)))
+    frame = pl.DataFrame(rows, schema=["node", "ts", "score"], orient="row")
+    failures = pl.DataFrame(fails, schema=["node", "ts"], orient="row")
+    window = (D, D + timedelta(hours=47))
+    cands = np.array([0.5, 0.8, 0.9])
+    m = [episode_metrics(frame, failures, threshold=t, horizon_h=24, window=window) for t in cands]
+    assert [(x["alerts"], x["true_alerts"]) for x in m] == [(30, 26), (20, 18), (10, 8)]
+    pick = {"horizon_h": 24, "window": window, "candidates": cands}
+    assert choose_threshold(frame, failures, target_precision=0.95, **pick) == 0.5
+    assert choose_threshold(frame, failures, target_precision=0.85, **pick) == 0.5
+
+
 def test_monotone_constraint_never_lowers_the_score() -> None:
     # Feature 0 helps only at its middle values; constrained, a higher value never scores lower.
     rng = np.random.default_rng(1)
