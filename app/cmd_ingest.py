@@ -365,11 +365,11 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
     Example: faultlens status --db data/faultlens.duckdb
     """
     from faultlens.models.drains import drain_summary
-    from faultlens.models.freshness import freshness_doc, source_last_seen
+    from faultlens.models.freshness import freshness_doc
 
     with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
-        doc["last_seen"] = freshness_doc(source_last_seen(store), utc_now())
+        doc["last_seen"] = freshness_doc(last_seen_frame(store), utc_now())
         doc["drains"] = drain_summary(store)
     if json:
         emit_json(doc)
@@ -444,28 +444,42 @@ def _print_last_seen(out: Console, fresh: dict) -> None:
     out.print(n)
 
 
-def status_doc(store: Store) -> dict:
+def status_doc(store: Store, summary: str | None = None) -> dict:
+    """The status document, from small tables only: row counts (DuckDB keeps them per table),
+    the ingested-files registry, the quarantine and ``event_summary`` (what each file gave), never
+    a scan of ``events`` or ``telemetry``. ``summary`` is the summary's source (default:
+    ``store.summary_source()``; ``bench_status`` passes the tables' own aggregate, the baseline).
+    """
     from faultlens.ingest.schema import TABLES
 
-    tables = {name: store.count(name) for name in TABLES}
-    by_kind = store.query(
-        "SELECT source, kind, count(*) AS n FROM events GROUP BY ALL ORDER BY n DESC"
-    ).to_dicts()
-    files = store.query(
+    src = summary or store.summary_source()
+    present = {
+        r["table_name"]
+        for r in store.records(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+    }  # a database made before a table was declared, opened read-only, lacks it
+    tables = {name: store.count(name) for name in TABLES if name in present}
+    by_kind = store.records(
+        f"SELECT source, kind, sum(n)::BIGINT AS n FROM {src} WHERE tbl = 'events' "
+        "GROUP BY ALL ORDER BY n DESC, source, kind"
+    )
+    files = store.records(
         # sums are HUGEINT in DuckDB: cast, so that JSON gets numbers, not strings
         "SELECT status, count(*) AS files, sum(lines)::BIGINT AS lines, "
         "sum(parsed)::BIGINT AS parsed, sum(noise)::BIGINT AS noise, "
         "sum(quarantined)::BIGINT AS quarantined FROM ingested_files GROUP BY ALL ORDER BY status"
-    ).to_dicts()
-    quarantine = store.query(
+    )
+    quarantine = store.records(
         "SELECT reason, count(*) AS n, min(file) AS file FROM quarantine GROUP BY ALL "
         "ORDER BY n DESC LIMIT 20"
-    ).to_dicts()
-    unplaced = store.query(
-        "SELECT file, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
-        "count(*) FILTER (WHERE node IS NULL) AS no_node FROM events GROUP BY file "
-        "HAVING no_ts > 0 OR no_node > 0 ORDER BY no_ts + no_node DESC, file"
-    ).to_dicts()
+    )
+    unplaced = store.records(
+        "SELECT file, untimed AS no_ts, nodeless AS no_node FROM (SELECT file, "
+        "sum(no_ts)::BIGINT AS untimed, coalesce(sum(n) FILTER (WHERE node IS NULL), 0)::BIGINT "
+        f"AS nodeless FROM {src} WHERE tbl = 'events' GROUP BY file) "
+        "WHERE untimed > 0 OR nodeless > 0 ORDER BY untimed + nodeless DESC, file"
+    )
     return {
         "tables": tables,
         "events_by_kind": by_kind,
@@ -477,3 +491,16 @@ def status_doc(store: Store) -> dict:
             "files": unplaced[:20],
         },
     }
+
+
+def last_seen_frame(store: Store, summary: str | None = None) -> pl.DataFrame:
+    """``models.freshness.source_last_seen`` from ``event_summary``: node, source, last_seen."""
+    import polars as pl
+
+    src = summary or store.summary_source()
+    rows = store.records(
+        f"SELECT node, source, max(last_ts) AS last_seen FROM {src} "
+        "WHERE node IS NOT NULL AND last_ts IS NOT NULL GROUP BY ALL ORDER BY node, source"
+    )
+    schema = {"node": pl.String, "source": pl.String, "last_seen": pl.Datetime("us")}
+    return pl.DataFrame(rows, schema=schema, orient="row")  # tuples: no Arrow import

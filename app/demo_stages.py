@@ -12,9 +12,11 @@ import polars as pl
 from rich.console import Console
 
 from faultlens.app.common import Table
-from faultlens.ingest.attribution import compare_with_truth, mtbf, refresh, taxonomy
+from faultlens.ingest.attribution import compare_with_truth, refresh, taxonomy
 from faultlens.ingest.store import Store
 from faultlens.models.predictor import DemoModels
+from faultlens.reports.filters import Filters
+from faultlens.reports.reliability import rate_table, rate_text, window_rate
 
 
 def _table(title: str, frame: pl.DataFrame, columns: dict[str, str]) -> Table:
@@ -50,10 +52,11 @@ def stage_attribution(store: Store, truth: dict[str, Any], console: Console) -> 
             },
         )
     )
+    rate = window_rate(store, Filters())  # the data's own span, as `faultlens reliability`
     console.print(
         _table(
-            "Failures and MTBF",
-            mtbf(store),
+            f"Failures and MTBF: {rate_text(rate)} failures per 1000 node-days ({rate.fleet.note})",
+            rate_table(rate),
             {
                 "cause": "cause",
                 "failures": "failures",

@@ -390,9 +390,6 @@ def compare_with_truth(attributions: pl.DataFrame, interruptions: list[dict]) ->
 
 def _resolve_gpu_indices_since(store: Store, *, events_above: int, gpus_above: int) -> int:
     """``resolve_gpu_indices`` for the new events and the events of nodes with new inventory."""
-    from faultlens.ingest.telemetry.common import ensure_inventory_view
-
-    ensure_inventory_view(store)
     scope = "events.rowid > ?"
     params: list[int] = [events_above]
     if store.scalar("SELECT count(*) FROM gpus WHERE rowid > ?", [gpus_above]):

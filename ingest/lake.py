@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from faultlens.ingest.errors import ConfigError, StoreError
-from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
+from faultlens.ingest.schema import SCHEMA_VERSION, TABLES, lake_view_ddl
 from faultlens.ingest.store import Store
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ def export_lake(store: Store, location: str | Path, *, tables: list[str] | None 
     else:
         Path(loc).mkdir(parents=True, exist_ok=True)
     written: dict[str, LakeTable] = {}
-    for name in tables or [t for t in TABLES if t != "schema_version"]:
+    for name in tables or list(TABLES):
         if name not in TABLES:
             raise ConfigError(f"unknown table {name!r}")
         n = store.count(name)
@@ -177,7 +177,7 @@ def attach_lake(
     if not is_remote(loc) and not Path(loc).is_dir():
         raise ConfigError(f"no lake at {loc}: run `faultlens lake export {loc}` first")
     done: dict[str, str] = {}
-    for name in tables or [t for t in TABLES if t != "schema_version"]:
+    for name in tables or list(TABLES):
         pattern = _files_of(store, loc, name)
         if pattern is None:
             continue
@@ -199,7 +199,7 @@ def attach_lake(
             )
         if kind == "BASE TABLE":
             store.execute(f"DROP TABLE {name}")
-        store.execute(f"CREATE OR REPLACE VIEW {name} AS {_view_sql(store, name, pattern)}")
+        store.execute(lake_view_ddl(name, _view_sql(store, name, pattern)))
         done[name] = "view"
     log.info("attached %s from %s", ", ".join(done), loc)
     return done

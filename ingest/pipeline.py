@@ -43,8 +43,9 @@ from faultlens.ingest.reader import (
     read_head_text,
     tail_fingerprint,
 )
-from faultlens.ingest.schema import conform
+from faultlens.ingest.schema import TELEMETRY_SOURCE, conform
 from faultlens.ingest.store import Store
+from faultlens.ingest.streamed import feed_stream, streams
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +353,14 @@ class _Sink:
         for table in list(self._buf):
             self._flush(table)
 
+    def discard(self) -> None:
+        """Forget every row added so far (a streamed document rejected part-way)."""
+        for path in [p for ps in self.parts.values() for p in ps] + self.qparts:
+            Path(path).unlink(missing_ok=True)
+        self.parts, self.qparts, self._buf, self._rows = {}, [], {}, {}
+        self.parsed = self.quarantined = 0
+        self.parsed_lines, self.quarantine_lines = [], []
+
 
 def with_node_source(events: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     """``node_source`` for events whose parser left it unset: ``line`` when the file named the
@@ -525,7 +534,13 @@ def parse_file(task: FileTask, scratch_root: str | None = None) -> ParsedFile:
     sink = _Sink(scratch, task.ctx)
     state = parser.new_state(task.ctx)
     try:
-        feed = _feed_candidates if uses_prefilter(parser) else _feed_lines
+        feed = (
+            feed_stream
+            if streams(task, parser)
+            else _feed_candidates
+            if uses_prefilter(parser)
+            else _feed_lines
+        )
         n_lines, end_byte = feed(task, parser, state, sink)
         sink.add(parser.finish(task.ctx, state))
         sink.close()
@@ -588,20 +603,38 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         with store.transaction():
             if task.reparse:
                 store.forget_file(task.path)
-            for table, files in pf.parts.items():
-                rows[table] = store.insert_parquet(table, files)
+            prior_no_ts, prior_no_node = store.file_summary(task.path)
+            for table, files in pf.parts.items():  # events last: the rank map is in nccl_ranks
+                if table != "events":
+                    rows[table] = store.insert_parquet(table, files)
+            if pf.parts.get("telemetry"):
+                store.add_summary(
+                    "telemetry",
+                    task.path,
+                    f"SELECT ? AS file, '{TELEMETRY_SOURCE}' AS source, NULL::VARCHAR AS kind, "
+                    "node, count(*) AS n, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+                    "max(ts) AS last_ts FROM read_parquet(?, hive_partitioning = false) "
+                    "GROUP BY ALL",
+                    [task.path, pf.parts["telemetry"]],
+                )
+            if pf.parts.get("events"):
+                rows["events"] = store.load_file_events(
+                    task.path, pf.parts["events"], boot_time=pf.boot_time
+                )
             if pf.quarantine_parts:
                 store.insert_quarantine_parquet(task.path, pf.quarantine_parts)
-            if pf.boot_time is not None:
-                store.resolve_boot_relative(task.path, pf.boot_time)
-            store.record_dataset(task.path, task.ctx.options.get("dataset"))
-            if "events" in pf.parts:
+            # Older rows of a grown file change only when they lack a time or a node and this
+            # part brings a boot time or NCCL ranks; only then are they read again.
+            older = (prior_no_ts and pf.boot_time is not None) or (
+                prior_no_node and rows.get("nccl_ranks")
+            )
+            if older:
+                if pf.boot_time is not None:
+                    store.resolve_boot_relative(task.path, pf.boot_time)
                 store.nodes_from_rank_map(task.path)
-            no_ts, no_node = store.query(
-                "SELECT count(*) FILTER (WHERE ts IS NULL) AS a, "
-                "count(*) FILTER (WHERE node IS NULL) AS b FROM events WHERE file = ?",
-                [task.path],
-            ).row(0)
+                store.resummarize_file(task.path)
+            store.record_dataset(task.path, task.ctx.options.get("dataset"))
+            no_ts, no_node = store.file_summary(task.path)
             prior = task.prior
             lines = prior.get("lines", 0) + pf.lines
             parsed = prior.get("parsed", 0) + pf.parsed

@@ -27,6 +27,8 @@ MODULE_OF: dict[str, str] = {
             "sinfo",
             "scontrol_node",
             "k8s_events",
+            "sinfo_json",
+            "squeue",
         ),
         "faultlens.ingest.slurm.parsers",
     ),

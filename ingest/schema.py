@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 class Source(StrEnum):
@@ -442,6 +442,7 @@ NODES = Table(
         _c("last_seen", "TIMESTAMP"),
         _c("source", "VARCHAR"),  # incident, sinfo, inventory, ...
         *_LOC,
+        _c("state", "VARCHAR"),  # the node's state as listed (sinfo / scontrol: IDLE+DRAIN, ...)
     ),
 )
 
@@ -485,6 +486,42 @@ LIFETIMES = Table(
 # Which dataset an ingested file belongs to (files not listed are the site's own).
 DATASET_FILES = Table("dataset_files", (_c("dataset", "VARCHAR"), _c("file", "VARCHAR")))
 
+# What each ingested file gave, kept by ``load()`` from the rows it writes, so that ``status``,
+# the unplaced-event counts and the newest row per node and source never scan ``events`` or
+# ``telemetry``. One row per (file, source, kind, node); telemetry rows have source
+# ``telemetry`` and no kind (samples are not keyed by file: ``file`` is the file that gave them,
+# and its telemetry rows stay when the file is re-parsed, as the samples do).
+EVENT_SUMMARY = Table(
+    "event_summary",
+    (
+        _c("tbl", "VARCHAR"),  # events or telemetry
+        _c("file", "VARCHAR"),
+        _c("source", "VARCHAR"),
+        _c("kind", "VARCHAR"),
+        _c("node", "VARCHAR"),
+        _c("n", "BIGINT"),  # rows
+        _c("no_ts", "BIGINT"),  # of them without a wall-clock time
+        _c("last_ts", "TIMESTAMP"),  # the newest time among them
+    ),
+)
+TELEMETRY_SOURCE = "telemetry"  # event_summary's source for the telemetry table's samples
+
+# The live Prometheus pull's high-water marks: per server and metric, the end of the last window
+# written (in the same transaction as its samples) and how many samples came so far.
+PROM_MARKS = Table(
+    "prom_marks",
+    (
+        _c("url", "VARCHAR"),
+        _c("metric", "VARCHAR"),
+        _c("until", "TIMESTAMP"),  # end of the last pulled window (UTC)
+        _c("samples", "BIGINT"),
+        _c("pulled_at", "TIMESTAMP"),
+    ),
+)
+
+# The store's own bookkeeping: which schema version the file is at.
+SCHEMA_VERSION_TABLE = Table("schema_version", (_c("version", "INTEGER"),))
+
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
@@ -509,8 +546,47 @@ TABLES: dict[str, Table] = {
         INCIDENTS,
         LIFETIMES,
         DATASET_FILES,
+        EVENT_SUMMARY,
+        PROM_MARKS,
     )
 }
+
+# Views, by name: the deduplicated GPU inventory (one row per node and GPU index).
+VIEWS: dict[str, str] = {
+    "gpu_inventory": """
+SELECT node, gpu_index,
+       arg_max(pci_bus_id, last_seen) FILTER (WHERE pci_bus_id IS NOT NULL) AS pci_bus_id,
+       arg_max(uuid, last_seen) FILTER (WHERE uuid IS NOT NULL) AS uuid,
+       arg_max(model, last_seen) FILTER (WHERE model IS NOT NULL) AS model,
+       arg_max(serial, last_seen) FILTER (WHERE serial IS NOT NULL) AS serial,
+       arg_max(driver_version, last_seen) FILTER (WHERE driver_version IS NOT NULL)
+           AS driver_version,
+       arg_max(vbios_version, last_seen) FILTER (WHERE vbios_version IS NOT NULL)
+           AS vbios_version,
+       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
+       list_sort(list_distinct(list(source))) AS sources, count(*) AS sightings
+FROM gpus
+WHERE node IS NOT NULL AND gpu_index IS NOT NULL
+GROUP BY node, gpu_index
+""",
+}
+
+
+def view_ddl(name: str) -> str:
+    return f"CREATE OR REPLACE VIEW {name} AS {VIEWS[name]}"
+
+
+def lake_view_ddl(name: str, select_sql: str) -> str:
+    """A declared table presented as a view over a Parquet lake (``ingest.lake``)."""
+    if name not in TABLES:
+        raise ValueError(f"not a declared table: {name}")
+    return f"CREATE OR REPLACE VIEW {name} AS {select_sql}"
+
+
+def declared_names() -> set[str]:
+    """Every table and view a faultlens database holds, as declared here (the rollups, declared
+    below, appear with the first refresh)."""
+    return {*TABLES, SCHEMA_VERSION_TABLE.name, *VIEWS, *ROLLUP_TABLES, *ROLLUP_VIEWS}
 
 
 def empty_frame(table: str) -> pl.DataFrame:

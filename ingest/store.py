@@ -20,7 +20,14 @@ import duckdb
 import polars as pl
 
 from faultlens.ingest.errors import LockedError, StoreError
-from faultlens.ingest.schema import SCHEMA_VERSION, TABLES, conform
+from faultlens.ingest.schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    TELEMETRY_SOURCE,
+    VIEWS,
+    conform,
+    view_ddl,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +41,30 @@ DEFAULT_MEMORY = "1GB"
 MIGRATIONS: dict[int, list[str]] = {
     2: ["ALTER TABLE ingested_files ADD COLUMN IF NOT EXISTS tail_fingerprint VARCHAR"],
     3: ["ALTER TABLE events ADD COLUMN IF NOT EXISTS node_source VARCHAR"],
+    4: [  # the nodes' listed state; event_summary from the rows already there; the pull's
+        # marks out of ingested_files
+        "ALTER TABLE nodes ADD COLUMN IF NOT EXISTS state VARCHAR",
+        "DELETE FROM event_summary",
+        "INSERT INTO event_summary SELECT 'events', file, source, kind, node, count(*), "
+        "count(*) FILTER (WHERE ts IS NULL), max(ts) FROM events GROUP BY ALL",
+        f"INSERT INTO event_summary SELECT 'telemetry', NULL, '{TELEMETRY_SOURCE}', NULL, node, "
+        "count(*), count(*) FILTER (WHERE ts IS NULL), max(ts) FROM telemetry GROUP BY ALL",
+        "INSERT INTO prom_marks SELECT regexp_extract(path, '^prometheus:(.*)#([^#]*)$', 1), "
+        "regexp_extract(path, '^prometheus:(.*)#([^#]*)$', 2), epoch_ms(bytes), lines, "
+        "ingested_at FROM ingested_files WHERE format = 'prometheus_pull'",
+        "DELETE FROM ingested_files WHERE format = 'prometheus_pull'",
+    ],
 }
+
+# event_summary computed from the tables themselves: what a database older than the summary
+# (opened read-only, so not migrated) answers with, and what tests compare the summary with.
+SUMMARY_FROM_TABLES = (
+    "(SELECT 'events' AS tbl, file, source, kind, node, count(*) AS n, "
+    "count(*) FILTER (WHERE ts IS NULL) AS no_ts, max(ts) AS last_ts FROM events GROUP BY ALL "
+    f"UNION ALL SELECT 'telemetry', NULL, '{TELEMETRY_SOURCE}', NULL, node, count(*), "
+    "count(*) FILTER (WHERE ts IS NULL), max(ts) FROM telemetry GROUP BY ALL)"
+)
+_STAGE = "_faultlens_new_events"  # a file's new events, fixed up before they join ``events``
 
 
 class DatabaseBusyError(LockedError, StoreError):
@@ -108,6 +138,8 @@ class Store:
             for version in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
                 for stmt in MIGRATIONS.get(version, []):
                     self._run(stmt)
+            for name in VIEWS:
+                self._run(view_ddl(name))
             if current < SCHEMA_VERSION:
                 self._run("DELETE FROM schema_version")
                 self._run("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
@@ -149,6 +181,15 @@ class Store:
             if rel is None:
                 raise StoreError("query() is for statements that return rows; use execute()")
             return rel.pl()
+        except duckdb.Error as e:
+            raise StoreError(f"query failed: {e}") from e
+
+    def records(self, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+        """Run a SELECT and return its rows as dicts (no Arrow, no polars: for small answers)."""
+        try:
+            cur = self.con.execute(sql, list(params) if params else [])
+            names = [d[0] for d in cur.description or []]
+            return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
         except duckdb.Error as e:
             raise StoreError(f"query failed: {e}") from e
 
@@ -233,47 +274,196 @@ class Store:
         inside the transaction that loads it again). Telemetry samples are not keyed by file and
         stay as they are."""
         for table in TABLES.values():  # telemetry keeps no file column: it is not replaced
-            if table.name != "ingested_files" and "file" in {c.name for c in table.columns}:
+            if table.name in ("ingested_files", "event_summary"):
+                continue
+            if "file" in {c.name for c in table.columns}:
                 self.execute(f"DELETE FROM {table.name} WHERE file = ?", [path])
+        self.execute("DELETE FROM event_summary WHERE tbl = 'events' AND file = ?", [path])
         self.execute("DELETE FROM ingested_files WHERE path = ?", [path])
 
-    def nodes_from_rank_map(self, file: str) -> int:
+    def nodes_from_rank_map(self, file: str, *, table: str = "events") -> int:
         """Give ``file``'s node-less events that name a rank the host of that rank in the NCCL
         rank map of the same job (or, without a job id, of the same file), with ``node_source =
-        'rank_map'``; ranks mapped to more than one host are left alone. Returns how many."""
+        'rank_map'``; ranks mapped to more than one host are left alone. Returns how many.
+        ``table`` is ``events`` or the stage of a file's new events."""
         rank = "TRY_CAST(json_extract_string(e.attrs, '$.rank') AS INTEGER)"
         where = f"e.file = ? AND e.node IS NULL AND {rank} IS NOT NULL"
-        if not self.scalar(f"SELECT count(*) FROM events e WHERE {where}", [file]):
+        if not self.scalar(f"SELECT count(*) FROM {table} e WHERE {where}", [file]):
             return 0
+        before = self.scalar(
+            f"SELECT count(*) FROM {table} WHERE file = ? AND node_source = 'rank_map'", [file]
+        )
         self.execute(
-            "UPDATE events e SET node = m.node, node_source = 'rank_map' FROM ("
+            f"UPDATE {table} e SET node = m.node, node_source = 'rank_map' FROM ("
             "  SELECT coalesce(job_id, 'file:' || file) AS k, rank, any_value(node) AS node"
-            "  FROM nccl_ranks WHERE node IS NOT NULL AND rank IS NOT NULL GROUP BY ALL"
+            "  FROM nccl_ranks WHERE node IS NOT NULL AND rank IS NOT NULL"
+            f"  AND coalesce(job_id, 'file:' || file) IN (SELECT DISTINCT coalesce(job_id, "
+            f"'file:' || file) FROM {table} WHERE file = ? AND node IS NULL) GROUP BY ALL"
             "  HAVING count(DISTINCT node) = 1"
             f") m WHERE {where} AND m.k = coalesce(e.job_id, 'file:' || e.file) "
             f"AND m.rank = {rank}",
-            [file],
+            [file, file],
         )
-        return int(
-            self.scalar(
-                "SELECT count(*) FROM events WHERE file = ? AND node_source = 'rank_map'", [file]
-            )
+        after = self.scalar(
+            f"SELECT count(*) FROM {table} WHERE file = ? AND node_source = 'rank_map'", [file]
         )
+        return int(after or 0) - int(before or 0)
 
-    def resolve_boot_relative(self, file: str, boot_time: datetime) -> int:
+    def resolve_boot_relative(
+        self, file: str, boot_time: datetime, *, table: str = "events"
+    ) -> int:
         """Turn the boot-relative stamps of ``file``'s events into wall-clock time."""
         n = self.scalar(
-            "SELECT count(*) FROM events WHERE file = ? AND ts IS NULL AND uptime_s IS NOT NULL",
+            f"SELECT count(*) FROM {table} WHERE file = ? AND ts IS NULL AND uptime_s IS NOT NULL",
             [file],
         )
+        if not n:
+            return 0
         self.execute(
-            "UPDATE events SET "
+            f"UPDATE {table} SET "
             "ts = ?::TIMESTAMP + to_microseconds(CAST(uptime_s * 1e6 AS BIGINT)), "
             "ts_flag = 'boot_relative_resolved' "
             "WHERE file = ? AND ts IS NULL AND uptime_s IS NOT NULL",
             [boot_time, file],
         )
-        return int(n or 0)
+        return int(n)
+
+    # -- a file's new events and the summary of what each file gave -------------------------------
+    def load_file_events(
+        self, file: str, parts: Sequence[str], *, boot_time: datetime | None
+    ) -> int:
+        """Append a file's new events (Parquet parts) to ``events``: their boot-relative stamps
+        resolved with ``boot_time``, node-less ones placed from the NCCL rank map, and their
+        counts added to ``event_summary``. Touches only the new rows (none of ``events``)."""
+        if not parts:
+            return 0
+        try:
+            self._run(
+                f"CREATE OR REPLACE TEMP TABLE {_STAGE} AS SELECT * FROM "
+                "read_parquet(?, hive_partitioning = false)",
+                [list(parts)],
+            )
+        except duckdb.Error as e:
+            raise StoreError(f"loading events failed: {e}") from e
+        try:
+            if boot_time is not None:
+                self.resolve_boot_relative(file, boot_time, table=_STAGE)
+            self.nodes_from_rank_map(file, table=_STAGE)
+            self.execute(f"INSERT INTO events BY NAME SELECT * FROM {_STAGE}")
+            n = int(self.scalar(f"SELECT count(*) FROM {_STAGE}") or 0)
+            self.add_summary(
+                "events",
+                file,
+                "SELECT file, source, kind, node, count(*) AS n, count(*) FILTER (WHERE ts IS "
+                f"NULL) AS no_ts, max(ts) AS last_ts FROM {_STAGE} GROUP BY ALL",
+            )
+        finally:
+            self.execute(f"DROP TABLE IF EXISTS {_STAGE}")
+        return n
+
+    def add_summary(
+        self, tbl: str, file: str | None, select_sql: str, params: Sequence[Any] = ()
+    ) -> None:
+        """Merge rows (file, source, kind, node, n, no_ts, last_ts) of ``select_sql`` into the
+        ``tbl`` part of ``event_summary`` for ``file``."""
+        key = "tbl = ? AND file IS NOT DISTINCT FROM ?"
+        self.execute(
+            "CREATE OR REPLACE TEMP TABLE _faultlens_summary AS SELECT ? AS tbl, file, source, "
+            "kind, node, sum(n)::BIGINT AS n, sum(no_ts)::BIGINT AS no_ts, max(last_ts) AS "
+            f"last_ts FROM (SELECT file, source, kind, node, n, no_ts, last_ts FROM event_summary "
+            f"WHERE {key} UNION ALL BY NAME {select_sql}) GROUP BY ALL",
+            [tbl, tbl, file, *params],
+        )
+        self.execute(f"DELETE FROM event_summary WHERE {key}", [tbl, file])
+        self.execute("INSERT INTO event_summary BY NAME SELECT * FROM _faultlens_summary")
+        self.execute("DROP TABLE _faultlens_summary")
+
+    def insert_summarized(self, table: str, frame: pl.DataFrame, file: str) -> int:
+        """``insert`` of rows that ``event_summary`` counts (events, telemetry) written outside
+        ``load()`` (the Prometheus pull), with their summary rows under ``file``."""
+        n = self.insert(table, frame)
+        if not n or table not in ("events", "telemetry"):
+            return n
+        if table == "events":
+            cols = "file, source, kind, node"
+        else:
+            cols = (
+                f"?::VARCHAR AS file, '{TELEMETRY_SOURCE}' AS source, NULL::VARCHAR AS kind, node"
+            )
+        rows = conform(table, frame).select(
+            "ts", "node", *(["file", "source", "kind"] if table == "events" else [])
+        )
+        try:
+            self.con.register("_faultlens_summarize", rows.to_arrow())
+            self.add_summary(
+                table,
+                file,
+                f"SELECT {cols}, count(*) AS n, count(*) FILTER (WHERE ts IS NULL) AS no_ts, "
+                "max(ts) AS last_ts FROM _faultlens_summarize GROUP BY ALL",
+                [] if table == "events" else [file],
+            )
+        finally:
+            self.con.unregister("_faultlens_summarize")
+        return n
+
+    # -- the Prometheus pull's high-water marks -------------------------------------------------
+    def prom_mark(self, url: str, metric: str) -> tuple[datetime, int] | None:
+        """(end of the last pulled window, samples so far) of ``metric`` from ``url``."""
+        rows = self._fetchall(
+            "SELECT until, samples FROM prom_marks WHERE url = ? AND metric = ?", [url, metric]
+        )
+        return (rows[0][0], int(rows[0][1])) if rows else None
+
+    def record_prom_mark(
+        self, url: str, metric: str, until: datetime, samples: int, pulled_at: datetime
+    ) -> None:
+        self.execute("DELETE FROM prom_marks WHERE url = ? AND metric = ?", [url, metric])
+        self.execute(
+            "INSERT INTO prom_marks VALUES (?, ?, ?, ?, ?)",
+            [url, metric, until, samples, pulled_at],
+        )
+
+    def resummarize_file(self, file: str) -> None:
+        """Recount ``file``'s events from ``events`` (after an update of its older rows)."""
+        self.execute("DELETE FROM event_summary WHERE tbl = 'events' AND file = ?", [file])
+        self.add_summary(
+            "events",
+            file,
+            "SELECT file, source, kind, node, count(*) AS n, count(*) FILTER (WHERE ts IS NULL) "
+            "AS no_ts, max(ts) AS last_ts FROM events WHERE file = ? GROUP BY ALL",
+            [file],
+        )
+
+    def file_summary(self, file: str) -> tuple[int, int]:
+        """(events without a time, events without a node) of ``file``, from the summary."""
+        row = self._fetchall(
+            "SELECT coalesce(sum(no_ts), 0)::BIGINT, coalesce(sum(n) FILTER (WHERE node IS "
+            "NULL), 0)::BIGINT FROM event_summary WHERE tbl = 'events' AND file = ?",
+            [file],
+        )[0]
+        return int(row[0]), int(row[1])
+
+    def summary_source(self) -> str:
+        """``event_summary``, or the same rows computed from the tables on a database made before
+        it (opened read-only, so not migrated) or attached to a lake exported without it."""
+        if self.has_table("event_summary") and (
+            self.scalar("SELECT count(*) FROM event_summary")
+            or not self.scalar(
+                "SELECT count(*) FROM ((SELECT 1 FROM events LIMIT 1) "
+                "UNION ALL (SELECT 1 FROM telemetry LIMIT 1))"
+            )
+        ):
+            return "event_summary"
+        return SUMMARY_FROM_TABLES
+
+    def has_table(self, name: str) -> bool:
+        return bool(
+            self.scalar(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+                "AND table_schema = current_schema()",
+                [name],
+            )
+        )
 
     def record_dataset(self, file: str, dataset: str | None) -> None:
         """File ``file`` belongs to ``dataset`` (``None``: the site's own history)."""

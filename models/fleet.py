@@ -5,8 +5,9 @@ source first:
 
 1. ``nodes``: the fleet tables of its files (node lists, inventories, incident records; each node
    dated by its first and last sighting, so a node counts only the days it was there);
-2. for the site's own history also the GPU inventory (``gpus``) and the Slurm jobs' node lists
-   (their nodes are counted over the whole window);
+2. for the site's own history also the GPU inventory (``gpus``) and the Slurm jobs' node lists,
+   and, beside either of these, the nodes that log events in the window (all counted over the
+   whole window);
 3. failing that, the nodes that had events (``source = "failing_nodes"``): the fleet is then
    *thin* - a lower bound - and every command says so (``Fleet.note``).
 
@@ -17,6 +18,7 @@ to the site's fleet; files not listed are the site's own (``SITE_DATASET``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -65,7 +67,7 @@ class Fleet:
             gpn += " (assumed: no inventory says)"
         where = {
             "nodes": "from the fleet records (node lists, inventories, incident records)",
-            "inventory": "from the GPU inventory and the jobs' node lists",
+            "inventory": "from the GPU inventory, the jobs' node lists and the nodes that log",
             "failing_nodes": "inferred from failing nodes (a lower bound: no inventory)",
             "override": "as given on the command line",
         }[self.source]
@@ -111,8 +113,11 @@ def fleet(
     window: tuple[datetime, datetime] | None = None,
     *,
     gpus_per_node: int | None = None,
+    nodes: Sequence[str] = (),
 ) -> Fleet:
-    """The fleet of ``dataset`` over ``window`` (default: the dataset's own span)."""
+    """The fleet of ``dataset`` over ``window`` (default: the dataset's own span); with ``nodes``
+    only those nodes of it (a chosen node the fleet records do not name counts the whole
+    window, as a node someone looked at is one the site runs)."""
     win = window or data_window(store, dataset) or (datetime(1970, 1, 1), datetime(1970, 1, 2))
     lo, hi = win
     where, params = file_filter(dataset)
@@ -130,6 +135,16 @@ def fleet(
             extra = inv.filter(~pl.col("node").is_in(rows["node"].implode()))
             rows = pl.concat([rows, extra], how="diagonal_relaxed")
             source = "nodes" if rows.height > extra.height else "inventory"
+        if rows.height:  # a node that logs is one the site runs (not a fleet on its own)
+            logging_nodes = _logging_nodes(store, lo, hi)
+            rows = pl.concat(
+                [rows, logging_nodes.filter(~pl.col("node").is_in(rows["node"].implode()))],
+                how="diagonal_relaxed",
+            )
+    if nodes:
+        chosen = pl.DataFrame({"node": sorted(set(nodes))}, schema={"node": pl.String})
+        source = source if rows.height else "failing_nodes"  # the fleet itself is unknown
+        rows = chosen.join(rows, on="node", how="left")
     if rows.height == 0:
         rows = store.query(
             "SELECT DISTINCT node FROM events WHERE node IS NOT NULL AND ts >= ? AND ts < ? "
@@ -150,6 +165,16 @@ def fleet(
         source=source,
         window=(lo, hi),
         gpus_per_node_known=known,
+    )
+
+
+def _logging_nodes(store: Store, lo: datetime, hi: datetime) -> pl.DataFrame:
+    where, params = file_filter(SITE_DATASET)
+    return store.query(
+        "SELECT DISTINCT node, NULL::TIMESTAMP AS first_seen, NULL::TIMESTAMP AS last_seen, "
+        "NULL::DOUBLE AS gpus FROM events WHERE node IS NOT NULL AND ts >= ? AND ts < ? "
+        f"AND {where}",
+        [lo, hi, *params],
     )
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -58,8 +59,19 @@ FAILURE_SCHEMA = {
 }
 
 
-def failures(store: Store, dataset: str, lo: datetime, hi: datetime) -> pl.DataFrame:
-    """Every failure (module doc) of ``dataset`` with ``lo <= ts < hi``."""
+def failures(
+    store: Store,
+    dataset: str,
+    lo: datetime,
+    hi: datetime,
+    *,
+    nodes: Sequence[str] = (),
+    episodes: pl.DataFrame | None = None,
+) -> pl.DataFrame:
+    """Every failure (module doc) of ``dataset`` with ``lo <= ts < hi``, on ``nodes`` when given.
+
+    ``episodes``: the window's failure episodes of ``models.target`` when the caller has them
+    already (the dashboard reads them from its rollups); they are computed otherwise."""
     where, params = file_filter(dataset)
     inc = store.query(
         'SELECT node, start AS ts, repair_h, level, "class", category FROM incidents '
@@ -69,29 +81,71 @@ def failures(store: Store, dataset: str, lo: datetime, hi: datetime) -> pl.DataF
     ).cast(FAILURE_SCHEMA)
     frames = [inc]
     if dataset == SITE_DATASET:
-        ep = failure_episodes(store, lo, hi).filter(pl.col("cause") != "incident")
+        ep = failure_episodes(store, lo, hi) if episodes is None else episodes
+        ep = ep.filter((pl.col("cause") != "incident") & (pl.col("ts") >= lo) & (pl.col("ts") < hi))
         if ep.height:
-            cat = pl.lit(IncidentCategory.HOST.value)
-            for pattern, name in reversed(_EPISODE_CATEGORY):
-                cat = (
-                    pl.when(pl.col("cause").str.contains(pattern)).then(pl.lit(name)).otherwise(cat)
-                )
-            frames.append(
-                ep.select(
-                    "node",
-                    "ts",
-                    pl.lit(None, pl.Float64).alias("repair_h"),
-                    cat.alias("level"),
-                    pl.col("cause").alias("class"),
-                    cat.alias("category"),
-                ).cast(FAILURE_SCHEMA)
-            )
-    return pl.concat(frames).sort("ts")
+            frames.append(_episode_failures(ep))
+    out = pl.concat(frames).sort("ts")
+    return out.filter(pl.col("node").is_in(list(nodes))) if nodes else out
+
+
+def _episode_failures(ep: pl.DataFrame) -> pl.DataFrame:
+    cat = pl.lit(IncidentCategory.HOST.value)
+    for pattern, name in reversed(_EPISODE_CATEGORY):
+        cat = pl.when(pl.col("cause").str.contains(pattern)).then(pl.lit(name)).otherwise(cat)
+    return ep.select(
+        "node",
+        "ts",
+        pl.lit(None, pl.Float64).alias("repair_h"),
+        cat.alias("level"),
+        pl.col("cause").alias("class"),
+        cat.alias("category"),
+    ).cast(FAILURE_SCHEMA)
 
 
 def failure_rate(n_failures: int, node_days: float) -> float:
     """Failures per 1000 node-days (the one rate)."""
     return n_failures * 1000.0 / node_days if node_days > 0 else math.nan
+
+
+@dataclass(frozen=True)
+class FailureRate:
+    """The failure rate of a window: what the demo, the dashboard, the report and
+    ``faultlens reliability`` print."""
+
+    failures: pl.DataFrame  # the failures of ``failures()``
+    fleet: Fleet
+
+    @property
+    def n_failures(self) -> int:
+        return self.failures.height
+
+    @property
+    def node_days(self) -> float:
+        return self.fleet.node_days
+
+    @property
+    def per_1000_node_days(self) -> float:
+        return failure_rate(self.n_failures, self.node_days)
+
+    @property
+    def mtbf_h(self) -> float:
+        return self.node_days * 24.0 / self.n_failures if self.n_failures else math.inf
+
+
+def failure_rate_in(
+    store: Store,
+    dataset: str = SITE_DATASET,
+    window: tuple[datetime, datetime] | None = None,
+    *,
+    nodes: Sequence[str] = (),
+    episodes: pl.DataFrame | None = None,
+) -> FailureRate:
+    """Failures (module doc) over node-days of the fleet model, over ``window`` (default: the
+    dataset's own span), on ``nodes`` when given."""
+    fl = fleet(store, dataset, window, nodes=nodes)
+    lo, hi = fl.window
+    return FailureRate(failures(store, dataset, lo, hi, nodes=nodes, episodes=episodes), fl)
 
 
 @dataclass
@@ -208,12 +262,11 @@ class Reliability:
 
     @property
     def rate(self) -> float:
-        return failure_rate(self.failures.height, self.fleet.node_days)
+        return FailureRate(self.failures, self.fleet).per_1000_node_days
 
     @property
     def mtbf_h(self) -> float:
-        n = self.failures.height
-        return self.fleet.node_days * 24.0 / n if n else math.inf
+        return FailureRate(self.failures, self.fleet).mtbf_h
 
     def to_json(self) -> dict[str, Any]:
         empty = {"shape": None, "scale": None, "shape_ci": [None, None]}
@@ -241,9 +294,9 @@ def reliability(
     window: tuple[datetime, datetime] | None = None,
 ) -> Reliability:
     """The statistics of the module doc for ``dataset`` (default window: the data's own span)."""
-    fl = fleet(store, dataset, window)
+    rate = failure_rate_in(store, dataset, window)
+    fl, frame = rate.fleet, rate.failures
     lo, hi = fl.window
-    frame = failures(store, dataset, lo, hi)
     return Reliability(
         dataset=dataset,
         window=(lo, hi),

@@ -120,7 +120,9 @@ def target_events(
     """Every target event with ``start <= ts < end``: node, gpu (index as text when known), ts,
     cause (``xid79``, ``fallen_off_bus``, ``attributed:gpu_hardware``, ...). ``events``: the
     table read; by default the store's ``notable_table`` if it has one (a reader's snapshot:
-    ``rollup_notable`` holds every target event, see ``ingest.rollups``), else ``events``."""
+    ``rollup_notable`` holds every target event, see ``ingest.rollups``), else ``events``.
+    Only the site's own files count: a file ingested into another dataset (``--dataset``, a
+    public trace) is never a failure of the site's fleet."""
     events = events or getattr(store, "notable_table", None) or "events"
     sql = f"""
         WITH g AS (
@@ -133,6 +135,7 @@ def target_events(
                CASE WHEN e.kind = 'xid' THEN 'xid' || e.code ELSE e.kind END AS cause
         FROM {events} e LEFT JOIN g ON g.node = e.node AND g.pci_bus_id = e.gpu
         WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL AND {TARGET_EVENT_SQL}
+          AND (e.file IS NULL OR e.file NOT IN (SELECT file FROM dataset_files))
         UNION ALL
         SELECT a.node, NULL AS gpu, a."end" AS ts, 'attributed:' || a.cause AS cause
         FROM attributions a

@@ -1,16 +1,17 @@
 """A straightforward discrete-event simulation (SimPy) of the replay model, event by event.
 
 It is the baseline of ``bench/bench_replay.py`` and the cross-check of ``replay.engine``: the job is
-a SimPy process that computes, snapshots and is interrupted; repairs, the spare pool and elastic
-scale-backs are processes of their own. Only the per-event down plans (restart, restore, ...) and
-rollback modes come from ``Strategy.plan``; the pool waits, node-out counts, cycles and rollbacks
-are simulated. Both must give the same numbers (within float tolerance). SimPy is a test/bench
-dependency, imported only here.
+a SimPy process that computes, snapshots and is interrupted; each failed node's repair (its own
+duration where the trace records one, ``Trace.repairs``), the node pool and elastic scale-backs
+are processes of their own. Only the per-event down plans (restart, restore, ...) and rollback
+modes come from ``Strategy.plan``; the pool waits (scheduler, hot spares, elastic under
+``--replacement pool``), node-out counts, cycles and rollbacks are simulated. Both must give the
+same numbers (within float tolerance). SimPy is a test/bench dependency, imported only here.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import heapq
 
 import numpy as np
 
@@ -27,20 +28,24 @@ class _Sim:
         self.node_mode = strategy.node
         self.reconfig_h = job.reconfig_s * H
         self.acc = {b.value: 0.0 for b in Badput} | {"productive": 0.0, "restarts": 0.0}
-        # node pool (spares) and nodes out for repair (elastic)
-        self.level = float(plan.spare_nodes)
-        self.returns: deque[float] = deque()  # pending repair returns, in order
-        self.n_claimed = 0  # of those, how many a waiting job already claimed
-        self.level_area, self.level_t = 0.0, 0.0
+        # the node pool: free nodes, and the repairs under way (return time, event) not yet
+        # promised to a waiting job; a failed node may be its own replacement once repaired
+        self.repairs = plan.event_repair_h
+        pool = int(job.pool_nodes or 0)
+        self.free = plan.spare_nodes + pool if strategy.node == "spares" else pool
+        self.pending: list[tuple[float, int]] = []
+        self.claimed: set[int] = set()
+        self.spares = plan.spare_nodes
+        self.in_repair, self.idle_area, self.idle_t = 0, 0.0, 0.0
         self.out, self.out_area, self.out_t = 0, 0.0, 0.0
         self.down: np.ndarray | None = None
         self.proc = env.process(self.job())
 
-    # -- integrals of the pool level and of the nodes out ------------------------------------
-    def _set_level(self, delta: float) -> None:
+    # -- integrals of the idle hot spares and of the nodes out -------------------------------
+    def _set_in_repair(self, delta: int) -> None:
         now = self.env.now
-        self.level_area += self.level * (now - self.level_t)
-        self.level_t, self.level = now, self.level + delta
+        self.idle_area += (self.spares - min(self.in_repair, self.spares)) * (now - self.idle_t)
+        self.idle_t, self.in_repair = now, self.in_repair + delta
 
     def _set_out(self, delta: int) -> None:
         now = self.env.now
@@ -63,39 +68,46 @@ class _Sim:
     def _arrive(self, e: int) -> None:
         parts = self.plan.parts[e].copy()
         if self.plan.needs_node is not None and self.plan.needs_node[e]:
-            if self.node_mode == "spares" and not self.plan.instant:
-                parts[Part.WAIT] = self._take_spare()
+            wait = self._claim(e)
             if self.node_mode == "elastic":
                 self._set_out(+1)
-            if self.node_mode == "elastic" or (
-                self.node_mode == "spares" and not self.plan.instant
-            ):
-                self.env.process(self.repair())
+                self.env.process(self.scale_back(wait))
+            elif not self.plan.instant:
+                parts[Part.WAIT] = wait
         self.proc.interrupt((e, parts))
 
-    def _take_spare(self) -> float:
-        """FIFO pool: returns are claimed in order, so the claimed ones are a prefix."""
+    def _claim(self, e: int) -> float:
+        """The failed node of event ``e`` goes to repair; the job takes a free node, else the
+        earliest repair under way that no one was promised (perhaps its own): the wait."""
         now = self.env.now
-        self.returns.append(now + self.plan.repair_h)
-        if self.level >= 1:
-            self._set_level(-1)
+        if self.plan.instant:
             return 0.0
-        wait = self.returns[self.n_claimed] - now
-        self.n_claimed += 1
-        return wait
+        heapq.heappush(self.pending, (now + float(self.repairs[e]), e))
+        self.env.process(self.repair(e))
+        if self.free >= 1:
+            self.free -= 1
+            return 0.0
+        back, who = heapq.heappop(self.pending)
+        self.claimed.add(who)
+        return back - now
 
-    def repair(self):
-        yield self.env.timeout(self.plan.repair_h)  # (the engine's per-event repairs: not here)
-        if self.node_mode == "spares":
-            self.returns.popleft()
-            if self.n_claimed > 0:
-                self.n_claimed -= 1
-            else:
-                self._set_level(+1)
-        if self.node_mode == "elastic":
-            self._set_out(-1)
-            if self.env.now < self.span:
-                self.proc.interrupt((-2, np.array([0.0, 0.0, self.reconfig_h, 0.0])))
+    def repair(self, e: int):
+        self._set_in_repair(+1)
+        yield self.env.timeout(float(self.repairs[e]))
+        self._set_in_repair(-1)
+        if e in self.claimed:
+            self.claimed.discard(e)  # the node goes to the job that waited for it
+        else:
+            self.pending = [p for p in self.pending if p[1] != e]  # back in the pool
+            heapq.heapify(self.pending)
+            self.free += 1
+
+    def scale_back(self, wait: float):
+        """Elastic: the job runs a node short until its replacement comes."""
+        yield self.env.timeout(wait)
+        self._set_out(-1)
+        if self.env.now < self.span:
+            self.proc.interrupt((-2, np.array([0.0, 0.0, self.reconfig_h, 0.0])))
 
     # -- the job ---------------------------------------------------------------------------------
     def job(self):
@@ -189,9 +201,9 @@ class _Sim:
         self.down = None
 
     def result(self) -> dict[str, float]:
-        self._set_level(0)
+        self._set_in_repair(0)
         out = dict(self.acc)
-        out["spare_idle"] = self.level_area if self.plan.spare_nodes else 0.0
+        out["spare_idle"] = self.idle_area if self.plan.spare_nodes else 0.0
         return out
 
 

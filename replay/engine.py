@@ -64,10 +64,12 @@ class Plan:
     n_nodes: int
     out_t: np.ndarray | None = None  # elastic: times nodes went out for repair
     repair_h: float = 0.0
-    out_r: np.ndarray | None = None  # elastic: each outage's repair hours (default repair_h)
+    out_r: np.ndarray | None = None  # elastic: hours each outage runs short (default repair_h)
     instant: bool = False  # replacement "instant": no node is ever waited for
     spare_nodes: int = 0  # hot spares: pool size (for idle accounting)
     spare_out_t: np.ndarray | None = None  # nodes taken from the pool (each out repair_h)
+    spare_out_r: np.ndarray | None = None  # their own repair hours (default repair_h)
+    event_repair_h: np.ndarray | None = None  # each event's own repair hours (0: instant)
     needs_node: np.ndarray | None = None  # bool: the event sends a node to repair
 
 
@@ -230,7 +232,8 @@ def spare_idle_node_h(plan: Plan, span_h: float) -> float:
     if k <= 0:
         return 0.0
     s = plan.spare_out_t if plan.spare_out_t is not None else np.zeros(0)
-    times = np.concatenate((s, s + plan.repair_h, [span_h]))
+    rep = plan.spare_out_r if plan.spare_out_r is not None else plan.repair_h
+    times = np.concatenate((s, s + rep, [span_h]))
     delta = np.concatenate((np.ones(len(s)), -np.ones(len(s)), [0.0]))
     order = np.argsort(times, kind="stable")
     times, delta = np.minimum(times[order], span_h), delta[order]

@@ -160,11 +160,11 @@ def pool_wait(t_out: np.ndarray, pool: int, repair_h: np.ndarray) -> np.ndarray:
         while back and back[0] <= t:
             heapq.heappop(back)
             free += 1
+        heapq.heappush(back, t + r)  # the failed node goes to repair (with no pool: its own)
         if free > 0:
             free -= 1
         else:
             wait[i] = heapq.heappop(back) - t
-        heapq.heappush(back, t + r)
     return wait
 
 
@@ -218,6 +218,7 @@ def _build_plan(s: Strategy, trace: Trace, job: JobSpec) -> Plan:
     instant = job.replacement == Replacement.INSTANT
     plan.repair_h = 0.0 if instant else job.repair_h
     plan.needs_node, plan.instant = needs_node.copy(), instant
+    plan.event_repair_h = np.zeros(n) if instant else trace.repairs(job.repair_h)
     b = _Build(trace, job, plan, block_h, restore_ok, instant, needs_node)
     NODE_AXIS[s.node](b)
     WARNING_AXIS[s.warning](b)
@@ -269,6 +270,7 @@ def _node_spares(b: _Build) -> None:
         b.plan.parts[b.needs_node, Part.WAIT] = pool_wait(out_t, pool, _repairs(b))
     b.plan.parts[b.needs_node, Part.RESTART] = b.job.spare_swap_s * H
     b.plan.spare_nodes, b.plan.spare_out_t = k, out_t
+    b.plan.spare_out_r = np.zeros(len(out_t)) if b.instant else _repairs(b)
 
 
 def _node_elastic(b: _Build) -> None:
@@ -277,7 +279,10 @@ def _node_elastic(b: _Build) -> None:
     plan.parts[nn, Part.RESTORE] = 0.0
     plan.mode[nn] = STEP
     plan.out_t = plan.t[nn]
-    plan.out_r = np.zeros(int(nn.sum())) if b.instant else _repairs(b)
+    # the job runs short of a node until one comes back: at once with instant replacement,
+    # else from the pool (idle fleet nodes) when it has one, or when a repaired node returns
+    pool = int(b.job.pool_nodes or 0)
+    plan.out_r = np.zeros(int(nn.sum())) if b.instant else pool_wait(plan.out_t, pool, _repairs(b))
     back = np.sort(plan.out_t + plan.out_r)
     back = back[back < b.trace.span_h]
     b.add_events(back, [0.0, 0.0, b.job.reconfig_s * H, 0.0], counts=False)
@@ -330,6 +335,8 @@ def _merge(plan: Plan, ts: list, parts: list, modes: list, counts: list) -> None
     plan.counts = np.concatenate([plan.counts, *counts])[order]
     extra = np.zeros(sum(len(x) for x in ts), dtype=bool)
     plan.needs_node = np.concatenate([plan.needs_node, extra])[order]
+    if plan.event_repair_h is not None:
+        plan.event_repair_h = np.concatenate([plan.event_repair_h, extra.astype(float)])[order]
 
 
 def _merge_order(a: np.ndarray, ts: list) -> np.ndarray:

@@ -112,7 +112,9 @@ def failures(store: Store, f: Filters) -> pl.DataFrame:
 
 
 def failure_trend(episodes: pl.DataFrame, f: Filters, n_nodes: int) -> pl.DataFrame:
-    """Failures per 1000 node-days per period (day or week) of the range."""
+    """Failures per 1000 node-days per period (day or week) of the range: ``episodes`` are the
+    failures of ``models.reliability.failures`` (the one definition) and ``n_nodes`` the fleet
+    model's nodes, so the periods add up to the headline rate."""
     every = "1w" if (f.span_days or 0) > 60 else "1d"
     days = 7.0 if every == "1w" else 1.0
     counts = (

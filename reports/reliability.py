@@ -16,8 +16,16 @@ from scipy import stats
 from faultlens.ingest.schema import SITE_DATASET
 from faultlens.ingest.store import Store
 from faultlens.models.fleet import data_window
-from faultlens.models.reliability import gaps_per_node, km_curves, reliability
+from faultlens.models.reliability import (
+    FailureRate,
+    failure_rate_in,
+    gaps_per_node,
+    km_curves,
+    reliability,
+)
 from faultlens.reports import figures as F
+from faultlens.reports import q_fleet
+from faultlens.reports.filters import Filters
 
 
 @dataclass
@@ -54,6 +62,51 @@ def reliability_view(
     rel = reliability(store, dataset, window)
     return ReliabilityView(
         rel.to_json(), rel.failures, gaps_per_node(rel.failures), km_curves(store, dataset)
+    )
+
+
+def window_rate(store: Store, f: Filters) -> FailureRate:
+    """The site's failure rate over the filters' range and nodes (``models.reliability``'s one
+    definition): what the dashboard's overview, the report and the demo print. An open end of
+    the range is the data's own (``models.fleet.data_window``); the GPU filter does not narrow
+    it (node-days are whole nodes)."""
+    span = data_window(store, SITE_DATASET)
+    lo = f.since or (span[0] if span else None)
+    hi = f.until or (span[1] if span else None)
+    window = (lo, hi) if lo is not None and hi is not None else None
+    episodes = None
+    if window is not None:  # from the rollups where the snapshot has them
+        episodes = q_fleet.episodes_in(store, *window)
+    return failure_rate_in(store, SITE_DATASET, window, nodes=f.nodes, episodes=episodes)
+
+
+def rate_text(rate: FailureRate) -> str:
+    """The rate as every front end prints it (two decimals; "-" without node-days)."""
+    value = rate.per_1000_node_days
+    return f"{value:.2f}" if math.isfinite(value) else "-"
+
+
+def rate_table(rate: FailureRate) -> pl.DataFrame:
+    """Per failure category and in all: failures, per 1000 node-days, MTBF per node (h)."""
+    frame = rate.failures.group_by(pl.col("category").fill_null("unknown").alias("cause")).len()
+    frame = frame.rename({"len": "failures"}).cast({"failures": pl.Int64})
+    frame = pl.concat(
+        [
+            frame.sort("failures", "cause", descending=[True, False]),
+            pl.DataFrame({"cause": ["all"], "failures": [rate.n_failures]}).cast(
+                {"failures": pl.Int64}
+            ),
+        ]
+    )
+    days = rate.node_days
+    return frame.with_columns(
+        (pl.col("failures") * 1000.0 / days if days > 0 else pl.lit(None, pl.Float64))
+        .round(2)
+        .alias("per_1000_node_days"),
+        pl.when(pl.col("failures") > 0)
+        .then(days * 24.0 / pl.col("failures"))
+        .round(0)
+        .alias("mtbf_node_h"),
     )
 
 

@@ -22,6 +22,7 @@ from faultlens.reports import figures as F
 from faultlens.reports import q_detail, q_fleet, q_state
 from faultlens.reports.filters import Filters
 from faultlens.reports.q_state import WATCH_THRESHOLD
+from faultlens.reports.reliability import rate_text, window_rate
 
 log = logging.getLogger(__name__)
 
@@ -109,18 +110,15 @@ def _safe(build: Callable[[], Section], title: str, anchor: str) -> Section:
 def overview(store: Store, f: Filters) -> Section:
     nodes = q_fleet.node_list(store)
     episodes = q_fleet.failures(store, f)
-    node_days = f.node_days(len(nodes))
+    rate = window_rate(store, f)
+    node_days = rate.node_days
     lost = q_fleet.jobs_lost(store, f)
     risk = q_fleet.latest_predictions(store, f)
     ettr = fleet_ettr(store, f.since, f.until)
-    per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     numbers = [
-        ("Failures / 1000 node-days", f"{per_1000:.2f}"),
-        ("Failures", f"{episodes.height:,} over {node_days:,.0f} node-days"),
-        (
-            "MTBF per node",
-            f"{node_days * 24 / episodes.height:,.0f} h" if episodes.height else "no failures",
-        ),
+        ("Failures / 1000 node-days", rate_text(rate)),
+        ("Failures", f"{rate.n_failures:,} over {node_days:,.0f} node-days ({rate.fleet.note})"),
+        ("MTBF per node", f"{rate.mtbf_h:,.0f} h" if rate.n_failures else "no failures"),
         ("ETTR (checkpoint every 30 min)", f"{ettr:.3f}" if ettr is not None else "-"),
         (
             "Jobs lost",
@@ -128,7 +126,6 @@ def overview(store: Store, f: Filters) -> Section:
         ),
         ("Nodes at risk now", f"{count_at_risk(risk)}"),
     ]
-    n_nodes = len(f.nodes) if f.nodes else len(nodes)
     counts = q_state.state_counts(q_state.fleet_state(store, f, nodes))
     numbers.append(("Nodes by state", ", ".join(f"{n:,} {s}" for s, n in counts.items())))
     return Section(
@@ -136,7 +133,7 @@ def overview(store: Store, f: Filters) -> Section:
         "overview",
         numbers,
         [
-            F.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)),
+            F.fig_failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
             F.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)),
             F.fig_top_xids(q_fleet.top_xids(store, f)),
             F.fig_at_risk(risk),

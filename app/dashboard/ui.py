@@ -201,10 +201,6 @@ def _range(picked: Any, first: date, last: date) -> tuple[datetime, datetime]:
     return datetime.combine(start, time()), datetime.combine(end + timedelta(days=1), time())
 
 
-def fleet_size(f: Filters, all_nodes: list[str]) -> int:
-    return len(f.nodes) if f.nodes else len(all_nodes)
-
-
 def paginate(total: int, key: str, page_size: int = 50) -> int:
     """A page picker under a table; returns the row offset."""
     pages = max(1, -(-total // page_size))

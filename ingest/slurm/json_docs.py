@@ -3,6 +3,9 @@
 
 These parsers read the whole file (``whole_file = True``). When the document parses, every line of
 it is counted as parsed; a half-written document quarantines every line with ``invalid JSON: ...``.
+A ``sacct --json`` document of ``STREAM_MIN_BYTES`` or more is streamed instead (``parse_stream``):
+ijson reads it a job at a time, a pass over its lines points each row at its line, and only the
+rows are kept (a batch of records at a time, as columns), never the document.
 Numbers may come wrapped as ``{"set": true, "infinite": false, "number": N}`` (0.0.39+), states as a
 string (22.05) or a list (23.02+); both forms are read.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
+from collections.abc import Iterator
 from typing import Any
 
 import polars as pl
@@ -200,12 +204,18 @@ def node_event(node: dict[str, Any], ctx: ParseContext, line: int, as_of: Any) -
 class _LineIndex:
     """Where each ``"key": value`` appears, to point rows back at their line in the document."""
 
-    def __init__(self, df: pl.DataFrame, key: str, quoted: bool) -> None:
+    def __init__(self, df: pl.DataFrame | None, key: str, quoted: bool) -> None:
         value = r'"([^"]*)"' if quoted else r"(-?\d+)"
-        found = df.select(
-            "line", pl.col("raw").str.extract(rf'"{key}":\s*{value}').alias("v")
-        ).drop_nulls("v")
+        self.pattern = rf'"{key}":\s*{value}'
         self.at: dict[str, list[int]] = {}
+        if df is not None:
+            self.add(df)
+
+    def add(self, df: pl.DataFrame) -> None:
+        """Index the lines of ``df`` (line, raw), which follow those already indexed."""
+        found = df.select("line", pl.col("raw").str.extract(self.pattern).alias("v")).drop_nulls(
+            "v"
+        )
         for line, v in found.iter_rows():
             self.at.setdefault(v, []).append(line)
 
@@ -225,37 +235,13 @@ def document_tables(
     ):
         return "JSON document has no 'jobs' or 'nodes' list (not Slurm JSON)"
     tables: dict[str, pl.DataFrame] = {}
+    index = (_LineIndex(df, "job_id", False), _LineIndex(df, "id", True))
     records: list[dict[str, Any]] = []
     pos = first_line
-    job_at, step_at = _LineIndex(df, "job_id", False), _LineIndex(df, "id", True)
     for job in doc.get("jobs") or []:
-        if not isinstance(job, dict) or job.get("job_id") is None:
-            continue
-        pos = job_at.find(job["job_id"], pos)
-        rec = job_record(job, ctx, pos)
-        records.append(rec)
-        for step in job.get("steps") or []:
-            if isinstance(step, dict):
-                sid = (
-                    (step.get("step") or {}).get("id")
-                    if isinstance(step.get("step"), dict)
-                    else None
-                )
-                at = step_at.find(sid, pos) if isinstance(sid, str) else pos
-                records.append(step_record(rec["job_id"], step, ctx, at))
+        pos = _job_records(job, ctx, pos, index, records)
     if records:
-        frame = pl.DataFrame(
-            records,
-            infer_schema_length=None,
-            schema_overrides={
-                "nodes": pl.List(pl.String),
-                "failed_node": pl.String,
-                "step": pl.String,
-                "state_detail": pl.String,
-                "array_job_id": pl.String,
-            },
-        )
-        tables.update(fold(frame))
+        tables.update(fold(_records_frame(records)))
     events = []
     pos = first_line
     name_at = _LineIndex(df, "name", True)
@@ -276,6 +262,80 @@ def document_tables(
     return tables
 
 
+def _job_records(
+    job: Any,
+    ctx: ParseContext,
+    pos: int,
+    index: tuple[_LineIndex, _LineIndex],
+    out: list[dict[str, Any]],
+) -> int:
+    """Append the records of one ``jobs`` entry (the job, its steps) to ``out``; returns the
+    line the job was found at, where the next job's search starts."""
+    if not isinstance(job, dict) or job.get("job_id") is None:
+        return pos
+    job_at, step_at = index
+    pos = job_at.find(job["job_id"], pos)
+    rec = job_record(job, ctx, pos)
+    out.append(rec)
+    for step in job.get("steps") or []:
+        if isinstance(step, dict):
+            sid = (step.get("step") or {}).get("id") if isinstance(step.get("step"), dict) else None
+            at = step_at.find(sid, pos) if isinstance(sid, str) else pos
+            out.append(step_record(rec["job_id"], step, ctx, at))
+    return pos
+
+
+def _records_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        records,
+        infer_schema_length=None,
+        schema_overrides={
+            "nodes": pl.List(pl.String),
+            "failed_node": pl.String,
+            "step": pl.String,
+            "state_detail": pl.String,
+            "array_job_id": pl.String,
+        },
+    )
+
+
+STREAM_MIN_BYTES = 8 << 20  # smaller documents are read whole
+RECORD_BATCH = 20_000  # job and step records turned into columns at once when streaming
+
+
+def stream_jobs(path: str, gzipped: bool, first_line: int, ctx: ParseContext) -> pl.DataFrame:
+    """The job and step records of a ``jobs`` document, read a job at a time (ijson), each
+    pointed at its line by a pass over the lines first. Raises ValueError with the reason the
+    whole-document read would give (``invalid JSON: ...``, ``unexpected Slurm JSON ...``)."""
+    import ijson
+
+    from faultlens.ingest.base import numbered
+    from faultlens.ingest.reader import _open_stream, iter_chunks
+
+    index = (_LineIndex(None, "job_id", False), _LineIndex(None, "id", True))
+    for chunk in iter_chunks(path, gzipped=gzipped, start_line=1):
+        df = numbered(chunk.lines, chunk.first_line).filter(pl.col("raw").is_not_null())
+        for ix in index:
+            ix.add(df)
+    frames: list[pl.DataFrame] = []
+    records: list[dict[str, Any]] = []
+    pos = first_line
+    try:
+        with _open_stream(path, gzipped) as stream:
+            for job in ijson.items(stream, "jobs.item", use_float=True):
+                pos = _job_records(job, ctx, pos, index, records)
+                if len(records) >= RECORD_BATCH:
+                    frames.append(_records_frame(records))
+                    records = []
+    except ijson.JSONError as e:
+        raise ValueError(f"invalid JSON: {e}") from e
+    except (AttributeError, TypeError, ValueError, OverflowError) as e:
+        raise ValueError(f"unexpected Slurm JSON structure: {e}") from e
+    if records:
+        frames.append(_records_frame(records))
+    return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+
 class SlurmJsonParser:
     """One whole-file JSON parser; ``key`` is the list its sniff looks for (jobs or nodes)."""
 
@@ -283,9 +343,25 @@ class SlurmJsonParser:
     whole_file = True
     max_line_bytes = 1 << 30  # a one-line `curl` / REST export is one document
 
+    stream_min_bytes = STREAM_MIN_BYTES
+
     def __init__(self, name: str, key: str) -> None:
         self.name = name
         self.key = key
+
+    def streams(self, size: int, head: bytes) -> bool:
+        """``sacct --json`` documents this big are streamed (node lists are small: read whole)."""
+        return self.key == "jobs" and size >= self.stream_min_bytes and head.lstrip()[:1] == b"{"
+
+    def parse_stream(
+        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext
+    ) -> Iterator[ChunkResult]:
+        """The rows of a big ``jobs`` document (``stream_jobs``), folded as the whole read folds
+        them. The caller accounts for the lines; ValueError rejects the document. Jobs are
+        searched for from line 1, as the whole read searches its one chunk."""
+        frame = stream_jobs(path, gzipped, 1, ctx)
+        if frame.height:
+            yield result(fold(frame), parsed=0)
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         text = "\n".join(head_lines[:400])

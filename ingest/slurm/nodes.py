@@ -31,6 +31,7 @@ from faultlens.ingest.slurm.common import (
     tz_of,
     xid_in,
 )
+from faultlens.ingest.slurm.fleet_rows import dataset_of, fleet_frame, gres_gpus, seen_at
 
 _SINFO_COLS = {
     "NODELIST",
@@ -45,7 +46,17 @@ _SINFO_COLS = {
     "TIMELIMIT",
     "CPUS",
     "MEMORY",
+    "GRES",
 }
+# Node state words of sinfo / scontrol (long and short forms), with flags after "+" and the
+# suffixes * ~ # ! % $ @ ^ -: a row whose state is none of these does not fit its header.
+STATE_WORDS = (
+    "alloc|allocated|boot|booting|comp|completing|down|drain|drained|draining|drng|fail|failg|"
+    "failing|futr|future|idle|inval|invalid|maint|mix|mixed|npc|perfctrs|plnd|planned|pow_dn|"
+    "pow_up|powered_down|powering_down|powering_up|reboot|reboot_issued|reboot_requested|resv|"
+    "reserved|unk|unknown|blocked|cloud|not_responding|no_respond|power_down|power_up|dynamic_norm"
+)
+STATE_RE = rf"(?i)^(?:{STATE_WORDS})[*~#!%$@^-]*(?:\+(?:[a-z_]+)[*~#!%$@^-]*)*$"
 _DATE_LINE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$")
 
 
@@ -125,17 +136,34 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
     if not m:
         return Quarantined("sinfo row does not fit its header")
     row = {c: m[f"c{i}"] for i, c in enumerate(ctx.columns)}
+    if row.get("STATE") is not None and not re.match(STATE_RE, row["STATE"]):
+        return Quarantined("sinfo row does not fit its header")
     reason = row.get("REASON")
     reason = None if not reason or reason.lower() == "none" else reason.strip()
     kind = node_kind(row.get("STATE"), reason)
-    if kind is None:
-        return None
     nodes = expand_nodes(row.get("NODELIST") or row.get("HOSTNAMES"))
     if not nodes:
         return Quarantined("sinfo row with an unreadable node list")
     ts = parse_time(row.get("TIMESTAMP"), tz_of(ctx)) or snapshot
     attrs = {"state": row.get("STATE"), "user": row.get("USER"), "partition": row.get("PARTITION")}
-    return Parsed({"events": [_event(n, kind, reason, ts, ctx, attrs) for n in nodes]})
+    seen = ts or seen_at(ctx)
+    part = (row.get("PARTITION") or "").rstrip("*") or None
+    fleet = [
+        {
+            "dataset": dataset_of(ctx),
+            "node": n,
+            "partition": part,
+            "gpus": gres_gpus(row.get("GRES")),
+            "first_seen": seen,
+            "last_seen": seen,
+            "source": "sinfo",
+            "file": ctx.file,
+            "state": row.get("STATE"),
+        }
+        for n in nodes
+    ]
+    events = [_event(n, kind, reason, ts, ctx, attrs) for n in nodes] if kind else []
+    return Parsed({"events": events, "nodes": fleet} if events else {"nodes": fleet})
 
 
 @dataclass
@@ -185,6 +213,8 @@ class SinfoParser:
             .rename({f"c{i}": c for i, c in enumerate(cols)})
         )
         fits = pl.col(cols[0]).is_not_null()
+        if "STATE" in cols:
+            fits = fits & pl.col("STATE").str.contains(STATE_RE).fill_null(True)
         skip = pl.col("raw").map_elements(is_sinfo_header, return_dtype=pl.Boolean) | pl.col(
             "raw"
         ).str.contains(_DATE_LINE.pattern)
@@ -201,7 +231,7 @@ class SinfoParser:
             .map_elements(lambda d: node_kind(d["s"], d["r"]), return_dtype=pl.String)
             .alias("kind"),
             nodes_expr(pl.col("NODELIST" if "NODELIST" in cols else "HOSTNAMES")),
-        ).filter(pl.col("kind").is_not_null())
+        )
         unreadable = g.filter(pl.col("nodes").is_null() | (pl.col("nodes").list.len() == 0))
         bad = pl.concat(
             [
@@ -217,6 +247,21 @@ class SinfoParser:
             if "TIMESTAMP" in cols
             else pl.lit(None, pl.Datetime("us"))
         )
+        fleet = fleet_frame(  # every listed node is one the site runs, healthy or not
+            g.with_columns(
+                pl.coalesce(ts, pl.lit(state.snapshot, pl.Datetime("us"))).alias("_seen"),
+                pl.col("NODELIST" if "NODELIST" in cols else "HOSTNAMES").alias("_nodelist"),
+            ),
+            ctx,
+            "sinfo",
+            nodelist="_nodelist",
+            partition="PARTITION",
+            gres="GRES",
+            seen="_seen",
+            state="STATE",
+        )
+        parsed = g.height
+        g = g.filter(pl.col("kind").is_not_null())
         attrs = pl.struct(
             state_col.alias("state"),
             (pl.col("USER") if "USER" in cols else pl.lit(None, pl.String)).alias("user"),
@@ -249,7 +294,7 @@ class SinfoParser:
             .explode("node")
             .with_columns(pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag"))
         )
-        return result({"events": events}, g.height, bad)
+        return result({"events": events, "nodes": fleet}, parsed, bad)
 
     def finish(self, ctx: ParseContext, state: SinfoState) -> ChunkResult:
         return ChunkResult()

@@ -32,11 +32,14 @@ from faultlens.ingest.slurm.common import (
     tz_of,
     xid_in,
 )
+from faultlens.ingest.slurm.fleet_rows import dataset_of, fleet_frame, node_gpus, seen_at
 from faultlens.ingest.slurm.nodes import node_kind
 
 _NODE = r"^NodeName=(\S+)"
 _STATE = r"(?:^|\s)State=(\S+)"
 _REASON = r"(?:^|\s)Reason=(.*?)\s*$"
+_PARTITIONS = r"(?:^|\s)Partitions=(\S+)"
+_TRES = r"(?:^|\s)CfgTRES=(\S+)"
 
 
 def node_block_event(fields: dict[str, str | None], ctx: ParseContext) -> dict[str, Any] | None:
@@ -64,6 +67,24 @@ def node_block_event(fields: dict[str, str | None], ctx: ParseContext) -> dict[s
     }
 
 
+def fleet_row(fields: dict[str, str | None], ctx: ParseContext) -> dict[str, Any]:
+    """One node's ``nodes`` row: its first partition, GPUs from its Gres (else CfgTRES), seen
+    at the file's time (scontrol prints no time of its own)."""
+    seen = seen_at(ctx)
+    parts = (fields.get("Partitions") or "").split(",")
+    return {
+        "dataset": dataset_of(ctx),
+        "node": normalize_node(fields["NodeName"]),
+        "partition": parts[0] if parts[0] not in ("", "(null)") else None,
+        "gpus": node_gpus(fields.get("Gres"), fields.get("CfgTRES")),
+        "first_seen": seen,
+        "last_seen": seen,
+        "source": "scontrol",
+        "file": ctx.file,
+        "state": fields.get("State"),
+    }
+
+
 def _fields(line: str) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for key, rx in (
@@ -71,6 +92,8 @@ def _fields(line: str) -> dict[str, str | None]:
         ("State", _STATE),
         ("Reason", _REASON),
         ("Gres", r"(?:^|\s)Gres=(\S+)"),
+        ("Partitions", _PARTITIONS),
+        ("CfgTRES", _TRES),
     ):
         m = re.search(rx, line)
         if m:
@@ -96,11 +119,14 @@ class ScontrolNodeParser:
         return 0.0
 
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
-        """One ``scontrol show -o node`` line."""
+        """One ``scontrol show -o node`` line: the node's fleet row, and its event if it is
+        down, drained or not responding."""
         if line is None or not line.startswith("NodeName="):
             return None
-        ev = node_block_event(_fields(line), ctx)
-        return Parsed({"events": [ev]}) if ev else None
+        fields = _fields(line)
+        ev = node_block_event(fields, ctx)
+        fleet = fleet_row(fields, ctx)
+        return Parsed({"events": [ev], "nodes": [fleet]} if ev else {"nodes": [fleet]})
 
     def new_state(self, ctx: ParseContext) -> dict[str, Any]:
         return {"block": None}  # the block still open at the end of the previous chunk
@@ -108,12 +134,16 @@ class ScontrolNodeParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: dict[str, Any]
     ) -> ChunkResult:
-        df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+        df = numbered(lines, first_line).filter(
+            pl.col("raw").str.strip_chars() != ""
+        )  # blank: noise
         df = df.with_columns(
             pl.col("raw").str.extract(_NODE).alias("NodeName"),
             pl.col("raw").str.extract(_STATE).alias("State"),
             pl.col("raw").str.extract(_REASON).alias("Reason"),
             pl.col("raw").str.extract(r"(?:^|\s)Gres=(\S+)").alias("Gres"),
+            pl.col("raw").str.extract(_PARTITIONS).alias("Partitions"),
+            pl.col("raw").str.extract(_TRES).alias("CfgTRES"),
         ).with_columns(pl.col("NodeName").is_not_null().cum_sum().alias("block"))
         blocks = (
             df.filter(pl.col("block") > 0)
@@ -123,20 +153,31 @@ class ScontrolNodeParser:
                 pl.col("State").drop_nulls().first(),
                 pl.col("Reason").drop_nulls().first(),
                 pl.col("Gres").drop_nulls().first(),
+                pl.col("Partitions").drop_nulls().first(),
+                pl.col("CfgTRES").drop_nulls().first(),
                 pl.col("line").first().alias("line"),
                 pl.len().alias("n_lines"),
                 pl.col("line").filter(pl.col("Reason").is_not_null()).first().alias("reason_line"),
             )
         )
-        rows, parsed = [], 0
+        rows = []
         for rec in blocks.iter_rows(named=True):  # one record per node, not per line
             ev = node_block_event(rec, ctx)
             if ev:
                 ev["line"] = rec["reason_line"] or rec["line"]
                 rows.append(ev)
-                parsed += rec["n_lines"]
         tables = {"events": pl.DataFrame(rows, infer_schema_length=None)} if rows else {}
-        return result(tables, parsed)
+        tables["nodes"] = fleet_frame(  # every node block: the site runs that node
+            blocks.with_columns(pl.col("Partitions").str.split(",").list.first()),
+            ctx,
+            "scontrol",
+            nodelist="NodeName",
+            partition="Partitions",
+            gres="Gres",
+            tres="CfgTRES",
+            state="State",
+        )
+        return result(tables, int(blocks["n_lines"].sum() or 0))
 
     def finish(self, ctx: ParseContext, state: dict[str, Any]) -> ChunkResult:
         return ChunkResult()

@@ -268,33 +268,9 @@ def _xid_events(
 
 # -- the GPU inventory -----------------------------------------------------------------------------
 
-INVENTORY_VIEW = """
-CREATE OR REPLACE VIEW gpu_inventory AS
-SELECT node, gpu_index,
-       arg_max(pci_bus_id, last_seen) FILTER (WHERE pci_bus_id IS NOT NULL) AS pci_bus_id,
-       arg_max(uuid, last_seen) FILTER (WHERE uuid IS NOT NULL) AS uuid,
-       arg_max(model, last_seen) FILTER (WHERE model IS NOT NULL) AS model,
-       arg_max(serial, last_seen) FILTER (WHERE serial IS NOT NULL) AS serial,
-       arg_max(driver_version, last_seen) FILTER (WHERE driver_version IS NOT NULL)
-           AS driver_version,
-       arg_max(vbios_version, last_seen) FILTER (WHERE vbios_version IS NOT NULL)
-           AS vbios_version,
-       min(first_seen) AS first_seen, max(last_seen) AS last_seen,
-       list_sort(list_distinct(list(source))) AS sources, count(*) AS sightings
-FROM gpus
-WHERE node IS NOT NULL AND gpu_index IS NOT NULL
-GROUP BY node, gpu_index
-"""
-
-
-def ensure_inventory_view(store: Store) -> None:
-    """Create (or refresh) the ``gpu_inventory`` view: one row per (node, gpu_index)."""
-    store.execute(INVENTORY_VIEW)
-
 
 def gpu_inventory(store: Store) -> pl.DataFrame:
-    """The deduplicated GPU inventory, ordered by node and index."""
-    ensure_inventory_view(store)
+    """The deduplicated GPU inventory (the ``gpu_inventory`` view), ordered by node and index."""
     return store.query("SELECT * FROM gpu_inventory ORDER BY node, gpu_index")
 
 
@@ -305,7 +281,6 @@ def resolve_gpu_indices(store: Store) -> int:
     than one index is left alone, so calling this again (after more ingest) is safe.
     Returns the number of events updated.
     """
-    ensure_inventory_view(store)
     pending = (
         "FROM events e, (SELECT node, pci_bus_id, min(gpu_index) AS gpu_index FROM gpu_inventory "
         "WHERE pci_bus_id IS NOT NULL GROUP BY ALL HAVING count(DISTINCT gpu_index) = 1) m "

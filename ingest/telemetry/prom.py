@@ -12,12 +12,17 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   anything it does not fully validate goes to the reference path (``json.loads`` +
   ``parse_export``), which gives the same rows or the exact error
   (tests/ingest/telemetry/test_telemetry_fastpaths.py).
+  An export of ``STREAM_MIN_BYTES`` or more is not read whole: ``parse_stream`` runs the fast
+  path's checks over windows of ``WINDOW_CHARS`` cut at series boundaries (``stream_fast``), and
+  any layout those checks refuse is read with ijson (yajl2 in C) a series at a time
+  (``stream_results``), so peak memory stays flat whatever the file size
+  (``bench/bench_prom_stream.py``); the rows are those of the whole-document read
+  (tests/ingest/telemetry/test_prom_stream.py).
 - ``pull`` asks the server itself: ``/api/v1/label/__name__/values`` for the ``DCGM_*`` series,
   then ``/api/v1/query_range`` per metric in time windows. Each window is written in one
-  transaction together with the metric's high-water mark, kept in ``ingested_files`` under the
-  synthetic path ``prometheus:<url>#<metric>`` (``bytes`` holds the end of the last pulled window
-  in Unix milliseconds), so an interrupted pull resumes where it stopped and a second pull only
-  fetches what is new.
+  transaction together with the metric's high-water mark (table ``prom_marks``: server, metric,
+  end of the last pulled window, samples so far), so an interrupted pull resumes where it stopped
+  and a second pull only fetches what is new.
 
 Series labels are dcgm-exporter's (gpu, UUID, pci_bus_id, device, Hostname, modelName) plus
 Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
@@ -25,20 +30,20 @@ Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined, quarantine_frame
 from faultlens.ingest.errors import InputError
-from faultlens.ingest.schema import TS, Source
+from faultlens.ingest.schema import TS, Source, conform
 from faultlens.ingest.store import Store
 from faultlens.ingest.telemetry.common import (
     conform_samples,
@@ -197,11 +202,11 @@ def _line_pieces(lines: pl.Series) -> pl.Series | None:
     return mid if mid.str.starts_with(_SERIES).all() else None
 
 
-def _series_pieces(pieces: pl.Series) -> pl.DataFrame | None:
+def _series_pieces(pieces: pl.Series, *, final: bool = True) -> pl.DataFrame | None:
     """Pieces ``[{"metric":]{labels},"values":[<points>]}`` + ``,`` (all but the last) -> key,
     labels (JSON text), pts (``[t,"v"],...`` checked by ``_POINTS_RE``); None if one does not
     fit."""
-    last = pieces.len() - 1
+    last = pieces.len() - 1 if final else -1  # not final: every piece ends with its comma
     g = pl.col("p").str.extract_groups(_PREFIX_RE)
     head = pl.concat_str(
         g.struct.field("1").fill_null(""), g.struct.field("2"), g.struct.field("3")
@@ -288,11 +293,185 @@ def _fast_or_none(
     return None if frames is None else (*frames, idx.len())
 
 
+# -- the streamed path: big exports a series at a time ---------------------------------------------
+
+STREAM_MIN_BYTES = 8 << 20  # smaller exports are read whole (the vectorized fast path)
+BATCH_POINTS = 100_000  # points turned into rows at once when streaming
+# Only Prometheus' own answer layout is streamed (status first, then data.result); any other
+# document is read whole, where the reference path gives the exact reason for a rejection.
+_STREAM_HEAD = re.compile(
+    rb'^\s*\{\s*"status"\s*:\s*"success"\s*,\s*"data"\s*:\s*\{\s*"resultType"\s*:\s*'
+    rb'"(?:matrix|vector)"\s*,\s*"result"\s*:\s*\['
+)
+
+
+WINDOW_CHARS = 4 << 20  # text cut into series and parsed at once by the vectorized stream
+
+
+class LayoutChanged(Exception):
+    """The vectorized stream met text it does not fully validate: read the file with ijson."""
+
+
+def _window_tables(
+    pieces: pl.Series, final: bool, line: int, ctx: ParseContext, source: Source, xid: dict
+) -> dict[str, pl.DataFrame]:
+    try:
+        body = _series_pieces(pieces, final=final)
+        labels = None if body is None else _labels_frame(body.get_column("labels"))
+        points = (
+            None
+            if body is None or labels is None
+            else _points(body.filter(pl.col("pts") != "").select("key", "pts"))
+        )
+    except pl.exceptions.PolarsError:  # the exact stream decides (and gives the reason)
+        raise LayoutChanged from None
+    if body is None or labels is None or points is None:
+        raise LayoutChanged
+    return samples_to_tables(_samples(points, line), labels, ctx, source=source, xid_state=xid)
+
+
+def stream_fast(
+    stream: BinaryIO, line: int, ctx: ParseContext, source: Source = Source.DCGM
+) -> Iterator[dict[str, pl.DataFrame]]:
+    """``fast_frames`` over windows of ``WINDOW_CHARS``: each window is cut after its last
+    complete series (at the next ``{"metric":``), its series parsed as columns, the rest carried
+    into the next window. Raises ``LayoutChanged`` where ``fast_frames`` would return None (the
+    caller then streams the file with ijson, which gives the same rows or the exact error)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    carry, first, gpus, xid = "", True, [], {}
+    while True:
+        raw = stream.read(WINDOW_CHARS)
+        try:
+            text = carry + decoder.decode(raw, final=not raw)
+        except UnicodeDecodeError:
+            raise LayoutChanged from None
+        cut = text.rfind(_SERIES) if raw else -1
+        if raw and cut <= 0:
+            carry = text  # no series ends in this window yet
+            continue
+        body, carry = (text[:cut], text[cut:]) if raw else (text, "")
+        del text
+        if not raw:
+            end = _TRAILER_RE.search(body[-200:])
+            if end is None:
+                raise LayoutChanged
+            body = body[: len(body) - len(end.group(1))]
+        pieces = pl.Series([body]).str.split(_SERIES, literal=True).explode()
+        del body
+        # before the first series: the header, then (the carry starts with a series) nothing
+        if (first and not re.match(_HEADER_RE, pieces[0])) or (not first and pieces[0] != ""):
+            raise LayoutChanged
+        pieces, first = pieces.slice(1), False
+        if pieces.len() == 0:
+            if not raw:
+                raise LayoutChanged  # no series at all: the exact read decides
+            continue
+        out = _window_tables(pieces, not raw, line, ctx, source, xid)
+        if out.get("gpus") is not None and out["gpus"].height:
+            gpus.append(out.pop("gpus"))
+        yield out
+        if not raw:
+            break
+    if gpus:
+        yield {"gpus": _merge_gpus(pl.concat(gpus, how="vertical_relaxed"))}
+
+
+def streamable(head: bytes) -> bool:
+    """Whether a document starting with ``head`` is a Prometheus answer that can be streamed."""
+    return _STREAM_HEAD.match(head) is not None
+
+
+def _checked_series(series: Any) -> list[Any]:
+    """The points of one ``data.result`` entry, checked as ``parse_export`` checks them."""
+    if not isinstance(series, dict) or not isinstance(series.get("metric", {}), dict):
+        raise ValueError("a data.result entry is not a {metric, values} object")
+    points = series.get("values", [series.get("value")] if "value" in series else [])
+    if not isinstance(points, list):
+        raise ValueError("a data.result entry is not a {metric, values} object")
+    for p in points:
+        if not (isinstance(p, list) and len(p) == 2):
+            raise ValueError(f"a sample is not a [timestamp, value] pair: {p!r:.80}")
+    return points
+
+
+def stream_results(
+    stream: BinaryIO, line: int, ctx: ParseContext, source: Source = Source.DCGM
+) -> Iterator[dict[str, pl.DataFrame]]:
+    """The tables of a streamed export, a batch of series at a time (the GPU inventory, merged
+    over the whole document, comes last). Raises ValueError with the reason for a document the
+    whole-document read rejects (invalid JSON anywhere, a malformed series or point)."""
+    import ijson
+
+    xid_state: dict = {}
+    gpus: list[pl.DataFrame] = []
+    batch: list[dict[str, Any]] = []
+    points = 0
+
+    def tables() -> dict[str, pl.DataFrame]:
+        samples, labels = result_to_frames(batch, line)
+        out = samples_to_tables(samples, labels, ctx, source=source, xid_state=xid_state)
+        if out.get("gpus") is not None and out["gpus"].height:
+            gpus.append(out.pop("gpus"))
+        return out
+
+    try:
+        for series in ijson.items(stream, "data.result.item", use_float=True):
+            points += len(_checked_series(series))
+            batch.append(series)
+            if points >= BATCH_POINTS:
+                yield tables()
+                batch, points = [], 0
+    except ijson.JSONError as e:
+        raise ValueError(f"invalid JSON (half-written export?): {e}") from e
+    if batch:
+        yield tables()
+    if gpus:
+        yield {"gpus": _merge_gpus(pl.concat(gpus, how="vertical_relaxed"))}
+
+
+def _merge_gpus(frame: pl.DataFrame) -> pl.DataFrame:
+    """The inventory rows of several batches as the whole document gives them: one row per GPU
+    identity, first and last sighting over all batches."""
+    keys = ["node", "gpu_index", "pci_bus_id", "uuid", "model", "driver_version", "source", "file"]
+    merged = frame.group_by(keys, maintain_order=True).agg(
+        pl.col("first_seen").min(), pl.col("last_seen").max()
+    )
+    return conform("gpus", merged.sort("node", "gpu_index", nulls_last=True, maintain_order=True))
+
+
 class PrometheusJsonParser:
     name = "prometheus_json"
     source = Source.DCGM
     whole_file = True
     max_line_bytes = 1 << 30  # a one-line `curl` / REST export is one document
+    stream_min_bytes = STREAM_MIN_BYTES
+    rejected = "Prometheus JSON export rejected"  # the quarantine reason's start
+
+    def streams(self, size: int, head: bytes) -> bool:
+        """Whether a file of ``size`` bytes starting with ``head`` is parsed by ``parse_stream``."""
+        return size >= self.stream_min_bytes and streamable(head)
+
+    stream_restart = LayoutChanged  # raised by the vectorized stream: start again, exact=True
+
+    def parse_stream(
+        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext, exact: bool = False
+    ) -> Iterator[ChunkResult]:
+        """Rows of the document at ``path``: the vectorized windows of ``stream_fast``, or with
+        ``exact`` ijson's series (``stream_results``), which validates every value. The samples
+        carry ``first_line``, the document's first non-empty line, as in the whole-document
+        read. The caller accounts for the lines; ValueError rejects the document."""
+        from faultlens.ingest.reader import _open_stream
+
+        if exact:
+            with _open_stream(path, gzipped) as stream:
+                for tables in stream_results(stream, first_line, ctx, self.source):
+                    yield ChunkResult(tables=tables)
+            return
+        with _open_stream(path, gzipped) as stream:
+            for tables in stream_fast(stream, first_line, ctx, self.source):
+                yield ChunkResult(tables=tables)
 
     def sniff(self, head_lines: list[str], path: str) -> float:
         text = "\n".join(head_lines[:50])[:20000]
@@ -326,7 +505,7 @@ class PrometheusJsonParser:
             try:
                 result = parse_export("\n".join(t for _, t in content))
             except (ValueError, TypeError, KeyError, OverflowError) as e:
-                reason = f"Prometheus JSON export rejected: {e}"[:500]
+                reason = f"{self.rejected}: {e}"[:500]
                 nos, raws = zip(*content, strict=True)
                 return ChunkResult(
                     quarantine=quarantine_frame(list(nos), list(raws), [reason] * len(nos))
@@ -401,17 +580,9 @@ def _epoch_s(ts: datetime) -> float:
     return ts.replace(tzinfo=UTC).timestamp()
 
 
-def _mark_path(base: str, metric: str) -> str:
-    return f"prometheus:{base}#{metric}"
-
-
-def _high_water(store: Store, path: str) -> tuple[int | None, dict[str, Any]]:
-    fp = hashlib.sha256(path.encode()).hexdigest()
-    rec = store.files_matching(path, fp)
-    if rec.height == 0:
-        return None, {"fingerprint": fp, "lines": 0}
-    row = rec.row(0, named=True)
-    return int(row["bytes"]), row
+def _pulled_from(base: str) -> str:
+    """The ``file`` that ``event_summary`` files a server's pulled rows under."""
+    return f"prometheus:{base}"
 
 
 def pull(
@@ -439,9 +610,9 @@ def pull(
     window = min(chunk.total_seconds(), step_s * MAX_POINTS)
     end_s = _epoch_s(now)
     for metric in metrics:
-        path = _mark_path(base, metric)
-        mark_ms, rec = _high_water(store, path)
-        start_s = _epoch_s(now - since) if mark_ms is None else mark_ms / 1000 + step_s
+        mark = store.prom_mark(base, metric)
+        total = 0 if mark is None else mark[1]
+        start_s = _epoch_s(now - since) if mark is None else _epoch_s(mark[0]) + step_s
         start_s = math.ceil(start_s / step_s) * step_s  # aligned, so windows never overlap
         while start_s <= end_s:
             stop_s = min(start_s + window, end_s)
@@ -452,8 +623,9 @@ def pull(
                 {"query": metric, "start": start_s, "end": stop_s, "step": step_s},
                 timeout_s,
             )
-            n = _load_window(store, data.get("result", []), path, rec, stop_s, now, node, report)
-            rec = {**rec, "lines": int(rec.get("lines") or 0) + n}
+            key = (base, metric, total)
+            n = _load_window(store, data.get("result", []), key, stop_s, now, node, report)
+            total += n
             report.windows += 1
             report.samples += n
             start_s = stop_s + step_s
@@ -463,35 +635,22 @@ def pull(
 def _load_window(
     store: Store,
     result: list[dict[str, Any]],
-    path: str,
-    rec: dict[str, Any],
+    key: tuple[str, str, int],
     stop_s: float,
     now: datetime,
     node: str | None,
     report: PullReport,
 ) -> int:
+    """One window's samples and the metric's new high-water mark, in one transaction."""
+    base, metric, before = key
+    path = _pulled_from(base)
     ctx = ParseContext(file=path, node=node, mtime=now)
     samples, labels = result_to_frames(result, 0)
     tables = samples_to_tables(samples, labels, ctx, source=Source.DCGM) if samples.height else {}
-    total = int(rec.get("lines") or 0) + samples.height
+    until = datetime.fromtimestamp(stop_s, UTC).replace(tzinfo=None)
     with store.transaction():
         for table, frame in tables.items():
-            report.rows[table] = report.rows.get(table, 0) + store.insert(table, frame)
-        store.record_file(
-            {
-                "path": path,
-                "fingerprint": rec["fingerprint"],
-                "head_len": 0,
-                "bytes": int(round(stop_s * 1000)),
-                "lines": total,
-                "parsed": total,
-                "noise": 0,
-                "quarantined": 0,
-                "format": "prometheus_pull",
-                "status": "ok",
-                "error": None,
-                "ingested_at": now,
-                "boot_time": None,
-            }
-        )
+            n = store.insert_summarized(table, frame, path)
+            report.rows[table] = report.rows.get(table, 0) + n
+        store.record_prom_mark(base, metric, until, before + samples.height, now)
     return samples.height

@@ -108,3 +108,28 @@ def test_small_helpers() -> None:
 
     frame = pl.DataFrame({"node": ["a"] * 5 + ["b", "c", "d", "e", "f"]})
     assert lemon_share(frame, 100) == pytest.approx(0.5 + 0.1)  # 2 worst nodes: a and one of 1
+
+
+def test_another_datasets_kernel_log_is_no_failure_of_the_site(store, tmp_path) -> None:
+    """The same Xid 79 line in a site file and in a file ingested with ``--dataset other``: only
+    the site's counts among the site's failures (and the other dataset's own rate has none)."""
+    from faultlens.ingest.schema import SITE_DATASET
+    from faultlens.models.reliability import failures
+
+    t = datetime(2026, 3, 2, 10, 0, 0)
+    line = (
+        "{stamp} {node} kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, "
+        "GPU has fallen off the bus.\n"
+    )
+    site = tmp_path / "site" / "kern.log"
+    other = tmp_path / "other" / "kern.log"
+    for path, node in ((site, "site-node-1"), (other, "public-node-7")):
+        path.parent.mkdir()
+        path.write_text(line.format(stamp=t.strftime("%Y-%m-%dT%H:%M:%S+00:00"), node=node))
+    ingest_paths(store, [str(site)], now=t)
+    ingest_paths(
+        store, [str(other)], now=t, base_ctx=ParseContext(file="", options={"dataset": "other"})
+    )
+    window = (t - timedelta(days=1), t + timedelta(days=1))
+    assert failures(store, SITE_DATASET, *window)["node"].to_list() == ["site-node-1"]
+    assert failures(store, "other", *window).height == 0

@@ -59,11 +59,13 @@ def test_pool_wait_with_each_nodes_own_repair() -> None:
 
     t_out = np.array([0.0, 1.0, 2.0, 3.0])
     repairs = np.array([10.0, 1.5, 5.0, 1.0])
-    # pool of 1: event 0 takes it; event 1 waits for the first return (node 0 back at 10); node
-    # 1 is back at 2.5, so event 2 waits 0.5; node 2 back at 7, node 3 (at 3) waits for node 2 ...
-    # returns pending at each event: {10} -> {10, 2.5} -> after 2.5 {10, 7} -> {10, 4}
+    # pool of 1: event 0 takes it (node 0 back at 10); event 1 takes the earliest return, its
+    # own node (back at 2.5); event 2: every node busy, the earliest back is its own (7); event 3
+    # likewise its own (4). Pending returns at each event: {10, 2.5} -> {10, 7} -> {10, 4}
     got = pool_wait(t_out, 1, repairs)
-    assert got.tolist() == pytest.approx([0.0, 9.0, 0.5, 4.0])
+    assert got.tolist() == pytest.approx([0.0, 1.5, 5.0, 1.0])
+    # no pool: each node waits for its own repair (this crashed on an empty heap before)
+    assert pool_wait(t_out, 0, repairs).tolist() == pytest.approx(repairs.tolist())
     same = np.full(4, 2.0)
     assert pool_wait(t_out, 1, same).tolist() == fifo_wait(t_out, 1, 2.0).tolist()
 

@@ -7,7 +7,7 @@ import streamlit as st
 
 from faultlens.app.dashboard import panels, ui, urls
 from faultlens.app.dashboard.views import on_trace_soon, query
-from faultlens.reports import figures, q_fleet, q_state, sections
+from faultlens.reports import figures, q_fleet, q_state, reliability, sections
 from faultlens.reports.filters import Filters
 
 INCIDENTS = 15
@@ -67,21 +67,20 @@ def _picked_node() -> None:
 
 def numbers(f: Filters, all_nodes: list[str]) -> None:
     """Failure rate, MTBF, ETTR, jobs lost, nodes at risk; the trend charts; top Xids."""
-    n_nodes = ui.fleet_size(f, all_nodes)
     episodes = q_fleet.select_episodes(query(q_fleet.episodes_in, f.since, f.until), f)
-    node_days = f.node_days(len(all_nodes))
+    rate = query(reliability.window_rate, f)
+    node_days = rate.node_days
     lost = query(q_fleet.jobs_lost, f)
     at_risk = query(q_fleet.latest_predictions, f)
     c = st.columns(5)
-    per_1000 = episodes.height * 1000.0 / node_days if node_days else 0.0
     c[0].metric(
         "Failures / 1000 node-days",
-        f"{per_1000:.2f}",
-        help=f"{episodes.height} hardware failure episodes over {node_days:,.0f} node-days",
+        reliability.rate_text(rate),
+        help=f"{rate.n_failures} failures over {node_days:,.0f} node-days; {rate.fleet.note}",
     )
     c[1].metric(
         "MTBF per node",
-        f"{node_days * 24 / episodes.height:,.0f} h" if episodes.height else "no failures",
+        f"{rate.mtbf_h:,.0f} h" if rate.n_failures else "no failures",
     )
     with c[2]:
         ettr_metric(f)
@@ -97,7 +96,9 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
     )
     left, right = st.columns(2)
     ui.chart(
-        left, figures.fig_failure_trend(q_fleet.failure_trend(episodes, f, n_nodes)), key="trend"
+        left,
+        figures.fig_failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
+        key="trend",
     )
     ui.chart(right, figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)), key="mtbf")
     left, right = st.columns(2)

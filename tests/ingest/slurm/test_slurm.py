@@ -68,7 +68,8 @@ def test_every_corpus_file_is_accounted_for(corpus, store):
     assert formats[SNOWMAN] == "sacct"
     assert formats["sinfo-elasticluster-issue272-down-not-responding.txt"] == "sinfo"
     assert formats["slurmd-journal-bibigrid-issue705-gres-fatal.log"] == "lines"
-    assert formats["slurmrestd-slurm-web-25.05-node-drain.json"] == "slurmrestd_nodes"
+    # a node list: read by sinfo_json (the fleet and its events) before slurmrestd_nodes
+    assert formats["slurmrestd-slurm-web-25.05-node-drain.json"] == "sinfo_json"
     assert formats["slurmrestd-slurm-web-25.05-slurmdb-job-gpus-multi-nodes.json"] == "sacct_json"
     # Headerless sacct without --columns: quarantined with the reason, not guessed.
     reasons = store.query(
@@ -284,7 +285,15 @@ def test_sinfo_reasons_and_scontrol_blocks(store):
     ]
     store.execute("DELETE FROM events")
     f = ingest(store, DATA / "scontrol-show-node-blocks.txt")
-    assert f.parsed == 9  # the two unhealthy blocks; the healthy node's lines are noise
+    assert f.parsed == 12  # every line of the three blocks: each names a node of the fleet
+    fleet = store.query(
+        "SELECT node, gpus, source, line FROM nodes WHERE source = 'scontrol' ORDER BY node"
+    ).rows()
+    assert fleet == [
+        ("gpu001", 8, "scontrol", 1),
+        ("gpu002", 8, "scontrol", 7),
+        ("gpu003", 8, "scontrol", 12),
+    ]
     ev = store.query("SELECT node, kind, subkind, ts FROM events ORDER BY node").rows()
     assert ev == [
         ("gpu001", "node_down", "Not responding", datetime(2024, 5, 1, 10, 5)),

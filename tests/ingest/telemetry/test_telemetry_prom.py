@@ -202,8 +202,10 @@ def test_pull_from_a_real_prometheus(prometheus, store):
     assert store.count("telemetry") == first + again.samples
     dupes = store.scalar("SELECT count(*) - count(DISTINCT (ts, node, gpu, metric)) FROM telemetry")
     assert dupes == 0
-    marks = store.query("SELECT path, format FROM ingested_files ORDER BY path").rows()
-    assert marks == [
-        (f"prometheus:{prometheus}#DCGM_FI_DEV_GPU_TEMP", "prometheus_pull"),
-        (f"prometheus:{prometheus}#DCGM_FI_DEV_POWER_USAGE", "prometheus_pull"),
-    ]
+    marks = store.query("SELECT url, metric, samples FROM prom_marks ORDER BY metric").rows()
+    per_metric = store.query(
+        "SELECT metric, count(*) AS n FROM telemetry GROUP BY metric ORDER BY metric"
+    ).rows()
+    assert marks == [(prometheus, m, n) for m, n in per_metric]
+    assert [m for m, _ in per_metric] == ["DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_POWER_USAGE"]
+    assert store.count("ingested_files") == 0  # the registry holds files only

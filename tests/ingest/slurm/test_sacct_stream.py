@@ -1,0 +1,107 @@
+"""The streamed read of a ``sacct --json`` document gives the whole-document read's rows and
+line accounting: on the real corpus document, on a big one generated from it (pretty-printed and
+one-line, requeued jobs listed twice), and on a damaged one (every line quarantined)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.slurm import json_docs
+from faultlens.ingest.slurm.json_docs import SlurmJsonParser
+from faultlens.ingest.store import Store
+
+NOW = datetime(2026, 1, 1)
+REAL = "slurm/slurmrestd-slurm-web-25.05-slurmdb-job-gpus-multi-nodes.json"
+
+
+def _ingest(path: Path, db: Path, *, stream: bool, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(SlurmJsonParser, "stream_min_bytes", 0 if stream else 1 << 62)
+    with Store(db) as store:
+        report = ingest_paths(store, [str(path)], now=NOW)
+        tables = {
+            name: store.query(f"SELECT * FROM {name} ORDER BY ALL")
+            for name in ("jobs", "job_steps", "events")
+        }
+        tables["quarantine"] = store.query("SELECT line FROM quarantine ORDER BY line")
+        tables["files"] = store.query(
+            "SELECT format, lines, parsed, noise, quarantined, status FROM ingested_files"
+        )
+    return report.files[0], tables
+
+
+def _same(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
+    for name in a:
+        assert a[name].equals(b[name]), name
+
+
+def _big_document(corpus: Path, n_jobs: int) -> dict:
+    """The corpus job repeated with new ids, states and times; every seventh job listed twice
+    (a requeue: the earlier record is superseded)."""
+    template = json.loads((corpus / REAL).read_text())
+    jobs = []
+    for i in range(n_jobs):
+        job = json.loads(json.dumps(template["jobs"][0]))
+        job["job_id"] = 5000 + i
+        job["state"]["current"] = ["FAILED" if i % 3 == 0 else "COMPLETED"]
+        job["time"]["start"] = 1_721_000_000 + 600 * i
+        job["time"]["end"] = 1_721_000_000 + 600 * i + 300
+        for step in job.get("steps") or []:
+            step["step"]["id"] = f"{5000 + i}.batch"
+        jobs.append(job)
+        if i % 7 == 0:
+            again = json.loads(json.dumps(job))
+            again["state"]["current"] = ["REQUEUED"]
+            jobs.insert(len(jobs) - 1, again)
+    return {**template, "jobs": jobs}
+
+
+def test_real_document_streams_like_the_whole_read(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole, t_whole = _ingest(
+        corpus / REAL, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch
+    )
+    streamed, t_stream = _ingest(
+        corpus / REAL, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch
+    )
+    _same(t_whole, t_stream)
+    assert t_stream["jobs"].height == 1 and t_stream["job_steps"].height >= 1
+    assert streamed.lines == len((corpus / REAL).read_text().splitlines())
+    assert (streamed.parsed, streamed.noise) == (whole.parsed, whole.noise)
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_big_generated_document_streams_like_the_whole_read(
+    indent: int | None, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(json_docs, "RECORD_BATCH", 50)  # many batches
+    path = tmp_path / "sacct.json"
+    path.write_text(json.dumps(_big_document(corpus, 300), indent=indent) + "\n\n")
+    whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
+    streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
+    _same(t_whole, t_stream)
+    assert t_stream["jobs"].height == 300
+    jobs = t_stream["jobs"]
+    assert jobs.filter(pl.col("job_id") == "5000")["restarts"].to_list() == [1]
+    n = len(path.read_text().split("\n")) - 1
+    assert (streamed.lines, streamed.parsed, streamed.noise) == (n, n - 1, 1)  # one blank line
+
+
+def test_damaged_big_document_is_quarantined_line_by_line(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(json_docs, "RECORD_BATCH", 20)  # records made before the damage
+    text = json.dumps(_big_document(corpus, 80), indent=2)
+    path = tmp_path / "sacct.json"
+    path.write_text(text[: len(text) * 3 // 4])  # half-written
+    whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
+    streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
+    assert t_stream["jobs"].height == 0 and t_stream["job_steps"].height == 0
+    assert whole.quarantined == streamed.quarantined == streamed.lines > 0
+    assert t_whole["quarantine"].equals(t_stream["quarantine"])
