@@ -333,6 +333,17 @@ def _print_unplaced(files: list[FileReport]) -> None:
         "lists them)",
         highlight=False,
     )
+    from faultlens.ingest.pipeline import infer_node
+
+    for f in no_node:  # a folder that looks like a node: say so, never apply it
+        hint = infer_node(f.path)
+        if hint:
+            err.print(
+                f"{f.path}: {f.events_no_node:,} events without a node; its folder suggests "
+                f"{hint!r}: --reparse {f.path} --node {hint} (or --node-from-path REGEX)",
+                highlight=False,
+                soft_wrap=True,  # a path to paste: never cut by the terminal's width
+            )
 
 
 def _print_report(files: list[FileReport]) -> None:

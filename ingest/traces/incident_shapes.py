@@ -297,12 +297,3 @@ def node_name_expr(node: pl.Expr, system: pl.Expr) -> pl.Expr:
         pl.concat_str([system, pl.lit("-system")])
     )
     return node_expr(pl.when(bare).then(numbered).otherwise(pl.coalesce([node, whole])))
-
-
-def parse_month_year(text: pl.Expr) -> pl.Expr:
-    """Spreadsheet month-year cells (``Nov-96``, ``2-Mar`` for March 2002) -> the month's first
-    day; anything else (``current``) -> null."""
-    swapped = text.str.replace(r"^(\d{1,2})-([A-Za-z]{3})$", "$2-0$1").str.replace(
-        r"^([A-Za-z]{3})-0(\d\d)$", "$1-$2"
-    )
-    return swapped.str.to_datetime("%b-%y", strict=False, time_unit="us")

@@ -88,3 +88,24 @@ def test_readme_points_at_the_projects_own_docs() -> None:
     for name in COMMANDS:
         if "--json" in runner.invoke(app, [name, "--help"]).output:
             assert f"| `{name}` |" in shapes, f"docs/json.md lacks the shape of {name} --json"
+
+
+def test_ingest_suggests_the_folders_node_and_never_applies_it(tmp_path, monkeypatch) -> None:
+    """A host-less kernel log in a folder named like a node: the events stay node-less (the
+    folder is never taken as the node), and stderr says which --reparse would name it."""
+    import duckdb
+
+    monkeypatch.setenv("FAULTLENS_LIVE_WRITE_S", "0")
+    log = tmp_path / "nodes" / "gpu0042" / "kern.log"
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "[  12.345678] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=python, "
+        "GPU has fallen off the bus.\n"
+    )
+    db = tmp_path / "x.duckdb"
+    result = runner.invoke(app, ["ingest", str(log), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    assert f"its folder suggests 'gpu0042': --reparse {log} --node gpu0042" in result.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        nodes = con.execute("SELECT node FROM events WHERE kind = 'xid'").fetchall()
+    assert nodes == [(None,)]
