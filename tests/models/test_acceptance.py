@@ -83,11 +83,11 @@ def test_model_beats_both_baselines_with_precision_and_lead_time(acceptance) -> 
     assert model["median_lead_time_h"] >= 1.0
 
 
-# The recall target of 0.5 is not met. 31337 is a development seed now; it read 0.55 before
-# precision began counting every alert recall uses and node names stopped being taken from
-# folders (merged tree: 0.43; 0.47 since the threshold rule's fallback changed). The evaluation
-# seeds' figure is in README. Strict: when a change reaches 0.5 here, this fails and the mark goes.
+# 31337 is a development seed (README says why), so this is a regression check, not a held-out
+# figure. It read 0.55 before precision began counting every alert recall uses and node names
+# stopped being taken from folders, 0.43 after, 0.47 with the threshold rule's new fallback, and
+# 0.55 (21 of 38 episodes, precision 0.91) on the tree that merged session 4's parser and feature
+# changes. The held-out figure is the evaluation seeds' in README.
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="recall target 0.5 not met (issue 14); 0.47 on this seed")
 def test_recall_at_operating_threshold_reaches_half(acceptance) -> None:
     assert acceptance["model"]["recall"] >= 0.5
