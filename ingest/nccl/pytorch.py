@@ -259,6 +259,11 @@ def attrs_json(attrs: dict[str, Any]) -> str:
     )
 
 
+def _emit(sink: Sink, ctx: ParseContext, line_no: int, **fields: Any) -> None:
+    """One PyTorch event of line ``line_no`` into the sink (``make_event``'s fields)."""
+    sink.events.append(make_event(ctx, line_no, source=Source.PYTORCH, **fields))
+
+
 def make_event(
     ctx: ParseContext,
     line_no: int,
@@ -352,36 +357,32 @@ def handle_line(
     m = DETECTED.search(text)
     if m:
         attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items()}}
-        sink.events.append(
-            make_event(
-                ctx,
-                line_no,
-                source=Source.PYTORCH,
-                kind=Kind.NCCL_ERROR,
-                subkind="watchdog_exception",
-                severity=Severity.ERROR,
-                message=text[glog.end() :] if glog else text,
-                attrs=attrs,
-                **common,
-            )
+        _emit(
+            sink,
+            ctx,
+            line_no,
+            kind=Kind.NCCL_ERROR,
+            subkind="watchdog_exception",
+            severity=Severity.ERROR,
+            message=text[glog.end() :] if glog else text,
+            attrs=attrs,
+            **common,
         )
         return True
     if "NCCL error" in text:
         return _nccl_error_in(line_no, text, st, ctx, sink, base, common)
     m = RESULT_LINE.match(text)
     if m:
-        sink.events.append(
-            make_event(
-                ctx,
-                line_no,
-                source=Source.PYTORCH,
-                kind=Kind.NCCL_ERROR,
-                subkind=m["name"],
-                severity=Severity.ERROR,
-                message=text,
-                attrs=base,
-                **common,
-            )
+        _emit(
+            sink,
+            ctx,
+            line_no,
+            kind=Kind.NCCL_ERROR,
+            subkind=m["name"],
+            severity=Severity.ERROR,
+            message=text,
+            attrs=base,
+            **common,
         )
         return True
     if "ProcessGroupNCCL" in text and glog and glog["sev"] in "EF":
@@ -390,33 +391,29 @@ def handle_line(
         if "watchdog" in text.lower() or "timeout" in text.lower():
             sink.quarantine.append((line_no, raw, "unrecognized ProcessGroupNCCL watchdog line"))
             return False
-        sink.events.append(
-            make_event(
-                ctx,
-                line_no,
-                source=Source.PYTORCH,
-                kind=Kind.NCCL_ERROR,
-                subkind="process_group",
-                severity=Severity.ERROR,
-                message=text[glog.end() :],
-                attrs=base,
-                **common,
-            )
+        _emit(
+            sink,
+            ctx,
+            line_no,
+            kind=Kind.NCCL_ERROR,
+            subkind="process_group",
+            severity=Severity.ERROR,
+            message=text[glog.end() :],
+            attrs=base,
+            **common,
         )
         return True
     if "DistBackendError" in text and ":" in text:
-        sink.events.append(
-            make_event(
-                ctx,
-                line_no,
-                source=Source.PYTORCH,
-                kind=Kind.NCCL_ERROR,
-                subkind="dist_backend",
-                severity=Severity.ERROR,
-                message=text,
-                attrs=base,
-                **common,
-            )
+        _emit(
+            sink,
+            ctx,
+            line_no,
+            kind=Kind.NCCL_ERROR,
+            subkind="dist_backend",
+            severity=Severity.ERROR,
+            message=text,
+            attrs=base,
+            **common,
         )
         return True
     return False
@@ -436,18 +433,16 @@ def _watchdog_family(
     if found is None:
         return False
     kind, subkind, severity, attrs = found
-    sink.events.append(
-        make_event(
-            ctx,
-            line_no,
-            source=Source.PYTORCH,
-            kind=kind,
-            subkind=subkind,
-            severity=severity,
-            message=text[glog.end() :] if glog else text,
-            attrs={**base, **attrs},
-            **common,
-        )
+    _emit(
+        sink,
+        ctx,
+        line_no,
+        kind=kind,
+        subkind=subkind,
+        severity=severity,
+        message=text[glog.end() :] if glog else text,
+        attrs={**base, **attrs},
+        **common,
     )
     return True
 
@@ -468,18 +463,16 @@ def _elastic(
     subkind, pid, attrs = found
     g = watchdog.GLOG_ANY.search(text)
     ts = (glog_ts(g["md"], g["hms"], g["frac"], ctx) if g else None) or common["ts"]
-    sink.events.append(
-        make_event(
-            ctx,
-            line_no,
-            source=Source.PYTORCH,
-            kind=Kind.PROCESS_FAILED,
-            subkind=subkind,
-            severity=Severity.ERROR,
-            message=text[g.end() :] if g else text,
-            attrs={**base, **attrs},
-            **{**common, "ts": ts, "pid": pid},
-        )
+    _emit(
+        sink,
+        ctx,
+        line_no,
+        kind=Kind.PROCESS_FAILED,
+        subkind=subkind,
+        severity=Severity.ERROR,
+        message=text[g.end() :] if g else text,
+        attrs={**base, **attrs},
+        **{**common, "ts": ts, "pid": pid},
     )
     return True
 
@@ -501,18 +494,16 @@ def _watchdog(
     rethrown = "terminated with exception" in before or "what()" in before
     attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items() if k != "op_type"}}
     attrs["op_type"] = m["op_type"]
-    sink.events.append(
-        make_event(
-            ctx,
-            line_no,
-            source=Source.PYTORCH,
-            kind=Kind.NCCL_TIMEOUT,
-            subkind="rethrown" if rethrown else "watchdog",
-            severity=Severity.ERROR,
-            message=text[m.start() :],
-            attrs=attrs,
-            **common,
-        )
+    _emit(
+        sink,
+        ctx,
+        line_no,
+        kind=Kind.NCCL_TIMEOUT,
+        subkind="rethrown" if rethrown else "watchdog",
+        severity=Severity.ERROR,
+        message=text[m.start() :],
+        attrs=attrs,
+        **common,
     )
     return True
 
