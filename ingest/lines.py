@@ -9,7 +9,8 @@ parses its lines with its own vectorized path and keeps its own state across chu
 
 Routing, per candidate line, first that applies:
 
-0. a kernel watchdog line (soft / hard lockup) -> ``kernel``;
+0. a kernel watchdog line (soft / hard lockup) -> ``kernel``; an NCCL RAS line (``NCCL INFO RAS``
+   / ``NCCL WARN RAS``) -> ``ras`` (``nccl.ras``);
 1. the detail line after an NCCL ``Last error:`` line, or a line with an NCCL / PyTorch anchor
    (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
    watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
@@ -36,6 +37,7 @@ from faultlens.ingest.kernel import parser as kernel
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.nccl import line as nccl_line
 from faultlens.ingest.nccl import parser as nccl
+from faultlens.ingest.nccl import ras
 from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
 from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
@@ -66,7 +68,9 @@ SLURM_LITERALS = (
     "exited",
 )
 LITERALS: tuple[str, ...] = tuple(
-    dict.fromkeys((*kp.LITERALS, *nccl_line.LITERALS, *SLURM_LITERALS, *k8s.LITERALS))
+    dict.fromkeys(
+        (*kp.LITERALS, *nccl_line.LITERALS, *ras.LITERALS, *SLURM_LITERALS, *k8s.LITERALS)
+    )
 )
 # An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
 # (``NET/IB : Using [0]mlx5_0``, ``PCIe Bus Error`` quoted in a RuntimeError).
@@ -91,7 +95,7 @@ SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
 _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
-FAMILIES = ("nccl", "slurm", "k8s", "kernel")
+FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel")
 
 
 @dataclass
@@ -109,6 +113,7 @@ def route_expr() -> pl.Expr:
     raw = pl.col("raw")
     rules = (
         (~pl.col("follows") & raw.str.contains(KERNEL_WATCHDOG), "kernel"),
+        (~pl.col("follows") & raw.str.contains(ras.ANCHOR), "ras"),
         (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
         (raw.str.contains(SLURM_ANCHOR), "slurm"),
         (raw.str.contains(k8s.ANCHOR), "k8s"),
@@ -224,6 +229,9 @@ class LinesParser:
         # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
         n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")
         result = result.merge(self._nccl.parse_candidates(n, last_line, ctx, state.nccl))
+        r = routed.filter(pl.col("family") == "ras").select("line", raw="body")
+        if r.height:
+            result = result.merge(ras.line_rows(r, ctx))
         kube = routed.filter(pl.col("family") == "k8s").select("line", raw="body")
         if kube.height:
             result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))

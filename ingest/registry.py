@@ -33,6 +33,7 @@ MODULE_OF: dict[str, str] = {
         "faultlens.ingest.slurm.parsers",
     ),
     **dict.fromkeys(("nccl", "pytorch"), "faultlens.ingest.nccl.parser"),
+    "ncclras": "faultlens.ingest.nccl.ras",
     "dcgm_exporter": "faultlens.ingest.telemetry.dcgm",
     **dict.fromkeys(
         ("dcgmi", "nv_hostengine", "fabricmanager"), "faultlens.ingest.telemetry.dcgm_logs"

@@ -55,6 +55,7 @@ class Kind(StrEnum):
     NCCL_ERROR = "nccl_error"
     NCCL_TIMEOUT = "nccl_timeout"  # ProcessGroupNCCL watchdog
     NCCL_WARN = "nccl_warn"
+    NCCL_RAS = "nccl_ras"  # NCCL RAS: unresponsive / dead peers, missing ranks (subkind)
     PROCESS_FAILED = "process_failed"  # torchrun ChildFailedError
     NODE_DOWN = "node_down"
     NODE_DRAIN = "node_drain"
