@@ -135,7 +135,7 @@ def build(db: Path, n_events: int) -> None:
     )
     con.execute(
         """
-        INSERT INTO telemetry SELECT TIMESTAMP '2025-01-01' + INTERVAL (m * 10) MINUTE, node, g,
+        INSERT INTO telemetry (ts, node, gpu, metric, value) SELECT TIMESTAMP '2025-01-01' + INTERVAL (m * 10) MINUTE, node, g,
             'DCGM_FI_DEV_GPU_TEMP', 50 + (hash(node || m || g) % 30)
         FROM (SELECT DISTINCT node FROM events ORDER BY node LIMIT 64), range(? * 144) t(m),
              range(8) u(g)

@@ -60,7 +60,7 @@ def build(path: Path, n_events: int) -> None:
             [T0, n_events, NODES, FILES, FILES, n_events],
         )
         store.execute(
-            "INSERT INTO telemetry SELECT ?::TIMESTAMP + to_seconds(i * 60 // ?), "
+            "INSERT INTO telemetry (ts, node, gpu, metric, value) SELECT ?::TIMESTAMP + to_seconds(i * 60 // ?), "
             "printf('gpu%03d', i % ?), (i // ?) % 8, 'DCGM_FI_DEV_GPU_TEMP', 40 + i % 20 "
             "FROM range(?) t(i)",
             [T0, NODES * 8, NODES, NODES, 4 * n_events],

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Source(StrEnum):
@@ -235,6 +235,13 @@ TELEMETRY = Table(
         _c("gpu", "INTEGER"),  # GPU index on the node
         _c("metric", "VARCHAR"),  # DCGM field name, e.g. DCGM_FI_DEV_GPU_TEMP
         _c("value", "DOUBLE"),
+        # a MIG instance's own series (dcgm-exporter's GPU_I_ID / GPU_I_PROFILE); NULL: whole GPU
+        _c("gpu_instance", "INTEGER"),
+        _c("gpu_profile", "VARCHAR"),  # e.g. 1g.10gb
+        # the Kubernetes workload the GPU (or instance) was given to, when the exporter says
+        _c("pod", "VARCHAR"),
+        _c("namespace", "VARCHAR"),
+        _c("container", "VARCHAR"),
     ),
 )
 

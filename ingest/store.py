@@ -54,6 +54,13 @@ MIGRATIONS: dict[int, list[str]] = {
         "ingested_at FROM ingested_files WHERE format = 'prometheus_pull'",
         "DELETE FROM ingested_files WHERE format = 'prometheus_pull'",
     ],
+    5: [  # MIG instances and Kubernetes workloads as telemetry series of their own
+        "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_instance INTEGER",
+        "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_profile VARCHAR",
+        "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS pod VARCHAR",
+        "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS namespace VARCHAR",
+        "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS container VARCHAR",
+    ],
 }
 
 # event_summary computed from the tables themselves: what a database older than the summary

@@ -40,7 +40,25 @@ LABELS = {
     "xid": "xid",
     "DCGM_FI_DRIVER_VERSION": "driver",
     "instance": "instance",
+    "GPU_I_ID": "gpu_i_id",  # MIG: the GPU instance, one series per instance
+    "GPU_I_PROFILE": "gpu_profile",
+    "pod": "pod",  # Kubernetes: the workload the GPU is allocated to
+    "namespace": "namespace",
+    "container": "container",
 }
+# Label spellings exporters use for the same thing, read as the first one set: dcgm-exporter's
+# ``Hostname`` (a relabelled or older exporter's ``hostname``); the workload's ``pod`` /
+# ``namespace`` / ``container`` (older exporters' ``pod_name`` / ``pod_namespace`` /
+# ``container_name``; behind a Prometheus that scraped the exporter's own pod, the workload's are
+# ``exported_*`` and the plain ones name the exporter).
+LABEL_ALIASES: dict[str, tuple[str, ...]] = {
+    "Hostname": ("Hostname", "hostname"),
+    "pod": ("exported_pod", "pod", "pod_name"),
+    "namespace": ("exported_namespace", "namespace", "pod_namespace"),
+    "container": ("exported_container", "container", "container_name"),
+}
+# the telemetry columns that come from a series' labels as they are
+SERIES_COLUMNS = ("gpu_instance", "gpu_profile", "pod", "namespace", "container")
 # A chunk's samples: one row per sample; ``key`` points at its series in the labels frame.
 SAMPLE_SCHEMA: dict[str, Any] = {
     "line": pl.Int64,
@@ -94,6 +112,14 @@ def conform_labels(frame: pl.DataFrame) -> pl.DataFrame:
     return _conform(frame, LABEL_SCHEMA)
 
 
+def aliased(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` with each ``LABEL_ALIASES`` name set from the first of its spellings."""
+    out = dict(labels)
+    for name, spellings in LABEL_ALIASES.items():
+        out[name] = next((labels[s] for s in spellings if labels.get(s)), labels.get(name))
+    return out
+
+
 def label_dicts_to_frame(
     label_sets: list[dict[str, str]], first_key: int = 0, metrics: list[str | None] | None = None
 ) -> pl.DataFrame:
@@ -109,7 +135,7 @@ def label_dicts_to_frame(
             "metric": metric,
             **{col: labels.get(name) for name, col in LABELS.items()},
         }
-        for i, (labels, metric) in enumerate(zip(label_sets, metrics, strict=True))
+        for i, (labels, metric) in enumerate(zip(map(aliased, label_sets), metrics, strict=True))
     ]
     return (
         conform_labels(pl.DataFrame(rows, schema=LABEL_SCHEMA))
@@ -131,6 +157,9 @@ def derive_labels(labels: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
         node=node_expr(pl.coalesce(pl.col("hostname"), inst_host, pl.lit(ctx.node, pl.String))),
         gpu_index=pl.coalesce(pl.col("gpu"), from_device).cast(pl.Int32, strict=False),
         pci_bus_id=pci_expr(pl.col("pci")),
+        gpu_instance=pl.col("gpu_i_id").cast(pl.Int32, strict=False),
+        # an empty label (a GPU no pod holds) is no workload
+        **{c: pl.when(pl.col(c) != "").then(pl.col(c)) for c in SERIES_COLUMNS[1:]},
     )
 
 
@@ -161,9 +190,12 @@ def samples_to_tables(
         )
     else:
         samples = samples.with_columns(ts_flag=pl.lit(None, pl.String))
+    # only the MIG / workload columns some series has travel through the join (most scrapes
+    # have none: ``conform`` gives the rest as nulls, which cost nothing per sample)
+    extra = [c for c in SERIES_COLUMNS if lab.get_column(c).null_count() < lab.height]
     telemetry = samples.join(
-        lab.select("key", "node", "gpu_index", "metric"), on="key", how="left"
-    ).select("ts", "node", pl.col("gpu_index").alias("gpu"), "metric", "value")
+        lab.select("key", "node", "gpu_index", "metric", *extra), on="key", how="left"
+    ).select("ts", "node", pl.col("gpu_index").alias("gpu"), "metric", "value", *extra)
     out = {"telemetry": telemetry, "gpus": _gpus(samples, lab, ctx, source)}
     events = _xid_events(samples, lab, ctx, source, xid_state if xid_state is not None else {})
     if events.height:

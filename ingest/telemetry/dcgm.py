@@ -43,8 +43,9 @@ from faultlens.ingest.base import (
     numbered,
     quarantine_frame,
 )
-from faultlens.ingest.schema import TS, Source
+from faultlens.ingest.schema import TS, Source, conform
 from faultlens.ingest.telemetry.common import (
+    LABEL_ALIASES,
     LABEL_SCHEMA,
     LABELS,
     conform_labels,
@@ -94,23 +95,11 @@ def reference_frames(
         schema={"line": pl.Int64, "value": pl.Float64, "ts": pl.Int64, "key": pl.Int64},
     ).with_columns(pl.from_epoch(pl.col("ts"), time_unit="ms").cast(TS))
     labels = label_dicts_to_frame(
-        [_aliased(lab) for _, _, lab in items],
+        [lab for _, _, lab in items],
         first_key,
         metrics=[smp["metric"] for _, smp, _ in items],
     )
     return conform_samples(samples), labels
-
-
-# Label spellings exporters use for the same thing (dcgm-exporter's ``Hostname``; a relabelled or
-# older exporter's ``hostname``): read as the first of ``common.LABELS``' keys that is set.
-LABEL_ALIASES = {"Hostname": ("Hostname", "hostname")}
-
-
-def _aliased(labels: dict[str, str]) -> dict[str, str]:
-    out = dict(labels)
-    for name, spellings in LABEL_ALIASES.items():
-        out[name] = next((labels[s] for s in spellings if labels.get(s)), labels.get(name))
-    return out
 
 
 def _is_noise(line: str) -> bool:
@@ -148,7 +137,7 @@ class DcgmExporterParser:
             return None
         samples, labels = reference_frames([(0, smp, lab) for smp, lab in rows])
         tables = samples_to_tables(samples, labels, ctx, source=self.source)
-        return Parsed({k: v.to_dicts() for k, v in tables.items() if v.height})
+        return Parsed({k: conform(k, v).to_dicts() for k, v in tables.items() if v.height})
 
     def new_state(self, ctx: ParseContext) -> Any:
         # "series": every series head seen in this file so far, parsed once (see SeriesCache)

@@ -24,8 +24,11 @@ An SRE's GPU history usually lives in Prometheus, scraped from dcgm-exporter. Tw
   end of the last pulled window, samples so far), so an interrupted pull resumes where it stopped
   and a second pull only fetches what is new.
 
-Series labels are dcgm-exporter's (gpu, UUID, pci_bus_id, device, Hostname, modelName) plus
-Prometheus' own ``instance``; the node is ``Hostname``, else the instance host.
+Series labels are dcgm-exporter's (gpu, UUID, pci_bus_id, device, Hostname, modelName, MIG's
+GPU_I_ID / GPU_I_PROFILE, the workload's pod / namespace / container) plus Prometheus' own
+``instance``; the node is ``Hostname``, else the instance host. A Prometheus that scraped the
+exporter's pod renames the workload's labels ``exported_pod`` / ...: those win
+(``common.LABEL_ALIASES``).
 """
 
 from __future__ import annotations

@@ -154,7 +154,8 @@ def test_schema_3_database_migrates_summary_and_pull_marks(tmp_path: Path) -> No
         "(NULL, NULL, 'kernel', 'xid', 'k.log', 2)"
     )
     con.execute(
-        "INSERT INTO telemetry VALUES ('2025-01-02 00:00:00', 'a', 0, 'DCGM_FI_DEV_GPU_TEMP', 40)"
+        "INSERT INTO telemetry (ts, node, gpu, metric, value) "
+        "VALUES ('2025-01-02 00:00:00', 'a', 0, 'DCGM_FI_DEV_GPU_TEMP', 40)"
     )
     con.execute(
         "INSERT INTO ingested_files (path, fingerprint, head_len, bytes, lines, format, status, "
@@ -174,7 +175,7 @@ def test_schema_3_database_migrates_summary_and_pull_marks(tmp_path: Path) -> No
             ("events", "k.log", "kernel", "xid", None, 1, 1, None),
         ]
         assert _telemetry(store, "event_summary") == [("a", 1, 0, datetime(2025, 1, 2))]
-        assert store.scalar("SELECT max(version) FROM schema_version") == 4
+        assert store.scalar("SELECT max(version) FROM schema_version") == 5  # migrated all the way
 
 
 def test_status_of_an_unmigrated_database_read_only(tmp_path: Path) -> None:

@@ -50,7 +50,8 @@ def canon(frame: pl.DataFrame | None) -> list[tuple]:
     """Sorted telemetry rows, NaN as a string so that rows compare equal."""
     if frame is None:
         return []
-    return sorted(((*r[:-1], "nan" if r[-1] != r[-1] else r[-1]) for r in frame.rows()), key=repr)
+    rows = frame.select("ts", "node", "gpu", "metric", "value").rows()
+    return sorted(((*r[:-1], "nan" if r[-1] != r[-1] else r[-1]) for r in rows), key=repr)
 
 
 def rows(result) -> list[tuple]:
