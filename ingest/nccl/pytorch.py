@@ -21,7 +21,12 @@ parser (``parser``), which calls ``handle_line`` here for every candidate line t
   work: M, last completed NCCL work: K.`` -> ``nccl_error`` / ``watchdog_exception``.
 - ``DistBackendError: NCCL error in: FILE:LINE, <reason>, NCCL version X`` (also
   ``RuntimeError: NCCL error in: ...``), optionally followed by ``ncclRemoteError: ...``,
-  ``Last error:`` and one detail line, folded into one ``nccl_error`` event.
+  ``Last error:`` and one detail line, folded into one ``nccl_error`` event. The block's lines
+  may have up to ``BLOCK_GAP`` lines of other families or other processes between them: a line
+  goes on the block if it is the next line, or of the block's process (its launcher prefix,
+  ``block_key``); a line of that process that goes on with something else ends it, and so does
+  any new block's start. The detail is the line after ``Last error:`` of the same process. One
+  block is open at a time.
 - torchrun's ``ChildFailedError`` report: one ``process_failed`` event per ``[N]:`` entry of its
   ``Failures:`` / ``Root Cause (first observed failure):`` tables (time, host, rank, exitcode).
 - The rest of the watchdog family (failure detected, thread terminated with an exception, watchdog
@@ -154,7 +159,8 @@ class Prefix:
 class TorchState:
     pending: dict[str, Any] | None = None  # a DistBackendError event awaiting continuation lines
     pending_last: int = 0  # line number of the last line folded into ``pending``
-    expect_detail: int = 0  # line number expected to carry the "Last error:" detail
+    pending_key: tuple[Any, ...] = ()  # the launcher prefix of the pending block (``block_key``)
+    expect_detail: int = 0  # the "Last error:" line whose detail (its process's next line) is due
     failure: dict[str, Any] | None = None  # the ChildFailedError entry being read
     in_failure_report: bool = False
     root_cause: bool = False
@@ -334,9 +340,14 @@ def handle_line(
     """
     pre = pre or strip_launcher(raw)
     text = pre.rest
-    if st.pending is not None and line_no == st.pending_last + 1 and _continue(line_no, text, st):
-        return True
-    flush_pending(st, sink)
+    if st.pending is not None:
+        near = line_no - st.pending_last <= BLOCK_GAP
+        same = block_key(pre) == st.pending_key
+        # the block's next line, or its process's next line behind other processes' lines
+        if near and (same or line_no == st.pending_last + 1) and _continue(line_no, text, st, same):
+            return True
+        if same or not near:  # another process's line within the gap leaves the block open
+            flush_pending(st, sink)
     if _failure_line(line_no, text, pre, st, ctx, sink, job_id):
         return True
     glog = GLOG.search(text)
@@ -369,8 +380,9 @@ def handle_line(
             **common,
         )
         return True
-    if "NCCL error" in text:
-        return _nccl_error_in(line_no, text, st, ctx, sink, base, common)
+    if "NCCL error" in text and _nccl_error_in(line_no, text, st, ctx, sink, base, common):
+        st.pending_key = block_key(pre)
+        return True
     m = RESULT_LINE.match(text)
     if m:
         _emit(
@@ -520,6 +532,7 @@ def _nccl_error_in(
     m = NCCL_ERROR_IN.search(text)
     if not m:
         return False
+    flush_pending(st, sink)  # another process's block, still open
     exc = (m["exc"] or "").rsplit(".", 1)[-1] or None
     attrs = {
         **base,
@@ -543,8 +556,24 @@ def _nccl_error_in(
     return True
 
 
-def _continue(line_no: int, text: str, st: TorchState) -> bool:
-    """Fold a ``ncclXxxError:`` / ``Last error:`` / detail line into the pending error event."""
+# How far apart (in lines) two lines of one DistBackendError block may be: several processes (or
+# other families) writing to one stream put their lines between a block's own.
+BLOCK_GAP = 8
+
+
+def block_key(pre: Prefix) -> tuple[Any, ...]:
+    """What tells one process's lines from another's in a shared stream: its launcher prefix."""
+    return (pre.host, pre.rank, pre.ray_pid, pre.ray_ip)
+
+
+def _is_start(text: str) -> bool:
+    return "NCCL error" in text and NCCL_ERROR_IN.search(text) is not None
+
+
+def _continue(line_no: int, text: str, st: TorchState, same: bool = True) -> bool:
+    """Fold a ``ncclXxxError:`` / ``Last error:`` / detail line into the pending error event. The
+    detail is the next line of the block's own process (``same``); behind other processes'
+    lines, never a new block's start."""
     assert st.pending is not None
     attrs = st.pending["_attrs"]
     m = RESULT_LINE.match(text.strip())
@@ -552,8 +581,9 @@ def _continue(line_no: int, text: str, st: TorchState) -> bool:
         st.pending["subkind"] = m["name"]
         attrs["result_text"] = m["text"]
     elif text.strip() == "Last error:":
-        st.expect_detail = line_no + 1
-    elif line_no == st.expect_detail:
+        st.expect_detail = line_no
+    elif st.expect_detail and same and (line_no == st.pending_last + 1 or not _is_start(text)):
+        st.expect_detail = 0
         attrs["last_error"] = text.strip()
         peer = re.search(r"(?:from|to|peer) (?P<peer>[^\s<]+)<(?P<port>[0-9]+)>", text)
         if peer:

@@ -513,6 +513,38 @@ def error_blocks(
     return events, taken
 
 
+def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
+    """Per block start (``line``): ``g1``-``g4``, whether a block of that many lines could still
+    be continued by the handler (``pytorch.BLOCK_GAP``): a candidate within the gap after its end,
+    before the next start, that may be of the same process (its ``[rankN]:`` tag the start's or
+    none, no host, pdsh or Ray prefix)."""
+    c = pl.col
+    real_host = host.is_not_null() & ~(
+        host.str.contains("[a-z][A-Z]")
+        | host.str.to_lowercase().is_in(list(pytorch._NOT_HOSTS))
+        | host.str.starts_with("torch.")
+    )
+    rows = f.select(
+        "line",
+        start="is_start",
+        q="rank_pfx",
+        other=c("host").is_not_null() | real_host.fill_null(False) | c("t").str.starts_with("("),
+    )
+    starts = f.filter("is_start").select(s="line", p="rank_pfx")
+    out = starts.select(line="s")
+    gap = pytorch.BLOCK_GAP
+    for k in (1, 2, 3, 4):
+        win = starts.with_columns(at=pl.int_ranges(c("s") + k, c("s") + k + gap)).explode("at")
+        hit = win.join(rows, left_on="at", right_on="line", how="inner")
+        first = hit.filter("start").group_by("s").agg(fs=c("at").min())
+        hit = hit.join(first, on="s", how="left")
+        may = ~c("start") & ~c("other") & (c("q").is_null() | (c("q") == c("p")).fill_null(False))
+        before = c("fs").is_null() | (c("at") < c("fs"))
+        open_ = hit.filter(may & before).select(line="s").unique().with_columns(pl.lit(True))
+        out = out.join(open_.rename({"literal": f"g{k}"}), on="line", how="left")
+    return out
+
+
 def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) -> pl.DataFrame:
     """Each slow candidate's role in a plain block (S, R, L, D), its block id (the start's line)
     and whether that whole block is plain (``ok_block``)."""
@@ -520,7 +552,7 @@ def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) 
     rank_pfx = raw.str.extract(_RANK_PFX, 1)
     t = pl.when(rank_pfx.is_not_null()).then(raw.str.replace(_RANK_PFX, "")).otherwise(raw)
     f = slow.select("line", "raw", "host", "is_row", rank_pfx=rank_pfx, t=t)
-    t, host = pl.col("t"), t.str.extract(_PDSH, 1)
+    t, host = pl.col("t"), pl.col("t").str.extract(_PDSH, 1)
     stripped = t.str.strip_chars(WS)
     simple = (
         pl.col("host").is_null()
@@ -581,19 +613,30 @@ def _block_roles(slow: pl.DataFrame, after_pending: int | None, last_line: Any) 
         n3_r=nxt("is_r", 3),
         n3_l=nxt("is_l", 3),
         n4=(line.shift(-4) == line + 4).fill_null(False),
+        # whether the line k on has the start's ``[rankN]:`` tag (a detail is its process's line)
+        n2_same=pl.when(line.shift(-2) == line + 2).then(
+            pl.col("rank_pfx").shift(-2).eq_missing(pl.col("rank_pfx"))
+        ),
+        n3_same=pl.when(line.shift(-3) == line + 3).then(
+            pl.col("rank_pfx").shift(-3).eq_missing(pl.col("rank_pfx"))
+        ),
     )
     c = pl.col
-    # S R L D | S R L | S R | S L D | S L | S, each with no candidate line right after
+    f = f.join(_reopened(f, host), on="line", how="left").with_columns(
+        [c(f"g{k}").fill_null(False) for k in (1, 2, 3, 4)]
+    )
+    # S R L D | S R L | S R | S L D | S L | S, each with no candidate line right after, nor one
+    # that may continue it behind other processes' lines (``g1``-``g4``, by the block's size)
     after_r_l = c("n2") & c("n2_simple") & c("n2_l")
     after_l_d = lambda k, seen_r: (  # noqa: E731
-        c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l") & (seen_r | ~c(f"n{k}_r"))
+        c(f"n{k}") & c(f"n{k}_simple") & ~c(f"n{k}_l") & (seen_r | ~c(f"n{k}_r")) & c(f"n{k}_same")
     )
-    srld = c("r1") & after_r_l & after_l_d(3, pl.lit(True)) & ~c("n4")
-    srl = c("r1") & after_r_l & ~c("n3")
-    sr = c("r1") & ~c("n2")
-    sld = c("l1") & after_l_d(2, pl.lit(False)) & ~c("n3")
-    sl = c("l1") & ~c("n2")
-    s = ~c("n1")
+    srld = c("r1") & after_r_l & after_l_d(3, pl.lit(True)) & ~c("n4") & ~c("g4")
+    srl = c("r1") & after_r_l & ~c("n3") & ~c("g3")
+    sr = c("r1") & ~c("n2") & ~c("g2")
+    sld = c("l1") & after_l_d(2, pl.lit(False)) & ~c("n3") & ~c("g3")
+    sl = c("l1") & ~c("n2") & ~c("g2")
+    s = ~c("n1") & ~c("g1")
     size = (
         pl.when(srld)
         .then(4)

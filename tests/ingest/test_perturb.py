@@ -121,9 +121,6 @@ def test_crlf_line_ends_give_the_same_events(originals, tmp_path) -> None:
             assert _ingest(store, _write(tmp_path / name, lines, "\r\n")) == want, name
 
 
-@pytest.mark.xfail(
-    reason="a DistBackendError block split by another family's line is not folded", strict=True
-)
 def test_other_families_interleaved_give_the_same_events(originals, tmp_path) -> None:
     with Store(tmp_path / "i.duckdb") as store:
         for name, (lines, want) in originals.items():
