@@ -38,18 +38,29 @@ One ``nccl_ras`` event per process or rank line (subkind ``missing_process`` / `
 / ``missing_rank`` / ``rank_error`` / ``rank_mismatch``, with node, pid, rank, GPU index and
 ``attrs.comm_hash``); a block that names nobody (NCCL lists at most 10 outliers) gives one event
 from its count line (``attrs.count``), and so does TIMEOUT (``collection_timeout``). The report
-has no time stamp: its events are ``no_ts``. The ``parse_line`` of the report parser is its
-chunk path run on one line (a one-line report has no blocks: every line is noise).
+has no time stamp: its events are ``no_ts``. The JSON form (``SET FORMAT json``) gives one event
+per rank with an error and per missing rank (``dead_process`` when considered dead), on the line
+of its ``"rank":`` key; its ``timestamp`` is the RAS host's local time and stays out of ``ts``;
+a JSON report that does not parse is quarantined whole. The ``parse_line`` of the report parser
+is its chunk path run on one line (a one-line report has no blocks: every line is noise).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 import polars as pl
 
-from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, node_expr, numbered
+from faultlens.ingest.base import (
+    ChunkResult,
+    LineResult,
+    ParseContext,
+    node_expr,
+    numbered,
+    quarantine_frame,
+)
 from faultlens.ingest.schema import EVENTS, Kind, Severity, Source
 
 # -- log lines ------------------------------------------------------------------------------
@@ -341,6 +352,135 @@ def report_rows(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkRe
     return ChunkResult(tables={"events": _events(events)}, parsed=parsed.len(), parsed_lines=parsed)
 
 
+# -- the JSON report (``SET FORMAT json``, NCCL 2.28+) ---------------------------------------------
+
+_JSON_RANK = r'^\s*"rank": *-?[0-9]+,?$'
+# ncclResult_t values that are not errors: ncclSuccess, ncclInProgress
+_NOT_ERRORS = (0, 7)
+
+
+def _json_findings(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The findings of a JSON report, one per rank object in document order (``None`` for a
+    rank without one), then the collection timeouts."""
+    out: list[dict[str, Any]] = []
+    version = doc.get("nccl_version")
+    for comm in doc.get("communicators") or []:
+        digits = str(comm.get("hash") or "").removeprefix("0x")
+        common = {"comm_hash": digits.zfill(16) if digits else None, "nccl_version": version}
+        for rank in comm.get("ranks") or []:
+            st = rank.get("status") or {}
+            init, async_ = st.get("init_state"), st.get("async_error")
+            bad = [(ph, v) for ph, v in (("Initialization", init), ("Asynchronous", async_))]
+            bad = [(ph, v) for ph, v in bad if _int(v) is not None and v not in _NOT_ERRORS]
+            out.append(
+                {"rank": rank, "subkind": "rank_error", "phase": bad[0][0], "code": bad[0][1]}
+                | common
+                if bad
+                else None
+            )
+        for rank in comm.get("missing_ranks") or []:
+            st = rank.get("status") or {}
+            dead, unresponsive = bool(st.get("considered_dead")), bool(st.get("unresponsive"))
+            sub = "dead_process" if dead else "missing_rank" if unresponsive else "rank_mismatch"
+            out.append({"rank": rank, "subkind": sub, "dead": dead} | common)
+    return out
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def json_report_rows(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
+    """A JSON ``ncclras`` report -> events: a rank with an initialization or asynchronous error
+    (``rank_error``), a missing rank (``dead_process`` if considered dead, ``missing_rank`` if
+    unresponsive, else ``rank_mismatch``: it answered without this communicator), and the
+    collection's timeouts. Each rank's event is on the line of its ``"rank":`` key."""
+    frame = numbered(lines, first_line)
+    text = "\n".join(x for x in lines.to_list() if x is not None)
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict):
+            raise ValueError("the top level is not an object")
+        findings = _json_findings(doc)
+        timeouts = _int((doc.get("ras") or {}).get("timeouts_count")) or 0
+    except (
+        ValueError,
+        TypeError,
+        AttributeError,
+    ) as e:  # not the report's shape  # a half-written report: every line kept, with the reason
+        bad = frame.filter(pl.col("raw").is_not_null() & (pl.col("raw").str.strip_chars() != ""))
+        reason = f"invalid ncclras JSON report: {e}"[:300]
+        q = quarantine_frame(bad["line"].to_list(), bad["raw"].to_list(), [reason] * bad.height)
+        return ChunkResult(quarantine=q, parsed_lines=_EMPTY_LINES)
+    at = frame.filter(pl.col("raw").str.contains(_JSON_RANK)).get_column("line").to_list()
+    if len(at) != len(findings):  # not one rank object per line: the document's first line
+        at = [first_line] * len(findings)
+    rows = []
+    for line, f in zip(at, findings, strict=True):
+        if f is None:
+            continue
+        rank = f.pop("rank")
+        sub = f.pop("subkind")
+        host, pid, dev = rank.get("host"), _int(rank.get("pid")), _int(rank.get("cuda_dev"))
+        rows.append(
+            {
+                "line": line,
+                "node": host if isinstance(host, str) and host not in ("", "unknown") else None,
+                "pid": pid if pid is not None and pid >= 0 else None,
+                "gpu_index": dev if dev is not None and 0 <= dev < 1 << 16 else None,
+                "subkind": sub,
+                "severity": REPORT_SEVERITY[sub].value,
+                "attrs": {"rank": rank.get("rank"), **{k: v for k, v in f.items() if v}},
+            }
+        )
+    if timeouts:
+        line = frame.filter(pl.col("raw").str.contains('"timeouts_count"'))["line"]
+        rows.append(
+            {
+                "line": line[0] if line.len() else first_line,
+                "subkind": "collection_timeout",
+                "severity": Severity.WARNING.value,
+                "attrs": {"count": timeouts, "nccl_version": doc.get("nccl_version")},
+            }
+        )
+    if not rows:
+        return ChunkResult(parsed_lines=_EMPTY_LINES)
+    schema = {
+        "line": pl.Int64,
+        "node": pl.String,
+        "pid": pl.Int64,
+        "gpu_index": pl.Int32,
+        "subkind": pl.String,
+        "severity": pl.String,
+        "attrs": pl.String,
+    }
+    ev = pl.DataFrame(
+        [{**r, "attrs": json.dumps(r["attrs"], sort_keys=True, default=str)} for r in rows],
+        schema=schema,
+    )
+    events = ev.with_columns(
+        ts=pl.lit(None, pl.Datetime("us")),
+        ts_flag=pl.lit("no_ts"),
+        node=node_expr(pl.col("node")),
+        gpu=pl.col("gpu_index").cast(pl.String),
+        source=pl.lit(Source.NCCL.value),
+        kind=pl.lit(Kind.NCCL_RAS.value),
+        job_id=pl.lit(ctx.job_id, pl.String),
+        message=pl.concat_str(pl.lit("ncclras: "), pl.col("subkind"), pl.lit(" "), "attrs"),
+        file=pl.lit(ctx.file),
+    )
+    parsed = events.get_column("line").unique().sort()
+    return ChunkResult(tables={"events": _events(events)}, parsed=parsed.len(), parsed_lines=parsed)
+
+
+REPORT_SEVERITY = {sub: sev for sub, sev in REPORT_FINDINGS.values()}
+
+
+def sniff_json_report(head_lines: list[str]) -> float:
+    head = "\n".join(head_lines[:12])
+    return 0.95 if head.lstrip().startswith("{") and '"communicators_count"' in head else 0.0
+
+
 class RasReportParser:
     """A standalone ``ncclras`` status report (text format)."""
 
@@ -349,7 +489,7 @@ class RasReportParser:
     whole_file = True
 
     def sniff(self, head_lines: list[str], path: str) -> float:
-        return sniff_report(head_lines)
+        return max(sniff_report(head_lines), sniff_json_report(head_lines))
 
     def new_state(self, ctx: ParseContext) -> None:
         return None
@@ -362,6 +502,10 @@ class RasReportParser:
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: None
     ) -> ChunkResult:
+        texts = lines.drop_nulls().str.strip_chars()
+        texts = texts.filter(texts != "")
+        if texts.len() and str(texts[0]).startswith("{"):
+            return json_report_rows(lines, first_line, ctx)
         return report_rows(lines, first_line, ctx)
 
     def finish(self, ctx: ParseContext, state: None) -> ChunkResult:

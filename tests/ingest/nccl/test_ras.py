@@ -181,3 +181,40 @@ def test_any_arrangement_of_report_lines_is_accounted_for(picked: list[str]) -> 
     events = out.tables.get("events")
     if events is not None:
         assert set(events["line"].to_list()) <= set(got)
+
+
+# -- the JSON report ---------------------------------------------------------------------------------
+
+
+def test_the_json_report(store: Store) -> None:
+    f, ev = _ingest(store, "ncclras-status.json")
+    assert (f.format, f.status, f.lines, f.quarantined) == ("ncclras", "ok", 88, 0)
+    assert (f.parsed, f.noise) == (4, 84)
+    got = {
+        n: (r["subkind"], r["severity"], r["node"], r["pid"], r["gpu_index"]) for n, r in ev.items()
+    }
+    assert got == {
+        37: ("rank_error", "error", "10.40.0.1", 7002, 1),  # async_error 6 (ncclRemoteError)
+        60: ("missing_rank", "warning", "10.40.0.2", 8001, 0),  # unresponsive
+        71: ("dead_process", "error", "10.40.0.2", 8002, 1),  # considered dead
+        86: ("collection_timeout", "warning", None, None, None),
+    }
+    attrs = {n: json.loads(r["attrs"]) for n, r in ev.items()}
+    assert {n: a.get("comm_hash") for n, a in attrs.items()} == {
+        37: "7c1e2d3f4a5b6c7d",
+        60: "7c1e2d3f4a5b6c7d",
+        71: "7c1e2d3f4a5b6c7d",
+        86: None,
+    }
+    assert (attrs[37]["rank"], attrs[37]["phase"], attrs[37]["code"]) == (1, "Asynchronous", 6)
+    assert (attrs[71]["rank"], attrs[71]["dead"], attrs[86]["count"]) == (3, True, 2)
+
+
+def test_a_half_written_json_report_is_quarantined(store: Store, tmp_path: Path) -> None:
+    text = (DATA / "ncclras-status.json").read_text().splitlines()[:40]
+    path = tmp_path / "half.json"
+    path.write_text("\n".join(text) + "\n")
+    (f,) = ingest_paths(store, [str(path)], now=NOW).files
+    assert (f.format, f.lines, f.parsed, f.quarantined) == ("ncclras", 40, 0, 40)
+    reasons = store.query("SELECT DISTINCT reason FROM quarantine").to_series().to_list()
+    assert len(reasons) == 1 and reasons[0].startswith("invalid ncclras JSON report")
