@@ -25,8 +25,8 @@ parser (``parser``), which calls ``handle_line`` here for every candidate line t
   may have up to ``BLOCK_GAP`` lines of other families or other processes between them: a line
   goes on the block if it is the next line, or of the block's process (its launcher prefix,
   ``block_key``); a line of that process that goes on with something else ends it, and so does
-  any new block's start. The detail is the line after ``Last error:`` of the same process. One
-  block is open at a time.
+  its next block's start (another process's sets it aside: several processes' blocks may be
+  interleaved line by line). The detail is the line after ``Last error:`` of the same process.
 - torchrun's ``ChildFailedError`` report: one ``process_failed`` event per ``[N]:`` entry of its
   ``Failures:`` / ``Root Cause (first observed failure):`` tables (time, host, rank, exitcode).
 - The rest of the watchdog family (failure detected, thread terminated with an exception, watchdog
@@ -82,15 +82,12 @@ LITERALS = (
     "SignalException",
 )
 
+RAY_PREFIX = re.compile(
+    r"^\((?P<actor>[^()]*?)\bpid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?[^()]*\) ?"
+)
 _LAUNCHER_PARTS = (
     ("counter", re.compile(r"^\[[0-9]+\] ")),
-    (
-        "ray",
-        re.compile(
-            r"^\((?P<actor>[^()]*?)\bpid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9a-fA-F.:]+))?"
-            r"[^()]*\) ?"
-        ),
-    ),
+    ("ray", RAY_PREFIX),
     ("rank", re.compile(r"^\[(?:rank|default)(?P<rank>[0-9]+)\]: ?")),
     ("pdsh", re.compile(r"^(?P<host>[A-Za-z0-9][A-Za-z0-9._-]*): ")),
 )
@@ -161,6 +158,9 @@ class TorchState:
     pending_last: int = 0  # line number of the last line folded into ``pending``
     pending_key: tuple[Any, ...] = ()  # the launcher prefix of the pending block (``block_key``)
     expect_detail: int = 0  # the "Last error:" line whose detail (its process's next line) is due
+    # other processes' open blocks (their lines interleaved with the pending one's): key ->
+    # (event, last line, expect_detail)
+    parked: dict[tuple[Any, ...], tuple[dict[str, Any], int, int]] = field(default_factory=dict)
     failure: dict[str, Any] | None = None  # the ChildFailedError entry being read
     in_failure_report: bool = False
     root_cause: bool = False
@@ -340,9 +340,12 @@ def handle_line(
     """
     pre = pre or strip_launcher(raw)
     text = pre.rest
+    key = block_key(pre)
+    if st.parked:
+        _unpark(line_no, key, st, sink)
     if st.pending is not None:
         near = line_no - st.pending_last <= BLOCK_GAP
-        same = block_key(pre) == st.pending_key
+        same = key == st.pending_key
         # the block's next line, or its process's next line behind other processes' lines
         if near and (same or line_no == st.pending_last + 1) and _continue(line_no, text, st, same):
             return True
@@ -380,8 +383,7 @@ def handle_line(
             **common,
         )
         return True
-    if "NCCL error" in text and _nccl_error_in(line_no, text, st, ctx, sink, base, common):
-        st.pending_key = block_key(pre)
+    if "NCCL error" in text and _nccl_error_in(line_no, text, st, ctx, sink, base, common, key):
         return True
     m = RESULT_LINE.match(text)
     if m:
@@ -528,11 +530,16 @@ def _nccl_error_in(
     sink: Sink,
     base: dict[str, Any],
     common: dict[str, Any],
+    key: tuple[Any, ...] = (),
 ) -> bool:
     m = NCCL_ERROR_IN.search(text)
     if not m:
         return False
-    flush_pending(st, sink)  # another process's block, still open
+    if st.pending is not None and st.pending_key != key:
+        _park(st)  # another process's block, still open
+    flush_pending(st, sink)
+    if key in st.parked:  # this process's earlier block ends here
+        _emit_block(st.parked.pop(key)[0], sink)
     exc = (m["exc"] or "").rsplit(".", 1)[-1] or None
     attrs = {
         **base,
@@ -553,6 +560,7 @@ def _nccl_error_in(
     )
     st.pending["_attrs"] = attrs  # encoded by ``flush_pending``, once the block is complete
     st.pending_last = line_no
+    st.pending_key = key
     return True
 
 
@@ -564,6 +572,23 @@ BLOCK_GAP = 8
 def block_key(pre: Prefix) -> tuple[Any, ...]:
     """What tells one process's lines from another's in a shared stream: its launcher prefix."""
     return (pre.host, pre.rank, pre.ray_pid, pre.ray_ip)
+
+
+def _park(st: TorchState) -> None:
+    """Set the pending block aside (another process's block starts)."""
+    if st.pending is not None:
+        st.parked[st.pending_key] = (st.pending, st.pending_last, st.expect_detail)
+        st.pending, st.expect_detail = None, 0
+
+
+def _unpark(line_no: int, key: tuple[Any, ...], st: TorchState, sink: Sink) -> None:
+    """Flush the set-aside blocks the gap has closed; bring back the line's process's block."""
+    for k in [k for k, (_, last, _) in st.parked.items() if line_no - last > BLOCK_GAP]:
+        _emit_block(st.parked.pop(k)[0], sink)
+    if key in st.parked:
+        _park(st)
+        st.pending, st.pending_last, st.expect_detail = st.parked.pop(key)
+        st.pending_key = key
 
 
 def _is_start(text: str) -> bool:
@@ -595,12 +620,15 @@ def _continue(line_no: int, text: str, st: TorchState, same: bool = True) -> boo
     return True
 
 
+def _emit_block(event: dict[str, Any], sink: Sink) -> None:
+    event["attrs"] = attrs_json(event.pop("_attrs"))
+    sink.events.append(event)
+
+
 def flush_pending(st: TorchState, sink: Sink) -> None:
     if st.pending is None:
         return
-    event = st.pending
-    event["attrs"] = attrs_json(event.pop("_attrs"))
-    sink.events.append(event)
+    _emit_block(st.pending, sink)
     st.pending = None
     st.expect_detail = 0
 
@@ -688,4 +716,6 @@ def flush_failure(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | N
 
 def finish(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | None) -> None:
     flush_pending(st, sink)
+    while st.parked:
+        _emit_block(st.parked.popitem()[1][0], sink)
     flush_failure(st, ctx, sink, job_id)

@@ -515,9 +515,9 @@ def error_blocks(
 
 def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
     """Per block start (``line``): ``g1``-``g4``, whether a block of that many lines could still
-    be continued by the handler (``pytorch.BLOCK_GAP``): a candidate within the gap after its end,
-    before the next start, that may be of the same process (its ``[rankN]:`` tag the start's or
-    none, no host, pdsh or Ray prefix)."""
+    be continued by the handler (``pytorch.BLOCK_GAP``): a candidate within the gap after its end
+    that may be of the same process (the start's ``[rankN]:`` tag or an unread one; no host, pdsh
+    or Ray prefix), before that process's next start (another process's sets the block aside)."""
     c = pl.col
     real_host = host.is_not_null() & ~(
         host.str.contains("[a-z][A-Z]")
@@ -528,7 +528,10 @@ def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
         "line",
         start="is_start",
         q="rank_pfx",
-        other=c("host").is_not_null() | real_host.fill_null(False) | c("t").str.starts_with("("),
+        other=c("host").is_not_null()
+        | real_host.fill_null(False)
+        | c("t").str.contains(pytorch.RAY_PREFIX.pattern),
+        tagged=c("t").str.starts_with("["),  # a tag _RANK_PFX did not read: unknown process
     )
     starts = f.filter("is_start").select(s="line", p="rank_pfx")
     out = starts.select(line="s")
@@ -536,11 +539,14 @@ def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
     for k in (1, 2, 3, 4):
         win = starts.with_columns(at=pl.int_ranges(c("s") + k, c("s") + k + gap)).explode("at")
         hit = win.join(rows, left_on="at", right_on="line", how="inner")
-        first = hit.filter("start").group_by("s").agg(fs=c("at").min())
+        hit = hit.filter(~c("other") & (c("q").eq_missing(c("p")) | c("q").is_null() & c("tagged")))
+        first = (
+            hit.filter(c("start") & c("q").eq_missing(c("p"))).group_by("s").agg(fs=c("at").min())
+        )
         hit = hit.join(first, on="s", how="left")
-        may = ~c("start") & ~c("other") & (c("q").is_null() | (c("q") == c("p")).fill_null(False))
         before = c("fs").is_null() | (c("at") < c("fs"))
-        open_ = hit.filter(may & before).select(line="s").unique().with_columns(pl.lit(True))
+        open_ = hit.filter(~c("start") & before).select(line="s").unique()
+        open_ = open_.with_columns(pl.lit(True))
         out = out.join(open_.rename({"literal": f"g{k}"}), on="line", how="left")
     return out
 

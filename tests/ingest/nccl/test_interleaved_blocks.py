@@ -1,6 +1,8 @@
 """A DistBackendError block (``NCCL error in:``, ``ncclXxxError:``, ``Last error:``, detail)
 whose lines other families or other processes' lines come between: folded by the line's process
-(its launcher prefix), within ``BLOCK_GAP`` lines, on the line path and the chunk paths alike."""
+(its launcher prefix), within ``BLOCK_GAP`` lines, on the line path and the chunk paths alike.
+A detail line is seen when it is a candidate: right after ``Last error:``, or holding a literal
+(the details behind other lines here say ``Error``)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,19 @@ WANT = {
     14: ("ncclRemoteError", 2, None, None),
     25: ("ncclSystemError", 3, None, None),
     35: ("ncclSystemError", 3, None, None),  # 10 lines on: beyond the gap
+    # two processes' blocks interleaved line by line: each folds its own lines
+    37: (
+        "ncclSystemError",
+        6,
+        "System call or external library call failed.",
+        "Error while connecting to 10.1.2.6<40006>: Connection refused",
+    ),
+    38: (
+        "ncclRemoteError",
+        7,
+        "A call failed possibly due to a network error or a remote process exiting prematurely.",
+        "Error while receiving from 10.1.2.7<40007>: Connection reset by peer",
+    ),
 }
 
 
