@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 class Source(StrEnum):
@@ -391,23 +391,6 @@ REFRESH_STATE = Table(
     ),
 )
 
-# Newest row per node and source (``models.freshness``), kept up to date from the rows appended
-# since the marks in ``source_last_seen_marks``, so that a scheduled run never rescans history.
-SOURCE_LAST_SEEN = Table(
-    "source_last_seen",
-    (_c("node", "VARCHAR"), _c("source", "VARCHAR"), _c("last_seen", "TIMESTAMP")),
-)
-SOURCE_LAST_SEEN_MARKS = Table(
-    "source_last_seen_marks",
-    (
-        _c("tbl", "VARCHAR"),
-        _c("max_rowid", "BIGINT"),
-        _c("n_rows", "BIGINT"),
-        _c("untimed", "BIGINT"),
-        _c("mark", "VARCHAR"),
-    ),
-)
-
 # Suggested drains and what became of them (``models.drains``): was the node drained (its Slurm
 # state in later data) and did it fail within the horizon.
 DRAIN_OUTCOMES = Table(
@@ -539,8 +522,6 @@ TABLES: dict[str, Table] = {
         PREDICTIONS,
         ATTRIBUTIONS,
         REFRESH_STATE,
-        SOURCE_LAST_SEEN,
-        SOURCE_LAST_SEEN_MARKS,
         DRAIN_OUTCOMES,
         NODES,
         INCIDENTS,

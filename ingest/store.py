@@ -54,6 +54,10 @@ MIGRATIONS: dict[int, list[str]] = {
         "ingested_at FROM ingested_files WHERE format = 'prometheus_pull'",
         "DELETE FROM ingested_files WHERE format = 'prometheus_pull'",
     ],
+    5: [  # the newest row per node and source is read from event_summary alone
+        "DROP TABLE IF EXISTS source_last_seen",
+        "DROP TABLE IF EXISTS source_last_seen_marks",
+    ],
 }
 
 # event_summary computed from the tables themselves: what a database older than the summary
