@@ -391,6 +391,23 @@ REFRESH_STATE = Table(
     ),
 )
 
+# The last scheduled run's prediction, kept with the digest of the inputs it was computed from
+# (``ingest.watermarks.data_mark``): a run that finds the same digest, the same ``as_of``, model
+# and settings reuses it (its rows are in ``predictions`` under ``run_id``) instead of scoring.
+RUN_CACHE = Table(
+    "run_cache",
+    (
+        _c("run_id", "VARCHAR"),
+        _c("as_of", "TIMESTAMP"),
+        _c("model_version", "VARCHAR"),
+        _c("settings", "VARCHAR"),  # JSON: scheduler, dashboard URL, faultlens version
+        _c("data_mark", "VARCHAR"),
+        _c("n_rows", "BIGINT"),  # the run's rows in ``predictions``
+        _c("alerts", "VARCHAR"),  # JSON: the run's alerts as ``predict`` built them
+        _c("saved_at", "TIMESTAMP"),  # wall-clock time of the run that saved it
+    ),
+)
+
 # Suggested drains and what became of them (``models.drains``): was the node drained (its Slurm
 # state in later data) and did it fail within the horizon.
 DRAIN_OUTCOMES = Table(
@@ -522,6 +539,7 @@ TABLES: dict[str, Table] = {
         PREDICTIONS,
         ATTRIBUTIONS,
         REFRESH_STATE,
+        RUN_CACHE,
         DRAIN_OUTCOMES,
         NODES,
         INCIDENTS,
