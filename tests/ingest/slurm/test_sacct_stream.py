@@ -40,7 +40,7 @@ def _same(a: dict[str, pl.DataFrame], b: dict[str, pl.DataFrame]) -> None:
         assert a[name].equals(b[name]), name
 
 
-def _big_document(corpus: Path, n_jobs: int) -> dict:
+def _big_document(corpus: Path, n_jobs: int, requeue_every: int = 7) -> dict:
     """The corpus job repeated with new ids, states and times; every seventh job listed twice
     (a requeue: the earlier record is superseded)."""
     template = json.loads((corpus / REAL).read_text())
@@ -54,7 +54,7 @@ def _big_document(corpus: Path, n_jobs: int) -> dict:
         for step in job.get("steps") or []:
             step["step"]["id"] = f"{5000 + i}.batch"
         jobs.append(job)
-        if i % 7 == 0:
+        if requeue_every and i % requeue_every == 0:
             again = json.loads(json.dumps(job))
             again["state"]["current"] = ["REQUEUED"]
             jobs.insert(len(jobs) - 1, again)
@@ -91,6 +91,44 @@ def test_big_generated_document_streams_like_the_whole_read(
     assert jobs.filter(pl.col("job_id") == "5000")["restarts"].to_list() == [1]
     n = len(path.read_text().split("\n")) - 1
     assert (streamed.lines, streamed.parsed, streamed.noise) == (n, n - 1, 1)  # one blank line
+
+
+def _exact_not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the document was folded whole")
+
+
+@pytest.mark.parametrize("indent", [2, None])
+def test_batches_are_folded_apart_with_a_small_line_cursor(
+    indent: int | None, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(json_docs, "RECORD_BATCH", 40)
+    monkeypatch.setattr(json_docs, "CURSOR_BYTES", 3000)  # the cursor reads many small chunks
+    path = tmp_path / "sacct.json"
+    path.write_text(json.dumps(_big_document(corpus, 200, requeue_every=0), indent=indent))
+    whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
+    monkeypatch.setattr(json_docs, "stream_jobs_whole", _exact_not_called)
+    streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
+    _same(t_whole, t_stream)
+    assert t_stream["jobs"].height == 200
+    assert (streamed.lines, streamed.parsed) == (whole.lines, whole.parsed)
+
+
+def test_a_job_listed_in_two_batches_is_folded_whole(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(json_docs, "RECORD_BATCH", 3)  # a requeued pair straddles a batch
+    path = tmp_path / "sacct.json"
+    path.write_text(json.dumps(_big_document(corpus, 30, requeue_every=4), indent=2))
+    whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
+    calls = []
+    folded_whole = json_docs.stream_jobs_whole
+    monkeypatch.setattr(
+        json_docs, "stream_jobs_whole", lambda *a: calls.append(1) or folded_whole(*a)
+    )
+    streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
+    assert calls == [1]
+    _same(t_whole, t_stream)
+    assert t_stream["jobs"].filter(pl.col("job_id") == "5004")["restarts"].to_list() == [1]
 
 
 def test_damaged_big_document_is_quarantined_line_by_line(
