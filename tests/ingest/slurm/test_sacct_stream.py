@@ -76,6 +76,10 @@ def test_real_document_streams_like_the_whole_read(
     assert (streamed.parsed, streamed.noise) == (whole.parsed, whole.noise)
 
 
+def _exact_not_called(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the document was folded whole")
+
+
 @pytest.mark.parametrize("indent", [2, None])
 def test_big_generated_document_streams_like_the_whole_read(
     indent: int | None, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -84,6 +88,8 @@ def test_big_generated_document_streams_like_the_whole_read(
     path = tmp_path / "sacct.json"
     path.write_text(json.dumps(_big_document(corpus, 300), indent=indent) + "\n\n")
     whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
+    # a requeued job's listings stand together: batches end between jobs, never inside them
+    monkeypatch.setattr(json_docs, "stream_jobs_whole", _exact_not_called)
     streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
     _same(t_whole, t_stream)
     assert t_stream["jobs"].height == 300
@@ -91,10 +97,6 @@ def test_big_generated_document_streams_like_the_whole_read(
     assert jobs.filter(pl.col("job_id") == "5000")["restarts"].to_list() == [1]
     n = len(path.read_text().split("\n")) - 1
     assert (streamed.lines, streamed.parsed, streamed.noise) == (n, n - 1, 1)  # one blank line
-
-
-def _exact_not_called(*args: object, **kwargs: object) -> None:
-    raise AssertionError("the document was folded whole")
 
 
 @pytest.mark.parametrize("indent", [2, None])
@@ -116,9 +118,13 @@ def test_batches_are_folded_apart_with_a_small_line_cursor(
 def test_a_job_listed_in_two_batches_is_folded_whole(
     corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(json_docs, "RECORD_BATCH", 3)  # a requeued pair straddles a batch
+    monkeypatch.setattr(json_docs, "RECORD_BATCH", 3)
+    doc = _big_document(corpus, 30, requeue_every=4)
+    # the superseded listings first, apart from the jobs' last ones (other batches)
+    first = [j for j in doc["jobs"] if j["state"]["current"] == ["REQUEUED"]]
+    doc["jobs"] = first + [j for j in doc["jobs"] if j["state"]["current"] != ["REQUEUED"]]
     path = tmp_path / "sacct.json"
-    path.write_text(json.dumps(_big_document(corpus, 30, requeue_every=4), indent=2))
+    path.write_text(json.dumps(doc, indent=2))
     whole, t_whole = _ingest(path, tmp_path / "w.duckdb", stream=False, monkeypatch=monkeypatch)
     calls = []
     folded_whole = json_docs.stream_jobs_whole
