@@ -72,12 +72,15 @@ PREFIX_GROUPS = (
 # what PREFIX_HEAD_RE + HOST_TAG_HEAD_RE + INNER_UPTIME_HEAD_RE read, as one small pattern.
 BSD_FAST_RE = (
     rf"^(?P<head>(?P<bsd_mon>{_MON}) +(?P<bsd_day>[0-9]{{1,2}}) (?P<bsd_hms>{_HMS}) "
-    r"(?P<host>[^ \t]+)[ \t]+[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]?"
+    r"(?P<host>[^ \t]*[^ \t:])[ \t]+[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]?"
     r"(?:\[ *(?P<up2>[0-9]{1,10}\.[0-9]{1,9})\][ \t]?)?)"
 )
-# After a syslog stamp: "host tag[pid]: message" (RFC 3164) ...
+# After a syslog stamp: "host tag[pid]: message" (RFC 3164), or "tag[pid]: message" when the
+# host was left out (``journalctl --no-hostname``, some collectors): a first word ending in a
+# colon is a tag, never a host ...
 HOST_TAG_HEAD_RE = (
-    r"^(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?[ \t]?"
+    r"^(?:[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]"
+    r"|(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?)[ \t]?"
 )
 HOST_TAG_RE = HOST_TAG_HEAD_RE + r"(?P<body>.*)$"
 # ... or "host app procid msgid [sd]|- message" (RFC 5424).
