@@ -172,7 +172,7 @@ DP_UNHEALTHY_RE = r"device marked unhealthy: (?P<dev>[A-Za-z0-9-]{1,80})"
 BENIGN_NVRM_RE = (
     r"NVRM: (?:"
     r"loading NVIDIA UNIX"
-    r"|GPU at PCI:[0-9A-Fa-f:.]+: GPU-"
+    r"|GPU at (?:PCI:)?[0-9A-Fa-f:.]+: GPU-"  # the GPU's UUID banner (without PCI: before 2014)
     r"|GPU Board Serial Number"
     r"|GPU[0-9]+ RPC (?:event )?history"
     r"|GPU[0-9]+ GSP RPC buffer contains"
@@ -192,7 +192,9 @@ GPU_CONT_RE = (
     r"|not supported by|is not responding).*)$"
 )
 PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
-FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
+# "NVRM: GPU 0000:09:00.0: GPU has fallen off the bus", "... GPU at PCI:0000:01:00: GPU has ...",
+# and the old drivers' "NVRM: GPU at 0000:01:00.0 has fallen off the bus."
+FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>{_PCI}):? (?:GPU )?has fallen off the bus"
 INIT_FAIL_RE = (
     rf"NVRM: (?:GPU (?P<pci>{_PCI}): )?(?P<what>RmInitAdapter failed!|rm_init_adapter failed"
     r"|RmInitAdapter: [^ ].*|The NVIDIA probe routine (?:failed|was not called)|No NVIDIA GPU found"
