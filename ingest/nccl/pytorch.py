@@ -197,14 +197,17 @@ def strip_launcher(line: str) -> Prefix:
                 continue
             if name == "pdsh":
                 host = m["host"]
-                if (
+                if host.isdigit():
+                    pass  # ``srun --label``'s task number ("0: "): stripped, never a host
+                elif (
                     _CAMEL.search(host)
                     or host.lower() in _NOT_HOSTS
                     or host.startswith("torch.")  # a logger's name: torch.distributed.elastic...
                     or p.host
                 ):
                     continue
-                p.host = normalize_node(host)
+                else:
+                    p.host = normalize_node(host)
             elif name == "ray":
                 p.ray_pid, p.ray_ip = int(m["pid"]), m["ip"]
                 p.actor = m["actor"].strip(" ,") or None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.nccl import parser as nccl
+from faultlens.ingest.nccl import pytorch
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.reader import iter_chunks
 
@@ -74,3 +75,19 @@ def test_cut_headers_same_on_both_paths() -> None:
     vec = result.tables["events"].sort("line").to_dicts()
     assert vec == ref.tables["events"].sort("line").to_dicts()
     assert [e["line"] for e in vec] == [1, 2, 3, 6, 7]
+
+
+def test_srun_label_is_not_a_host(tmp_path, store) -> None:
+    # srun --label puts the task number before each line; pdsh puts the host
+    path = tmp_path / "job.out"
+    path.write_text(
+        "3: E0101 10:00:00.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869]"
+        " failed (exitcode: -9) local_rank: 3 (pid: 4242) of binary: /usr/bin/python3\n"
+        "gpu-7: E0101 10:00:01.000000 1235 torch/distributed/elastic/multiprocessing/api.py:869]"
+        " failed (exitcode: 1) local_rank: 0 (pid: 4243) of binary: /usr/bin/python3\n"
+    )
+    ingest_paths(store, [str(path)], now=NOW, base_ctx=ParseContext(file="", year=2025))
+    rows = store.query("SELECT line, kind, node, pid FROM events ORDER BY line").rows()
+    assert rows == [(1, "process_failed", None, 4242), (2, "process_failed", "gpu-7", 4243)]
+    assert pytorch.strip_launcher("12: hello").host is None
+    assert pytorch.strip_launcher("12: hello").rest == "hello"
