@@ -179,6 +179,7 @@ BENIGN_NVRM_RE = (
     r"|[ \t]+entry function"
     r"|[ \t]+-?[0-9]+[ \t]+[0-9]+[ \t]+[A-Z_0-9]+"
     r"|_kgspLogXid119"
+    r"|(?:GPU[0-9]+ )?_kgspLogRpcTimeout: [A-Z][a-z]"  # the dump's notes after its banner
     r"|nvidia-bug-report\.sh"
     r"|persistence mode"
     r")"
@@ -212,6 +213,11 @@ GSP_HEARTBEAT_RE = (
     r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?"
     r"(?:GSP RM |GSP |LibOS )?[Hh]eartbeat (?:timed out|lost|timeout)"
 )
+# The banner of GSP's RPC-timeout dump ("NVRM: GPU6 _kgspLogRpcTimeout: **** GSP Timeout ****"),
+# printed with or without an Xid 119 line.
+GSP_TIMEOUT_BANNER_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>_kgspLogRpcTimeout): \*+ ?GSP Timeout ?\*+"
+)
 RM_WATCHDOG_RE = (
     r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): RC watchdog: GPU is probably locked"
 )
@@ -221,6 +227,17 @@ RESET_REQUIRED_RE = r"NV_ERR_RESET_REQUIRED|GspRmAlloc failed: .*status=0x000000
 APEI_RE = r"^\{(?P<rec>[0-9]{1,6})\}\[Hardware Error\]: (?P<text>.*)$"
 APEI_HEAD = "Hardware error from APEI Generic Hardware Error Source"
 APEI_KV_RE = r"^[ \t]*(?P<key>[a-z_ ]{2,30}): (?P<value>.*)$"
+# AMD's MCE decoder (edac_mce_amd): "[Hardware Error]: MC4 Error (node 3): DRAM ECC error detected
+# on the NB." heads a report whose detail lines ("Error Status: Corrected error, ...", "CPU:18
+# (10:9:1) MC4_STATUS[...]: 0x...", "MC4_ADDR: 0x...", "cache level: ...") add nothing to count.
+AMD_MCE_RE = (
+    r"\[Hardware Error\]: MC(?P<bank>[0-9]{1,2}) Error(?: \(node (?P<node_id>[0-9]{1,3})\))?: "
+    r"(?P<what>[^.]*ECC error[^.]*)"
+)
+AMD_MCE_DETAIL_RE = (
+    r"\[Hardware Error\]: (?:Error Status: |CPU:[0-9]{1,5} \(|MC[0-9]{1,2}_(?:STATUS|ADDR|MISC)"
+    r"|cache level: |Error Addr: )"
+)
 MCE_RE = (
     r"mce: \[Hardware Error\]: (?:CPU (?P<cpu>[0-9]{1,5}): Machine Check(?P<exc> Exception)?: "
     r"(?P<mcg>[0-9a-fA-F]+) Bank (?P<bank>[0-9]{1,3}): (?P<status>[0-9a-fA-F]+)"

@@ -51,3 +51,41 @@ def test_old_forms_same_on_both_paths() -> None:
         if isinstance(res, Parsed):
             by_line += [(i, r["kind"], r["gpu"]) for r in res.rows.get("events", [])]
     assert by_line == EXPECTED
+
+
+GSP_AMD = Path(__file__).resolve().parents[2] / "data" / "kernel" / "gsp-dump-and-amd-mce.log"
+# (line, kind, subkind, node): GSP's RPC-timeout dump banner without an Xid line, and AMD's MCE
+# decoder head line; the dump's note and the decoder's detail lines are noise
+GSP_AMD_EXPECTED = [
+    (1, "gsp_timeout", "rpc_timeout_dump", None),
+    (3, "memory", "amd_mce_ecc", "cpu-node-1"),
+]
+
+
+def test_gsp_timeout_dump_and_amd_mce_head(store) -> None:
+    report = ingest_paths(store, [str(GSP_AMD)], now=datetime(2026, 3, 1))
+    (f,) = report.files
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (6, 2, 4, 0)
+    rows = store.query("SELECT line, kind, subkind, node FROM events ORDER BY line").rows()
+    assert rows == GSP_AMD_EXPECTED
+
+
+def test_gsp_timeout_dump_and_amd_mce_same_on_both_paths() -> None:
+    parser = KernelParser()
+    ctx = ParseContext(file=str(GSP_AMD), year=2025)
+    state = parser.new_state(ctx)
+    frames = [
+        parser.parse_chunk(c.lines, c.first_line, ctx, state).tables.get("events")
+        for c in iter_chunks(GSP_AMD)
+    ]
+    frames.append(parser.finish(ctx, state).tables.get("events"))
+    ev = pl.concat(
+        [conform("events", f) for f in frames if f is not None] + [empty_frame("events")]
+    )
+    assert ev.sort("line").select("line", "kind", "subkind", "node").rows() == GSP_AMD_EXPECTED
+    by_line = []
+    for i, text in enumerate(GSP_AMD.read_text().splitlines(), start=1):
+        res = parser.parse_line(text, ctx)
+        if isinstance(res, Parsed):
+            by_line += [(i, r["kind"], r["subkind"], r["node"]) for r in res.rows.get("events", [])]
+    assert by_line == GSP_AMD_EXPECTED
