@@ -28,8 +28,10 @@ What becomes rows:
 - PyTorch lines -> ``pytorch``.
 
 Every other line (most NCCL INFO lines) is noise, decided by one literal-alternation pass (and
-an anchored shape test for result rows) without any capturing regex. A ``NCCL WARN`` line that
-does not parse is quarantined.
+an anchored shape test for result rows) without any capturing regex. A ``NCCL WARN`` line whose
+header was cut, shortened or masked is still an event (its node only from a real host name); one
+with neither a ``[dev]``, a ``file:line`` nor only launcher tags or a stamp before it is
+quarantined.
 """
 
 from __future__ import annotations
