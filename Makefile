@@ -26,7 +26,7 @@ $(TEST_STAMP): $(STAMP)
 install: $(STAMP)
 
 demo: $(STAMP)
-	@echo "faultlens demo: synthetic cluster, ingest, train, replay, report (about 1 CPU-minute; README \"Performance\" has the fresh-clone time)"
+	@echo "faultlens demo: synthetic cluster, ingest, train, replay, report (about a minute on 2 idle cores)"
 	@start=$$(date +%s); $(BIN)/faultlens demo && echo "faultlens demo: done in $$(( $$(date +%s) - start )) s"
 
 test: $(TEST_STAMP)
