@@ -344,17 +344,17 @@ class _LineCursor:
 
     def find(self, name: str, value: Any, start: int) -> int:
         """``_LineIndex.find`` for searches whose ``start`` never decreases."""
-        at, order = self._at[name], self._order[name]
-        while order and order[0][0] < start:
-            _, v = order.popleft()
-            at[v].popleft()
-            if not at[v]:
-                del at[v]
-        key = str(value)
-        while not at.get(key):
+        at, order, key = self._at[name], self._order[name], str(value)
+        while True:
+            while order and order[0][0] < start:  # lines before start: never a match again
+                _, v = order.popleft()
+                at[v].popleft()
+                if not at[v]:
+                    del at[v]
+            if at.get(key):
+                return at[key][0]
             if not self._more():
                 return start
-        return at[key][0]
 
 
 class _CursorIndex:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.slurm import json_docs
@@ -149,3 +151,32 @@ def test_damaged_big_document_is_quarantined_line_by_line(
     assert t_stream["jobs"].height == 0 and t_stream["job_steps"].height == 0
     assert whole.quarantined == streamed.quarantined == streamed.lines > 0
     assert t_whole["quarantine"].equals(t_stream["quarantine"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ids=st.lists(st.integers(0, 6), min_size=1, max_size=40),
+    queries=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 5)), max_size=15),
+    chunk=st.sampled_from([16, 64, 4096]),
+)
+def test_line_cursor_finds_what_the_whole_index_finds(ids, queries, chunk, tmp_path_factory):
+    """The forward cursor against the index of the whole document, for searches whose start
+    never decreases (as the stream's are), with ids absent or repeated and chunks of any size."""
+    path = tmp_path_factory.mktemp("cursor") / "doc.json"
+    path.write_text("".join(f'  "job_id": {i},\n' if i % 3 else "  {\n" for i in ids))
+    lines = path.read_text().splitlines()
+    df = pl.DataFrame({"line": list(range(1, len(lines) + 1)), "raw": lines})
+    whole = json_docs._LineIndex(df, "job_id", False)
+    json_docs_chunk = json_docs.CURSOR_BYTES
+    try:
+        json_docs.CURSOR_BYTES = chunk
+        cursor = json_docs._LineCursor(str(path), False, {"job": ("job_id", False)})
+    finally:
+        json_docs.CURSOR_BYTES = json_docs_chunk
+    start = 1
+    try:
+        for value, step in queries:
+            start += step
+            assert cursor.find("job", value, start) == whole.find(value, start)
+    finally:
+        cursor.close()
