@@ -163,9 +163,19 @@ def data_mark(store: Store) -> str:
     nothing a prediction reads was written in between (cheap: counts, top rowids and the small
     registry tables, never a scan of ``events``)."""
     parts: list[object] = []
+    kinds = {
+        r["table_name"]: r["table_type"]
+        for r in store.records(
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "WHERE table_schema = current_schema()"
+        )
+    }
     for table in PREDICTION_INPUTS:
-        if store.has_table(table):
-            parts.append([table, *store.query(f"SELECT count(*), max(rowid) FROM {table}").row(0)])
+        if table not in kinds:  # (a database made before the table, opened read-only)
+            continue
+        # a lake's table is a view over Parquet files: no rowid, its count follows the files
+        top = "max(rowid)" if kinds[table] == "BASE TABLE" else "NULL"
+        parts.append([table, *store.query(f"SELECT count(*), {top} FROM {table}").row(0)])
     parts.append(
         store.query(
             "SELECT count(*), max(ingested_at), sum(lines), sum(bytes), sum(parsed), "

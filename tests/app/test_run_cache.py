@@ -137,3 +137,22 @@ def test_data_mark_moves_with_every_write_of_an_input(trained, tmp_path: Path) -
         assert after_gpus != before
         store.execute("UPDATE ingested_files SET parsed = parsed + 1")  # a reparse's registry
         assert data_mark(store) != after_gpus
+
+
+def test_data_mark_of_a_lake_follows_its_files(trained, tmp_path: Path) -> None:
+    from faultlens.ingest.lake import attach_lake, export_lake
+
+    db = trained[0]
+    with Store(db, read_only=True) as store:
+        export_lake(store, tmp_path / "lake")
+        n_events = store.count("events")
+    fresh = tmp_path / "fresh.duckdb"
+    assert attach_lake(fresh, tmp_path / "lake")["events"] == "view"
+    with Store(fresh, read_only=True) as store:  # views over Parquet: no rowid
+        first = data_mark(store)
+        assert data_mark(store) == first and store.count("events") == n_events
+    for part in sorted((tmp_path / "lake" / "events").rglob("*.parquet"))[:1]:
+        part.unlink()  # a partition gone from the lake
+    with Store(fresh, read_only=True) as store:
+        assert store.count("events") < n_events
+        assert data_mark(store) != first
