@@ -376,11 +376,11 @@ def status(db: DbOption = None, json: JsonOption = False) -> None:
     Example: faultlens status --db data/faultlens.duckdb
     """
     from faultlens.models.drains import drain_summary
-    from faultlens.models.freshness import freshness_doc
+    from faultlens.models.freshness import freshness_doc, source_last_seen
 
     with open_store(db_path(db), read_only=True) as store:
         doc = status_doc(store)
-        doc["last_seen"] = freshness_doc(last_seen_frame(store), utc_now())
+        doc["last_seen"] = freshness_doc(source_last_seen(store), utc_now())
         doc["drains"] = drain_summary(store)
     if json:
         emit_json(doc)
@@ -502,16 +502,3 @@ def status_doc(store: Store, summary: str | None = None) -> dict:
             "files": unplaced[:20],
         },
     }
-
-
-def last_seen_frame(store: Store, summary: str | None = None) -> pl.DataFrame:
-    """``models.freshness.source_last_seen`` from ``event_summary``: node, source, last_seen."""
-    import polars as pl
-
-    src = summary or store.summary_source()
-    rows = store.records(
-        f"SELECT node, source, max(last_ts) AS last_seen FROM {src} "
-        "WHERE node IS NOT NULL AND last_ts IS NOT NULL GROUP BY ALL ORDER BY node, source"
-    )
-    schema = {"node": pl.String, "source": pl.String, "last_seen": pl.Datetime("us")}
-    return pl.DataFrame(rows, schema=schema, orient="row")  # tuples: no Arrow import

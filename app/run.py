@@ -33,8 +33,10 @@ from typing import Any
 import polars as pl
 
 from faultlens.app import alerts as am
+from faultlens.app import run_cache
 from faultlens.app.common import default_db_path
 from faultlens.app.common import open_store as open_db
+from faultlens.app.run_cache import RunPrediction
 from faultlens.ingest.attribution import refresh
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.catalog import load_catalog
@@ -43,11 +45,11 @@ from faultlens.ingest.http_config import HttpConfig, build_session, parse_http_c
 from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
+from faultlens.ingest.watermarks import data_mark
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.drains import update_drain_outcomes
 from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
-from faultlens.models.predictor import Prediction, predict_failures, save_predictions
-from faultlens.models.registry import LoadedModel, default_models_dir, load_model
+from faultlens.models.registry import default_models_dir, load_card
 
 log = logging.getLogger(__name__)
 
@@ -214,11 +216,14 @@ def run_once(
     """One scheduled run (see the module doc). ``now`` is wall-clock time; ``as_of`` the time
     the prediction is for (default: just after the newest data, never ``now``)."""
     with run_lock(cfg.lock_file):
-        model = load_model(cfg.models_dir or default_models_dir(cfg.db), cfg.model_version)
-        report, pred, last_seen, drains = _ingest_and_predict(cfg, model, now=now, as_of=as_of)
+        models_dir = cfg.models_dir or default_models_dir(cfg.db)
+        card, _ = load_card(models_dir, cfg.model_version)  # the estimator: only to score
+        report, pred, last_seen, drains = _ingest_and_predict(
+            cfg, models_dir, card, now=now, as_of=as_of
+        )
         as_of = pred.as_of
         stopped = _logs_stopped(cfg, last_seen, now)
-        horizon_h = float(model.card["horizon_h"])
+        horizon_h = float(card["horizon_h"])
         if cfg.textfile is not None:
             am.remove_stale_temporaries(cfg.textfile)  # left by a run killed mid-write
             log.info("writing textfile %s", cfg.textfile)
@@ -267,6 +272,7 @@ def run_once(
         "model_version": pred.model_version,
         "ingest": report.totals if report else None,
         "scored": pred.rows.height,
+        "reused": pred.reused,
         "alerts": len(pred.alerts),
         "paged": len(paged),
         "sent": {
@@ -284,12 +290,19 @@ def run_once(
 
 
 def _ingest_and_predict(
-    cfg: RunConfig, model: LoadedModel, *, now: datetime, as_of: datetime | None
-) -> tuple[IngestReport | None, Prediction, pl.DataFrame, dict[str, int]]:
+    cfg: RunConfig,
+    models_dir: Path,
+    card: dict[str, Any],
+    *,
+    now: datetime,
+    as_of: datetime | None,
+) -> tuple[IngestReport | None, RunPrediction, pl.DataFrame, dict[str, int]]:
     """Ingest the configured paths, score as of ``as_of`` (default: just after the newest
     data), store the run's predictions (one transaction) and update what became of earlier
     drain suggestions (``models.drains``); also returns the newest row per node and source and
-    the drain outcomes written."""
+    the drain outcomes written. When nothing a prediction reads changed since the last run
+    with the same ``as_of``, model and settings, that run's prediction is reused
+    (``app.run_cache``)."""
     with open_store(cfg.db, cfg.db_wait_s) as store:
         report = None
         if cfg.ingest_paths:
@@ -307,19 +320,40 @@ def _ingest_and_predict(
         as_of = as_of or default_as_of(store)
         if as_of is None:
             raise ModelError("the database holds no events or telemetry yet: nothing to score")
-        pred = predict_failures(
-            store,
-            model.estimator,
-            model.card,
-            as_of=as_of,
-            scheduler=cfg.scheduler,
-            dashboard_url=cfg.dashboard_url,
+        mark = data_mark(store)
+        settings = run_cache.settings_key(cfg.scheduler, cfg.dashboard_url)
+        version = str(card["model_version"])
+        pred = run_cache.load(
+            store, mark=mark, as_of=as_of, model_version=version, settings=settings
         )
-        log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
-        save_predictions(store, pred, model.card["horizon_h"])
-        log.info("predictions written")
+        if pred is None:
+            pred = _score(store, cfg, models_dir, card, as_of)
         drains = update_drain_outcomes(store, newest_data(store) or as_of)
+        if not pred.reused:
+            run_cache.save(store, pred, mark=mark, settings=settings, now=now)
     return report, pred, last_seen, drains
+
+
+def _score(
+    store: Store, cfg: RunConfig, models_dir: Path, card: dict[str, Any], as_of: datetime
+) -> RunPrediction:
+    """Load the model, score every node and GPU and write the run's ``predictions``."""
+    from faultlens.models.predictor import predict_failures, save_predictions
+    from faultlens.models.registry import load_model
+
+    model = load_model(models_dir, str(card["model_version"]))
+    pred = predict_failures(
+        store,
+        model.estimator,
+        model.card,
+        as_of=as_of,
+        scheduler=cfg.scheduler,
+        dashboard_url=cfg.dashboard_url,
+    )
+    log.info("writing predictions of %s (%d rows)", pred.run_id, pred.rows.height)
+    save_predictions(store, pred, model.card["horizon_h"])
+    log.info("predictions written")
+    return RunPrediction(pred.run_id, pred.as_of, pred.model_version, pred.rows, pred.alerts)
 
 
 def _logs_stopped(cfg: RunConfig, last_seen: pl.DataFrame, now: datetime) -> list[dict]:

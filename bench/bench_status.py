@@ -91,19 +91,19 @@ def best_wall(cmd: list[str], n: int = 3) -> tuple[float, float]:
 
 
 def status_inprocess(path: Path) -> tuple[float, float]:
-    from faultlens.app.cmd_ingest import last_seen_frame, status_doc
+    from faultlens.app.cmd_ingest import status_doc
     from faultlens.ingest.store import SUMMARY_FROM_TABLES, Store
-    from faultlens.models.freshness import source_last_seen
+    from faultlens.models.freshness import source_last_seen, source_last_seen_full
 
     with Store(path, read_only=True) as store:
         status_doc(store)  # warm: the first query pays DuckDB's start-up
         t = time.process_time()  # CPU time (DuckDB's threads included)
         new = status_doc(store)
-        last_seen_frame(store)
+        source_last_seen(store)
         t_new = time.process_time() - t
         t = time.process_time()
         old = status_doc(store, SUMMARY_FROM_TABLES)
-        source_last_seen(store)
+        source_last_seen_full(store)
         t_old = time.process_time() - t
     if new != old:
         raise SystemExit("status from event_summary differs from status from the tables")

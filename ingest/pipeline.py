@@ -181,8 +181,13 @@ def infer_node(path: str) -> str | None:
     p = Path(path)
     if _GENERIC_NAMES.match(p.name.lower()) and infer_job(path) is None:
         parent = p.parent.name.lower()
-        return parent if parent and parent not in _NOT_NODES else None
+        return parent if _HOST_LIKE.match(parent) and parent not in _NOT_NODES else None
     return None
+
+
+# A folder that can name a host holds a digit (``gpu0042``, ``node-17``, ``ip-10-0-0-1``): a
+# folder of one source's logs (``nccl/``, ``telemetry/``, ``misc/``) is never suggested.
+_HOST_LIKE = re.compile(r"^[a-z0-9][a-z0-9._-]*[0-9][a-z0-9._-]*$")
 
 
 # Folder names that hold logs but name no node (``/var/log/kern.log``).

@@ -9,8 +9,9 @@ a syslog line). ``prefix_frame`` reads them over a whole frame of lines with pol
   (rsyslog, journald ``short-iso``; optionally followed by ``host tag[pid]:``) or in brackets
   (a collector's stamp ``[2024-05-01 10:00:00]``, with no host after it);
 - RFC 3164 syslog and journald ``short`` / ``short-precise`` (``May 01 10:00:00.123456 host
-  tag[pid]:``) with month names in any of ``LOCALES`` (taken from babel's CLDR data, not hand
-  tables); the year is ``ctx.year`` or the file's mtime year (flagged ``year_from_mtime``);
+  tag[pid]:``, the host possibly left out) with month names in any of ``LOCALES`` (taken from
+  babel's CLDR data, not hand tables); the year is ``ctx.year`` or the file's mtime year
+  (flagged ``year_from_mtime``);
 - container platforms' kernel log: ``<host>: kern: warning: [2024-05-01T10:00:00.123456789Z]:``.
 
 Launcher tags after these (``[rankN]:``, pdsh ``host:``, Ray actors) and the families' own stamps
@@ -50,7 +51,7 @@ SHAPES: dict[str, str] = {
     "syslog": (
         r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
         r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
-        rf"{_HOST} {_TAG})"
+        rf"(?:{_HOST} )?{_TAG})"  # the host is left out by ``journalctl --no-hostname``
     ),
 }
 # The groups of a line known to match its shape (above) are read with unbounded repetitions:

@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 class Source(StrEnum):
@@ -399,20 +399,20 @@ REFRESH_STATE = Table(
     ),
 )
 
-# Newest row per node and source (``models.freshness``), kept up to date from the rows appended
-# since the marks in ``source_last_seen_marks``, so that a scheduled run never rescans history.
-SOURCE_LAST_SEEN = Table(
-    "source_last_seen",
-    (_c("node", "VARCHAR"), _c("source", "VARCHAR"), _c("last_seen", "TIMESTAMP")),
-)
-SOURCE_LAST_SEEN_MARKS = Table(
-    "source_last_seen_marks",
+# The last scheduled run's prediction, kept with the digest of the inputs it was computed from
+# (``ingest.watermarks.data_mark``): a run that finds the same digest, the same ``as_of``, model
+# and settings reuses it (its rows are in ``predictions`` under ``run_id``) instead of scoring.
+RUN_CACHE = Table(
+    "run_cache",
     (
-        _c("tbl", "VARCHAR"),
-        _c("max_rowid", "BIGINT"),
-        _c("n_rows", "BIGINT"),
-        _c("untimed", "BIGINT"),
-        _c("mark", "VARCHAR"),
+        _c("run_id", "VARCHAR"),
+        _c("as_of", "TIMESTAMP"),
+        _c("model_version", "VARCHAR"),
+        _c("settings", "VARCHAR"),  # JSON: scheduler, dashboard URL, faultlens version
+        _c("data_mark", "VARCHAR"),
+        _c("n_rows", "BIGINT"),  # the run's rows in ``predictions``
+        _c("alerts", "VARCHAR"),  # JSON: the run's alerts as ``predict`` built them
+        _c("saved_at", "TIMESTAMP"),  # wall-clock time of the run that saved it
     ),
 )
 
@@ -547,8 +547,7 @@ TABLES: dict[str, Table] = {
         PREDICTIONS,
         ATTRIBUTIONS,
         REFRESH_STATE,
-        SOURCE_LAST_SEEN,
-        SOURCE_LAST_SEEN_MARKS,
+        RUN_CACHE,
         DRAIN_OUTCOMES,
         NODES,
         INCIDENTS,

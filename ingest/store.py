@@ -54,7 +54,11 @@ MIGRATIONS: dict[int, list[str]] = {
         "ingested_at FROM ingested_files WHERE format = 'prometheus_pull'",
         "DELETE FROM ingested_files WHERE format = 'prometheus_pull'",
     ],
-    5: [  # MIG instances and Kubernetes workloads as telemetry series of their own
+    5: [  # the newest row per node and source is read from event_summary alone
+        "DROP TABLE IF EXISTS source_last_seen",
+        "DROP TABLE IF EXISTS source_last_seen_marks",
+    ],
+    6: [  # MIG instances and Kubernetes workloads as telemetry series of their own
         "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_instance INTEGER",
         "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS gpu_profile VARCHAR",
         "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS pod VARCHAR",

@@ -7,6 +7,7 @@ window at a time, so that every line is accounted for without holding the lines.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,10 @@ from faultlens.ingest.base import RAW_KEEP_CHARS, ChunkResult, quarantine_frame
 from faultlens.ingest.reader import _open_stream, iter_chunks
 
 STREAM_WINDOW_BYTES = 4 << 20  # bytes read at once by the line census of a streamed document
+# Rows of a streamed document buffered before they are spilled to Parquet parts: the sink's own
+# limit (``pipeline.SPILL_ROWS``, 250k rows a table) held a fixed ~60 MiB of a 200 MB export's
+# peak (``bench/bench_prom_stream.py``).
+STREAM_SPILL_ROWS = 50_000
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,18 @@ def read_head_bytes(path: str, gzipped: bool, n: int) -> bytes:
         return f.read(n)
 
 
+def _spilled(sink: Any, results: Iterable[ChunkResult]) -> None:
+    """Add ``results`` to ``sink``, spilling its buffers to Parquet every ``STREAM_SPILL_ROWS``
+    rows (``close`` writes the buffered rows; the sink takes more after it)."""
+    pending = 0
+    for result in results:
+        sink.add(result)
+        pending += sum(frame.height for frame in result.tables.values())
+        if pending >= STREAM_SPILL_ROWS:
+            sink.close()
+            pending = 0
+
+
 def feed_stream(task: Any, parser: Any, state: Any, sink: Any) -> tuple[int, int]:
     """The streamed path of a whole-file document: the parser reads the bytes (bounded memory),
     the line census counts the lines. Every non-empty line belongs to the document (blank ones
@@ -92,18 +109,19 @@ def feed_stream(task: Any, parser: Any, state: Any, sink: Any) -> tuple[int, int
     restart = getattr(parser, "stream_restart", None)
     try:
         try:
-            for result in parser.parse_stream(
-                task.path, task.gzipped, census.first_content, task.ctx
-            ):
-                sink.add(result)
+            _spilled(
+                sink, parser.parse_stream(task.path, task.gzipped, census.first_content, task.ctx)
+            )
         except Exception as e:
             if restart is None or not isinstance(e, restart):
                 raise
             sink.discard()  # a layout the fast stream does not validate: the exact one decides
-            for result in parser.parse_stream(
-                task.path, task.gzipped, census.first_content, task.ctx, exact=True
-            ):
-                sink.add(result)
+            _spilled(
+                sink,
+                parser.parse_stream(
+                    task.path, task.gzipped, census.first_content, task.ctx, exact=True
+                ),
+            )
     except (ValueError, TypeError, KeyError, OverflowError, RecursionError) as e:
         sink.discard()
         what = getattr(parser, "rejected", None)

@@ -11,6 +11,7 @@ any of these changed, ``why_full`` says why and the caller rebuilds everything.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass
@@ -138,3 +139,54 @@ def why_full(store: Store, prior: dict[str, Mark]) -> str | None:
     if _catalog_digest(store) != prior["xid_catalog"].mark:
         return "the Xid catalog changed"
     return _registry_rewritten(prior["ingested_files"].mark, _registry_digest(store))
+
+
+# What a prediction reads: the tables of features, alerts and attribution. A write to any of them
+# changes the count or the top rowid (appends, a reparse's delete + insert) or the registry of
+# ingested files (a reparse, a boot time learned for old rows) or the per-file summary.
+PREDICTION_INPUTS = (
+    "events",
+    "telemetry",
+    "jobs",
+    "gpus",
+    "nodes",
+    "attributions",
+    "dataset_files",
+    "incidents",
+    "xid_catalog",
+    "nccl_ranks",
+)
+
+
+def data_mark(store: Store) -> str:
+    """A digest of the database's prediction inputs as they are now: equal digests mean that
+    nothing a prediction reads was written in between (cheap: counts, top rowids and the small
+    registry tables, never a scan of ``events``)."""
+    parts: list[object] = []
+    kinds = {
+        r["table_name"]: r["table_type"]
+        for r in store.records(
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "WHERE table_schema = current_schema()"
+        )
+    }
+    for table in PREDICTION_INPUTS:
+        if table not in kinds:  # (a database made before the table, opened read-only)
+            continue
+        # a lake's table is a view over Parquet files: no rowid, its count follows the files
+        top = "max(rowid)" if kinds[table] == "BASE TABLE" else "NULL"
+        parts.append([table, *store.query(f"SELECT count(*), {top} FROM {table}").row(0)])
+    parts.append(
+        store.query(
+            "SELECT count(*), max(ingested_at), sum(lines), sum(bytes), sum(parsed), "
+            "sum(quarantined) FROM ingested_files"
+        ).row(0)
+    )
+    parts.append(
+        store.query(
+            f"SELECT count(*), sum(n), sum(no_ts), max(last_ts) FROM {store.summary_source()}"
+        ).row(0)
+    )
+    parts.append(_catalog_digest(store))
+    digest = hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+    return digest[:32]

@@ -179,8 +179,12 @@ def match_alerts(
     """Alerts with ``true`` (it matched a failure), failures with ``lead_h`` (hours from the
     earliest matching alert's start; null when no alert caught it). See the module doc."""
     h = timedelta(hours=horizon_h)
-    a = alerts.with_row_index("aid")
-    f = failures.select("node", pl.col("ts").cast(pl.Datetime("us"))).with_row_index("fid")
+    # Node names as strings on both sides: the chunked trainer keeps failures' nodes as an Enum,
+    # while an empty alert table (no score over the threshold) has them as String.
+    a = alerts.with_columns(pl.col("node").cast(pl.String)).with_row_index("aid")
+    f = failures.select(
+        pl.col("node").cast(pl.String), pl.col("ts").cast(pl.Datetime("us"))
+    ).with_row_index("fid")
     pairs = a.join(f, on="node", how="inner").filter(
         (pl.col("start") <= pl.col("ts")) & (pl.col("ts") < pl.col("end") + h)
     )

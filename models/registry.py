@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import joblib
-
 from faultlens.ingest.errors import ModelError
 
 CARD = "model_card.json"
@@ -52,6 +50,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 def save_model(models_dir: Path, estimator: Any, card: dict[str, Any]) -> Path:
     """Store a trained model under its version and make it the latest."""
+    import joblib
+
     version = card["model_version"]
     folder = Path(models_dir) / version
     folder.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,9 @@ def save_model(models_dir: Path, estimator: Any, card: dict[str, Any]) -> Path:
     return folder
 
 
-def load_model(models_dir: Path, version: str | None = None) -> LoadedModel:
+def load_card(models_dir: Path, version: str | None = None) -> tuple[dict[str, Any], Path]:
+    """The model card of ``version`` (default: the latest) and its folder, without loading the
+    estimator (nor LightGBM)."""
     models_dir = Path(models_dir)
     if version is None:
         latest = models_dir / LATEST
@@ -74,7 +76,13 @@ def load_model(models_dir: Path, version: str | None = None) -> LoadedModel:
     folder = models_dir / version
     if not (folder / "model.joblib").is_file():
         raise ModelError(f"model {version} not found in {models_dir}")
-    card = json.loads((folder / CARD).read_text())
+    return json.loads((folder / CARD).read_text()), folder
+
+
+def load_model(models_dir: Path, version: str | None = None) -> LoadedModel:
+    import joblib  # with the estimator's own imports (LightGBM, scikit-learn): seconds
+
+    card, folder = load_card(models_dir, version)
     return LoadedModel(joblib.load(folder / "model.joblib"), card, folder)
 
 

@@ -50,10 +50,13 @@ _RE = {
         "GSP_LINE_RE",
         "GSP_HEARTBEAT_RE",
         "RM_WATCHDOG_RE",
+        "GSP_TIMEOUT_BANNER_RE",
         "RESET_REQUIRED_RE",
         "APEI_RE",
         "APEI_KV_RE",
         "MCE_RE",
+        "AMD_MCE_RE",
+        "AMD_MCE_DETAIL_RE",
         "EDAC_RE",
         "EDAC_BENIGN_RE",
         "AER_RE",
@@ -355,7 +358,7 @@ def route_of(body: str) -> str:
     """Which extractor a candidate message goes to (the vectorized path computes the same)."""
     if "NVRM: Xid" in body:
         return "xid"
-    if "SXid" in body:
+    if "SXid (" in body:
         return "sxid"
     if "XidCriticalError" in body:
         return "dp_xid"
@@ -363,7 +366,7 @@ def route_of(body: str) -> str:
         return "dp_unhealthy"
     if "[Hardware Error]" in body:
         return "hw"
-    if "NVRM" in body:
+    if "NVRM:" in body:  # the driver's tag; "grep NVRM" in a pasted command is not one
         return "benign" if _RE["BENIGN_NVRM_RE"].search(body) else "nvrm"
     return "other"
 

@@ -58,6 +58,18 @@ def classify_hw(pre: Prefix, ctx: ParseContext) -> Outcome:
         )
     if "mce: [Hardware Error]:" in pre.body:
         return None  # register dump lines (TSC, ADDR, PROCESSOR) around a reported check
+    m = _RE["AMD_MCE_RE"].search(pre.body)
+    if m:
+        return event(
+            pre,
+            ctx,
+            Kind.MEMORY,
+            subkind="amd_mce_ecc",
+            severity="warning",
+            attrs={"bank": _int(m["bank"]), "node_id": _int(m["node_id"]), "what": m["what"]},
+        )
+    if _RE["AMD_MCE_DETAIL_RE"].search(pre.body):
+        return None  # the decoder's detail lines under its head line
     return Quarantined("hardware error line with unknown shape")
 
 
@@ -101,7 +113,11 @@ def classify_nvrm(pre: Prefix, ctx: ParseContext) -> Outcome:
             severity="error",
             action="reset_gpu",
         )
-    for name, subkind in (("GSP_HEARTBEAT_RE", "heartbeat"), ("RM_WATCHDOG_RE", "rc_watchdog")):
+    for name, subkind in (
+        ("GSP_HEARTBEAT_RE", "heartbeat"),
+        ("RM_WATCHDOG_RE", "rc_watchdog"),
+        ("GSP_TIMEOUT_BANNER_RE", "rpc_timeout_dump"),
+    ):
         m = _RE[name].search(body)
         if m:
             return event(

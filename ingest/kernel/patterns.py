@@ -72,12 +72,15 @@ PREFIX_GROUPS = (
 # what PREFIX_HEAD_RE + HOST_TAG_HEAD_RE + INNER_UPTIME_HEAD_RE read, as one small pattern.
 BSD_FAST_RE = (
     rf"^(?P<head>(?P<bsd_mon>{_MON}) +(?P<bsd_day>[0-9]{{1,2}}) (?P<bsd_hms>{_HMS}) "
-    r"(?P<host>[^ \t]+)[ \t]+[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]?"
+    r"(?P<host>[^ \t]*[^ \t:])[ \t]+[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]?"
     r"(?:\[ *(?P<up2>[0-9]{1,10}\.[0-9]{1,9})\][ \t]?)?)"
 )
-# After a syslog stamp: "host tag[pid]: message" (RFC 3164) ...
+# After a syslog stamp: "host tag[pid]: message" (RFC 3164), or "tag[pid]: message" when the
+# host was left out (``journalctl --no-hostname``, some collectors): a first word ending in a
+# colon is a tag, never a host ...
 HOST_TAG_HEAD_RE = (
-    r"^(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?[ \t]?"
+    r"^(?:[^ \t:\[]+(?:\[[0-9]{1,10}\])?:[ \t]"
+    r"|(?P<host>[^ \t]+)(?:[ \t]+(?P<tag>[^ \t:\[]+)(?:\[(?P<tpid>[0-9]{1,10})\])?:)?)[ \t]?"
 )
 HOST_TAG_RE = HOST_TAG_HEAD_RE + r"(?P<body>.*)$"
 # ... or "host app procid msgid [sd]|- message" (RFC 5424).
@@ -169,13 +172,14 @@ DP_UNHEALTHY_RE = r"device marked unhealthy: (?P<dev>[A-Za-z0-9-]{1,80})"
 BENIGN_NVRM_RE = (
     r"NVRM: (?:"
     r"loading NVIDIA UNIX"
-    r"|GPU at PCI:[0-9A-Fa-f:.]+: GPU-"
+    r"|GPU at (?:PCI:)?[0-9A-Fa-f:.]+: GPU-"  # the GPU's UUID banner (without PCI: before 2014)
     r"|GPU Board Serial Number"
     r"|GPU[0-9]+ RPC (?:event )?history"
     r"|GPU[0-9]+ GSP RPC buffer contains"
     r"|[ \t]+entry function"
     r"|[ \t]+-?[0-9]+[ \t]+[0-9]+[ \t]+[A-Z_0-9]+"
     r"|_kgspLogXid119"
+    r"|(?:GPU[0-9]+ )?_kgspLogRpcTimeout: [A-Z][a-z]"  # the dump's notes after its banner
     r"|nvidia-bug-report\.sh"
     r"|persistence mode"
     r")"
@@ -189,7 +193,9 @@ GPU_CONT_RE = (
     r"|not supported by|is not responding).*)$"
 )
 PCI_ID_RE = r"\(PCI ID: (?P<pci_id>[0-9a-fA-F]{4}:[0-9a-fA-F]{4})\)"
-FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at PCI:)?(?P<pci>{_PCI}): GPU has fallen off the bus"
+# "NVRM: GPU 0000:09:00.0: GPU has fallen off the bus", "... GPU at PCI:0000:01:00: GPU has ...",
+# and the old drivers' "NVRM: GPU at 0000:01:00.0 has fallen off the bus."
+FALLEN_SINGLE_RE = rf"NVRM: GPU (?:at )?(?:PCI:)?(?P<pci>{_PCI}):? (?:GPU )?has fallen off the bus"
 INIT_FAIL_RE = (
     rf"NVRM: (?:GPU (?P<pci>{_PCI}): )?(?P<what>RmInitAdapter failed!|rm_init_adapter failed"
     r"|RmInitAdapter: [^ ].*|The NVIDIA probe routine (?:failed|was not called)|No NVIDIA GPU found"
@@ -207,6 +213,11 @@ GSP_HEARTBEAT_RE = (
     r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): (?:GPU[0-9]+ )?"
     r"(?:GSP RM |GSP |LibOS )?[Hh]eartbeat (?:timed out|lost|timeout)"
 )
+# The banner of GSP's RPC-timeout dump ("NVRM: GPU6 _kgspLogRpcTimeout: **** GSP Timeout ****"),
+# printed with or without an Xid 119 line.
+GSP_TIMEOUT_BANNER_RE = (
+    r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>_kgspLogRpcTimeout): \*+ ?GSP Timeout ?\*+"
+)
 RM_WATCHDOG_RE = (
     r"NVRM: (?:GPU[0-9]+ )?(?P<fnname>[_A-Za-z0-9]+): RC watchdog: GPU is probably locked"
 )
@@ -216,6 +227,17 @@ RESET_REQUIRED_RE = r"NV_ERR_RESET_REQUIRED|GspRmAlloc failed: .*status=0x000000
 APEI_RE = r"^\{(?P<rec>[0-9]{1,6})\}\[Hardware Error\]: (?P<text>.*)$"
 APEI_HEAD = "Hardware error from APEI Generic Hardware Error Source"
 APEI_KV_RE = r"^[ \t]*(?P<key>[a-z_ ]{2,30}): (?P<value>.*)$"
+# AMD's MCE decoder (edac_mce_amd): "[Hardware Error]: MC4 Error (node 3): DRAM ECC error detected
+# on the NB." heads a report whose detail lines ("Error Status: Corrected error, ...", "CPU:18
+# (10:9:1) MC4_STATUS[...]: 0x...", "MC4_ADDR: 0x...", "cache level: ...") add nothing to count.
+AMD_MCE_RE = (
+    r"\[Hardware Error\]: MC(?P<bank>[0-9]{1,2}) Error(?: \(node (?P<node_id>[0-9]{1,3})\))?: "
+    r"(?P<what>[^.]*ECC error[^.]*)"
+)
+AMD_MCE_DETAIL_RE = (
+    r"\[Hardware Error\]: (?:Error Status: |CPU:[0-9]{1,5} \(|MC[0-9]{1,2}_(?:STATUS|ADDR|MISC)"
+    r"|cache level: |Error Addr: )"
+)
 MCE_RE = (
     r"mce: \[Hardware Error\]: (?:CPU (?P<cpu>[0-9]{1,5}): Machine Check(?P<exc> Exception)?: "
     r"(?P<mcg>[0-9a-fA-F]+) Bank (?P<bank>[0-9]{1,3}): (?P<status>[0-9a-fA-F]+)"

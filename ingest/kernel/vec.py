@@ -235,7 +235,7 @@ def route_expr() -> pl.Expr:
     return (
         pl.when(has("NVRM: Xid"))
         .then(pl.lit("xid"))
-        .when(has("SXid"))
+        .when(has("SXid ("))
         .then(pl.lit("sxid"))
         .when(has("XidCriticalError"))
         .then(pl.lit("dp_xid"))
@@ -243,7 +243,7 @@ def route_expr() -> pl.Expr:
         .then(pl.lit("dp_unhealthy"))
         .when(has("[Hardware Error]"))
         .then(pl.lit("hw"))
-        .when(has("NVRM"))
+        .when(has("NVRM:"))
         .then(
             pl.when(body.str.contains(kp.BENIGN_NVRM_RE))
             .then(pl.lit("benign"))

@@ -28,8 +28,10 @@ What becomes rows:
 - PyTorch lines -> ``pytorch``.
 
 Every other line (most NCCL INFO lines) is noise, decided by one literal-alternation pass (and
-an anchored shape test for result rows) without any capturing regex. A ``NCCL WARN`` line that
-does not parse is quarantined.
+an anchored shape test for result rows) without any capturing regex. A ``NCCL WARN`` line whose
+header was cut, shortened or masked is still an event (its node only from a real host name); one
+with neither a ``[dev]``, a ``file:line`` nor only launcher tags or a stamp before it is
+quarantined.
 """
 
 from __future__ import annotations
@@ -80,6 +82,17 @@ TEST_ROW = (
     + r"))? *$"
 )
 _NCCL_RX = re.compile(NCCL_LINE)
+# A WARN / ABORT line whose header was cut or masked (quarantined before): the header removed
+# (``misc/ibvwrap.cc:182 NCCL WARN ...``), without ``:pid:tid`` (``host [5] ...``, a collector's
+# shortened form) or with the host masked (``<cluster_name>:922:1158 [3] ...``). The node is the
+# header's host when that is a host name, else a launcher's (pdsh ``host: ``), else none.
+LOOSE_WARN = (
+    r"^(?P<prefix>.*?)(?:(?P<host>[^ \t]+?)(?::(?P<pid>[0-9]+):(?P<tid>[0-9]+))? "
+    r"\[(?P<dev>-?[0-9]+)\] )?(?:(?P<src>[^ :]+):(?P<srcline>[0-9]+) )?"
+    r"NCCL (?P<level>WARN|ABORT) ?(?P<msg>.*)$"
+)
+_LOOSE_RX = re.compile(LOOSE_WARN)
+_HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _ROW_RX = re.compile(TEST_ROW)
 
 _DTYPES = (
@@ -263,8 +276,21 @@ def handle(
         if m:
             st.test = m["t"]
     if "NCCL WARN" in raw or "NCCL ABORT" in raw:
-        sink.quarantine.append((line_no, raw, "NCCL WARN line without host:pid:tid [dev] header"))
-        return False
+        m = _LOOSE_RX.match(raw)
+        g = m.groupdict() if m else {}
+        lead = pytorch.strip_launcher(g.get("prefix") or "")
+        # with neither a [dev] nor a file:line before it, only launcher tags or a stamp may precede
+        if not g or not (
+            g["dev"] or g["src"] or not lead.rest.strip() or pytorch.iso_ts(lead.rest)
+        ):
+            sink.quarantine.append(
+                (line_no, raw, "NCCL WARN line without host:pid:tid [dev] header")
+            )
+            return False
+        host = g["host"] if g["host"] and _HOST_NAME.fullmatch(g["host"]) else None
+        node = normalize_node(host) if host else lead.host
+        _warn(line_no, g, node, _int(g["pid"]), _int(g["dev"]), st, ctx, sink)
+        return True
     return pytorch.handle_line(line_no, raw, st.torch, ctx, sink, st.job_id, pre)
 
 
@@ -418,8 +444,8 @@ def _warn(
     line_no: int,
     g: dict[str, Any],
     node: str | None,
-    pid: int,
-    dev: int,
+    pid: int | None,
+    dev: int | None,
     st: NcclState,
     ctx: ParseContext,
     sink: Sink,
@@ -428,7 +454,7 @@ def _warn(
     kind, subkind, attrs = classify_warn(msg)
     pre = pytorch.strip_launcher(g["prefix"] or "")
     attrs.update(
-        tid=int(g["tid"]),
+        tid=_int(g["tid"]),
         cuda_dev=dev,
         src=f"{g['src']}:{g['srcline']}" if g["src"] else None,
         rank=pre.rank,
@@ -448,7 +474,7 @@ def _warn(
             node=node,
             ts=pytorch.iso_ts(pre.rest) if pre.rest else None,
             pid=pid,
-            gpu=str(dev),
+            gpu=None if dev is None else str(dev),
             gpu_index=dev,
             attrs=attrs,
             job_id=st.job_id,

@@ -110,8 +110,18 @@ WATCHDOG = re.compile(
     r"NumelOut=(?P<numel_out>-?[0-9]+))?(?:, TensorShape=\[[^\]]*\])?, "
     r"Timeout\(ms\)=(?P<timeout_ms>[0-9]+)\) ran for (?P<ran_for_ms>[0-9]+) milliseconds"
 )
+# A timeout report cut inside its WorkNCCL(...) (a console wrapped or truncated the line): what is
+# left must be the start of ``Key=value, Key=value`` fields; the event keeps it, flagged
+# ``truncated``. A garbled report (fields not so separated) is still quarantined.
+WATCHDOG_CUT = re.compile(
+    r"Watchdog caught collective operation timeout:? ?(?:WorkNCCL\((?P<fields>(?:[A-Za-z()]+="
+    r"[^, ]*, )*[A-Za-z()]*(?:=[^, ]*)?))?\s*$"
+)
+_SEQ_NUM = re.compile(r"SeqNum=([0-9]+)")
+# PyTorch 2.4+ "detected by watchdog at work: N, ..."; 2.3 said "Timeout at NCCL work: N, ...".
 DETECTED = re.compile(
-    r"detected by watchdog at work: (?P<seq_num>-?[0-9]+), last enqueued NCCL work: "
+    r"(?:detected by watchdog at work|Timeout at NCCL work): (?P<seq_num>-?[0-9]+), "
+    r"last enqueued NCCL work: "
     r"(?P<last_enqueued>-?[0-9]+), last completed NCCL work: (?P<last_completed>-?[0-9]+)"
 )
 NCCL_ERROR_IN = re.compile(
@@ -136,7 +146,6 @@ _REASONS = (
 _KNOWN_NOISE = (
     "Some NCCL operations have failed or timed out",
     "To avoid data inconsistency",
-    "Timeout at NCCL work",
 )
 
 
@@ -194,14 +203,17 @@ def strip_launcher(line: str) -> Prefix:
                 continue
             if name == "pdsh":
                 host = m["host"]
-                if (
+                if host.isdigit():
+                    pass  # ``srun --label``'s task number ("0: "): stripped, never a host
+                elif (
                     _CAMEL.search(host)
                     or host.lower() in _NOT_HOSTS
                     or host.startswith("torch.")  # a logger's name: torch.distributed.elastic...
                     or p.host
                 ):
                     continue
-                p.host = normalize_node(host)
+                else:
+                    p.host = normalize_node(host)
             elif name == "ray":
                 p.ray_pid, p.ray_ip = int(m["pid"]), m["ip"]
                 p.actor = m["actor"].strip(" ,") or None
@@ -501,13 +513,20 @@ def _watchdog(
     common: dict[str, Any],
 ) -> bool:
     m = WATCHDOG.search(text)
-    if not m:
+    cut = None if m else WATCHDOG_CUT.search(text)
+    if not m and not cut:
         sink.quarantine.append((line_no, raw, "unrecognized watchdog timeout line"))
         return False
+    if m is None:
+        assert cut is not None
+        m = cut
+        seq = _SEQ_NUM.match(cut["fields"] or "")
+        attrs = {**base, "seq_num": int(seq[1]) if seq else None, "truncated": True}
+    else:
+        attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items() if k != "op_type"}}
+        attrs["op_type"] = m["op_type"]
     before = text[: m.start()]
     rethrown = "terminated with exception" in before or "what()" in before
-    attrs = {**base, **{k: _int(v) for k, v in m.groupdict().items() if k != "op_type"}}
-    attrs["op_type"] = m["op_type"]
     _emit(
         sink,
         ctx,

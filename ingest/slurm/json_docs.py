@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -300,39 +301,122 @@ def _records_frame(records: list[dict[str, Any]]) -> pl.DataFrame:
 
 
 STREAM_MIN_BYTES = 8 << 20  # smaller documents are read whole
-RECORD_BATCH = 20_000  # job and step records turned into columns at once when streaming
+# Job and step records folded and handed on at once when streaming: 20,000 held 158 MiB above
+# the imports of a 50 MB document's peak (Python dicts, their frame and the fold's copies),
+# 5,000 97 MiB, 2,000 84 MiB (``bench/bench_prom_stream.py``'s document).
+RECORD_BATCH = 5_000
+CURSOR_BYTES = 1 << 20  # lines read at once by the streamed read's line cursor
 
 
-def stream_jobs(path: str, gzipped: bool, first_line: int, ctx: ParseContext) -> pl.DataFrame:
-    """The job and step records of a ``jobs`` document, read a job at a time (ijson), each
-    pointed at its line by a pass over the lines first. Raises ValueError with the reason the
-    whole-document read would give (``invalid JSON: ...``, ``unexpected Slurm JSON ...``)."""
+class JobsSpanBatches(Exception):
+    """A job listed again in a later batch, apart from its other listings: the batches cannot be
+    folded apart; the document is read again, folded as a whole."""
+
+
+class _LineCursor:
+    """``_LineIndex`` of a streamed document, forward only: lines are indexed as the jobs need
+    them, and those before the last search's start are forgotten, so the index holds the
+    lines between the job being read and the next one, not the document's."""
+
+    def __init__(self, path: str, gzipped: bool, keys: dict[str, tuple[str, bool]]) -> None:
+        from faultlens.ingest.reader import iter_chunks
+
+        self._chunks = iter_chunks(path, gzipped=gzipped, start_line=1, chunk_bytes=CURSOR_BYTES)
+        self._patterns = {n: _LineIndex(None, k, q).pattern for n, (k, q) in keys.items()}
+        self._at: dict[str, dict[str, deque[int]]] = {n: {} for n in keys}
+        self._order: dict[str, deque[tuple[int, str]]] = {n: deque() for n in keys}
+
+    def close(self) -> None:
+        self._chunks.close()
+
+    def _more(self) -> bool:
+        chunk = next(self._chunks, None)
+        if chunk is None:
+            return False
+        df = numbered(chunk.lines, chunk.first_line).filter(pl.col("raw").is_not_null())
+        for name, pattern in self._patterns.items():
+            found = df.select("line", pl.col("raw").str.extract(pattern).alias("v"))
+            at, order = self._at[name], self._order[name]
+            for line, v in found.drop_nulls("v").iter_rows():
+                at.setdefault(v, deque()).append(line)
+                order.append((line, v))
+        return True
+
+    def find(self, name: str, value: Any, start: int) -> int:
+        """``_LineIndex.find`` for searches whose ``start`` never decreases."""
+        at, order, key = self._at[name], self._order[name], str(value)
+        while True:
+            while order and order[0][0] < start:  # lines before start: never a match again
+                _, v = order.popleft()
+                at[v].popleft()
+                if not at[v]:
+                    del at[v]
+            if at.get(key):
+                return at[key][0]
+            if not self._more():
+                return start
+
+
+class _CursorIndex:
+    """One key of a ``_LineCursor``, with ``_LineIndex``'s ``find``."""
+
+    def __init__(self, cursor: _LineCursor, name: str) -> None:
+        self.cursor, self.name = cursor, name
+
+    def find(self, value: Any, start: int) -> int:
+        return self.cursor.find(self.name, value, start)
+
+
+def _record_batches(path: str, gzipped: bool, ctx: ParseContext) -> Iterator[pl.DataFrame]:
+    """The job and step records of a ``jobs`` document, ``RECORD_BATCH`` at a time (whole jobs),
+    read a job at a time (ijson) and pointed at their lines by a ``_LineCursor`` over the same
+    file. Raises ValueError with the reason the whole-document read would give."""
     import ijson
 
-    from faultlens.ingest.base import numbered
-    from faultlens.ingest.reader import _open_stream, iter_chunks
+    from faultlens.ingest.reader import _open_stream
 
-    index = (_LineIndex(None, "job_id", False), _LineIndex(None, "id", True))
-    for chunk in iter_chunks(path, gzipped=gzipped, start_line=1):
-        df = numbered(chunk.lines, chunk.first_line).filter(pl.col("raw").is_not_null())
-        for ix in index:
-            ix.add(df)
-    frames: list[pl.DataFrame] = []
+    cursor = _LineCursor(path, gzipped, {"job": ("job_id", False), "step": ("id", True)})
+    index = (_CursorIndex(cursor, "job"), _CursorIndex(cursor, "step"))
     records: list[dict[str, Any]] = []
-    pos = first_line
+    pos = 1  # jobs are searched for from line 1, as the whole read searches its one chunk
+    last_id = None
     try:
         with _open_stream(path, gzipped) as stream:
             for job in ijson.items(stream, "jobs.item", use_float=True):
-                pos = _job_records(job, ctx, pos, index, records)
-                if len(records) >= RECORD_BATCH:
-                    frames.append(_records_frame(records))
+                job_id = job.get("job_id") if isinstance(job, dict) else None
+                # a batch ends between two jobs, never inside the listings of one (a requeue)
+                if len(records) >= RECORD_BATCH and job_id != last_id:
+                    yield _records_frame(records)
                     records = []
+                pos = _job_records(job, ctx, pos, index, records)  # type: ignore[arg-type]
+                last_id = job_id if job_id is not None else last_id
     except ijson.JSONError as e:
         raise ValueError(f"invalid JSON: {e}") from e
     except (AttributeError, TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"unexpected Slurm JSON structure: {e}") from e
+    finally:
+        cursor.close()
     if records:
-        frames.append(_records_frame(records))
+        yield _records_frame(records)
+
+
+def stream_jobs(path: str, gzipped: bool, ctx: ParseContext) -> Iterator[dict[str, pl.DataFrame]]:
+    """The folded tables of a ``jobs`` document, a batch of jobs at a time: the rows go on to
+    the database as they come, never held for the whole document. Raises ``JobsSpanBatches``
+    when a job is listed again in a later batch (folding keeps a job's last listing)."""
+    seen: set[Any] = set()
+    for frame in _record_batches(path, gzipped, ctx):
+        jobs = frame.filter(pl.col("step").is_null()) if "step" in frame.columns else frame
+        ids = set(jobs["job_id"].to_list())
+        if not seen.isdisjoint(ids):
+            raise JobsSpanBatches
+        seen |= ids
+        yield fold(frame)
+
+
+def stream_jobs_whole(path: str, gzipped: bool, ctx: ParseContext) -> pl.DataFrame:
+    """The job and step records of a ``jobs`` document read a job at a time, folded once."""
+    frames = list(_record_batches(path, gzipped, ctx))
     return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
 
 
@@ -353,13 +437,21 @@ class SlurmJsonParser:
         """``sacct --json`` documents this big are streamed (node lists are small: read whole)."""
         return self.key == "jobs" and size >= self.stream_min_bytes and head.lstrip()[:1] == b"{"
 
+    stream_restart = JobsSpanBatches  # raised by the batched stream: start again, exact=True
+
     def parse_stream(
-        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext
+        self, path: str, gzipped: bool, first_line: int, ctx: ParseContext, exact: bool = False
     ) -> Iterator[ChunkResult]:
-        """The rows of a big ``jobs`` document (``stream_jobs``), folded as the whole read folds
-        them. The caller accounts for the lines; ValueError rejects the document. Jobs are
-        searched for from line 1, as the whole read searches its one chunk."""
-        frame = stream_jobs(path, gzipped, 1, ctx)
+        """The rows of a big ``jobs`` document, folded as the whole read folds them: a batch of
+        jobs at a time (``stream_jobs``), or with ``exact`` all the records folded at once
+        (``stream_jobs_whole``: a job listed in two batches). The caller accounts for the lines;
+        ValueError rejects the document."""
+        if not exact:
+            for tables in stream_jobs(path, gzipped, ctx):
+                if tables:
+                    yield result(tables, parsed=0)
+            return
+        frame = stream_jobs_whole(path, gzipped, ctx)
         if frame.height:
             yield result(fold(frame), parsed=0)
 

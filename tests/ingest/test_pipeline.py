@@ -59,6 +59,10 @@ def test_rotated_copy_is_unchanged_and_growth_is_read_once(tmp_path: Path, store
 def test_per_node_and_per_job_folders() -> None:
     assert infer_node("/logs/nodes/gpu0001/kern.log") == "gpu0001"
     assert infer_node("/var/log/kern.log") is None
+    assert infer_node("/logs/node-17/dmesg.txt") == "node-17"
+    # a folder of one source's logs names no host (a shared corpus sorted by source)
+    for folder in ("nccl", "telemetry", "misc", "xid"):
+        assert infer_node(f"/corpus/{folder}/nccl-issue2076.log") is None, folder
     assert infer_node("/logs/jobs/100440/nccl.log") is None
     assert infer_job("/logs/jobs/100440/nccl.log") == "100440"
     assert infer_job("/logs/nodes/gpu0001/kern.log") is None

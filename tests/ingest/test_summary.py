@@ -11,12 +11,12 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from faultlens.app.cmd_ingest import last_seen_frame, status_doc
+from faultlens.app.cmd_ingest import status_doc
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import ingest_paths
-from faultlens.ingest.schema import TABLES, declared_names
+from faultlens.ingest.schema import SCHEMA_VERSION, TABLES, declared_names
 from faultlens.ingest.store import SUMMARY_FROM_TABLES, Store
-from faultlens.models.freshness import source_last_seen
+from faultlens.models.freshness import source_last_seen, source_last_seen_full
 
 NOW = datetime(2026, 1, 1)
 BOOT = datetime(2025, 2, 14, 5, 0, 0)
@@ -70,7 +70,7 @@ def test_summary_equals_the_tables_after_real_files(corpus: Path, store: Store) 
         )
         assert (f.events_no_ts, f.events_no_node) == (no_ts, no_node)
     assert status_doc(store) == status_doc(store, SUMMARY_FROM_TABLES)
-    assert last_seen_frame(store).equals(source_last_seen(store))
+    assert source_last_seen(store).equals(source_last_seen_full(store))
 
 
 def test_grown_log_whose_older_rows_get_a_time_later(tmp_path: Path, store: Store) -> None:
@@ -175,7 +175,7 @@ def test_schema_3_database_migrates_summary_and_pull_marks(tmp_path: Path) -> No
             ("events", "k.log", "kernel", "xid", None, 1, 1, None),
         ]
         assert _telemetry(store, "event_summary") == [("a", 1, 0, datetime(2025, 1, 2))]
-        assert store.scalar("SELECT max(version) FROM schema_version") == 5  # migrated all the way
+        assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION
 
 
 def test_status_of_an_unmigrated_database_read_only(tmp_path: Path) -> None:

@@ -125,6 +125,27 @@ def test_alert_context_evidence_runbook_and_slurm_state(store) -> None:
     assert ctx["gpu003"] == {"evidence": [], "runbook": None, "slurm_state": None}
 
 
+def test_slurm_state_from_the_summary_and_for_a_past_as_of(store) -> None:
+    h = timedelta(hours=1)
+    rows = [
+        _ev(T - 40 * h, "gpu001", "node_drain", None, "warning", "slurm", 3),
+        _ev(T - 5 * h, "gpu001", "node_resume", None, "info", "slurm", 4),
+        _ev(T - 30 * h, "gpu002", "node_down", None, "error", "slurm", 5),
+        _ev(T + 3 * h, "gpu002", "node_resume", None, "info", "slurm", 6),  # after as_of
+        _ev(T - 20 * h, "gpu003", "xid", 63, line=7),  # no state event
+    ]
+    for r in rows:  # each file's rows with their summary, as ingest writes them
+        store.insert_summarized("events", pl.DataFrame([r]), r["file"])
+    assert store.summary_source() == "event_summary"
+    ctx = alert_context(store, ["gpu001", "gpu002", "gpu003"], T)
+    assert ctx["gpu001"]["slurm_state"] == {"state": "RESUMED", "since": (T - 5 * h).isoformat()}
+    # gpu002's newest state is after as_of: its state then is read from events
+    assert ctx["gpu002"]["slurm_state"] == {"state": "DOWN", "since": (T - 30 * h).isoformat()}
+    assert ctx["gpu003"]["slurm_state"] is None
+    later = alert_context(store, ["gpu002"], T + 4 * h)
+    assert later["gpu002"]["slurm_state"]["state"] == "RESUMED"
+
+
 def test_last_seen_and_logs_stopped(store) -> None:
     h = timedelta(hours=1)
     insert_events(

@@ -109,6 +109,19 @@ def test_episode_precision_recall_and_lead_time() -> None:
     assert m["median_lead_time_h"] == (7.5 + 2.5) / 2  # 10:30 - 03:00 and 02:30 - 00:00
 
 
+def test_episode_metrics_with_failures_keyed_by_an_enum_and_no_alert() -> None:
+    # The chunked trainer keeps failure nodes as an Enum; a threshold nothing reaches gives an
+    # empty alert table with String nodes (a real failure history crashed on the join).
+    fails = EP_FAIL.with_columns(pl.col("node").cast(pl.Enum(["n1", "n2", "n3"])))
+    m = episode_metrics(
+        EP_ROWS, fails, threshold=2.0, horizon_h=24, window=(D, D + timedelta(days=1))
+    )
+    assert (m["alerts"], m["failure_episodes"], m["caught"]) == (0, 3, 0)
+    rows = EP_ROWS.with_columns(pl.col("node").cast(fails["node"].dtype))
+    m = episode_metrics(rows, fails, threshold=0.5, horizon_h=24, window=(D, D + timedelta(days=1)))
+    assert (m["alerts"], m["true_alerts"], m["caught"]) == (5, 3, 2)
+
+
 def test_threshold_needs_support_on_calibration_alerts() -> None:
     # 11 nodes alert at 0.7 and fail, one alerts at 0.7 and does not; two alert at 0.95 and
     # fail (precision 1, but only two alerts); 26 alert at 0.4 and nothing happens.

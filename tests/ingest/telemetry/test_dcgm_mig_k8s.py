@@ -1,7 +1,7 @@
 """dcgm-exporter's MIG and Kubernetes labels (issue 12 item 6): each MIG instance of a GPU is its
 own series (``GPU_I_ID`` / ``GPU_I_PROFILE``), and the workload's ``pod`` / ``namespace`` /
 ``container`` are kept, on the scrape's fast and reference paths and on the Prometheus range
-export's whole and streamed reads; an old (version 4) database gains the columns."""
+export's whole and streamed reads; an older (version 5) database gains the columns."""
 
 from __future__ import annotations
 
@@ -120,18 +120,18 @@ def test_range_exports_keep_them_whole_and_streamed(
     assert got == want
 
 
-def test_a_version_4_database_gains_the_columns(db_path: Path) -> None:
+def test_a_version_5_database_gains_the_columns(db_path: Path) -> None:
     new = ("gpu_instance", "gpu_profile", "pod", "namespace", "container")
     with Store(db_path):
         pass
-    con = duckdb.connect(str(db_path))  # back to version 4: telemetry as it was, one row
+    con = duckdb.connect(str(db_path))  # back to version 5: telemetry as it was, one row
     for col in new:
         con.execute(f"ALTER TABLE telemetry DROP COLUMN {col}")
-    con.execute("UPDATE schema_version SET version = 4")
+    con.execute("UPDATE schema_version SET version = 5")
     con.execute("INSERT INTO telemetry VALUES (TIMESTAMP '2024-07-15', 'n1', 0, 'm', 1.5)")
     con.close()
     with Store(db_path) as store:
-        assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION == 5
+        assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION == 6
         row = store.query("SELECT * FROM telemetry").to_dicts()
         assert row == [
             {"ts": T1, "node": "n1", "gpu": 0, "metric": "m", "value": 1.5, **dict.fromkeys(new)}

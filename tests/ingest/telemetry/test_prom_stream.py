@@ -100,20 +100,41 @@ def test_streamed_rows_equal_whole_document_rows(
 ) -> None:
     monkeypatch.setattr(prom, "BATCH_POINTS", 700)  # many ijson batches
     monkeypatch.setattr(prom, "WINDOW_CHARS", 5000)  # many vectorized windows, series cut across
+    monkeypatch.setattr(streamed, "STREAM_SPILL_ROWS", 1000)  # spilled to Parquet mid-document
     path = tmp_path / f"range-{layout}.json"
     text = export(23, 300, layout=layout)
     path.write_text(text, newline="")
     whole, t_whole = _ingest(path, tmp_path / "whole.duckdb", stream=False, monkeypatch=monkeypatch)
     if layout in ("compact", "per_line"):  # the vectorized windows read these, never ijson
         monkeypatch.setattr(prom, "stream_results", _not_called)
-    streamed, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
+    got, t_stream = _ingest(path, tmp_path / "s.duckdb", stream=True, monkeypatch=monkeypatch)
     _same(t_whole, t_stream)
     assert t_stream["telemetry"].height == 23 * 300
     assert t_stream["events"].height > 0  # the Xid series became events
     n_lines = len(text.split("\n")) - (1 if text.endswith("\n") else 0)
     blank = sum(1 for x in text.split("\n")[:n_lines] if x in ("", "\r"))
-    assert (streamed.lines, streamed.parsed, streamed.noise) == (n_lines, n_lines - blank, blank)
-    assert (whole.lines, whole.parsed, whole.noise) == (streamed.lines, streamed.parsed, blank)
+    assert (got.lines, got.parsed, got.noise) == (n_lines, n_lines - blank, blank)
+    assert (whole.lines, whole.parsed, whole.noise) == (got.lines, got.parsed, blank)
+
+
+def test_a_streamed_export_is_spilled_in_bounded_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultlens.ingest.pipeline import parse_file, plan
+
+    monkeypatch.setattr(PrometheusJsonParser, "stream_min_bytes", 0)
+    monkeypatch.setattr(prom, "WINDOW_CHARS", 5000)
+    monkeypatch.setattr(streamed, "STREAM_SPILL_ROWS", 1000)
+    path = tmp_path / "range.json"
+    path.write_text(export(23, 300, layout="per_line"))
+    with Store(":memory:") as store:
+        task = plan(store, str(path), fmt="prometheus_json")
+    parts = parse_file(task).parts["telemetry"]
+    sizes = [pl.scan_parquet(p).select(pl.len()).collect().item() for p in parts]
+    assert sum(sizes) == 23 * 300
+    # each part holds the spill limit plus at most the window that crossed it (a window of
+    # 5,000 characters holds one or two 300-point series)
+    assert max(sizes) <= 1000 + 2 * 300 and len(parts) >= 23 * 300 // (1000 + 2 * 300)
 
 
 def test_streamed_gzip_and_vector_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
