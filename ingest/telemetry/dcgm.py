@@ -317,10 +317,16 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
             .str.replace_all("\x00", "\\", literal=True)
         )
 
+    # each spelling read once; a label is the first of its spellings that is set
+    spellings = dict.fromkeys(k for key in LABELS for k in (*LABEL_ALIASES.get(key, ()), key))
+    heads = heads.with_columns(**{f"_l_{k}": value(k) for k in spellings})
+
+    def read(k: str) -> pl.Expr:
+        return pl.col(f"_l_{k}")
+
     exprs = {
         col: pl.coalesce(
-            [pl.when(value(k) != "").then(value(k)) for k in LABEL_ALIASES.get(key, ())]
-            + [value(key)]
+            [pl.when(read(k) != "").then(read(k)) for k in LABEL_ALIASES.get(key, ())] + [read(key)]
         )
         for key, col in LABELS.items()
     }
@@ -329,7 +335,12 @@ def _parse_heads(heads: pl.DataFrame) -> pl.DataFrame:
     )
     heads = heads.with_columns(ok=ok.fill_null(False), **exprs)
     return heads.select(
-        *[c for c in heads.columns if c not in LABEL_SCHEMA and c != "labels"], *LABEL_SCHEMA
+        *[
+            c
+            for c in heads.columns
+            if c not in LABEL_SCHEMA and c != "labels" and not c.startswith("_l_")
+        ],
+        *LABEL_SCHEMA,
     )
 
 
