@@ -99,6 +99,7 @@ class LinesState:
     kernel: Any
     nccl: Any
     k8s: k8s.K8sState = field(default_factory=k8s.K8sState)
+    slurm: slurm_daemon.DaemonState = field(default_factory=slurm_daemon.DaemonState)
     # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
     # events and multi-line kernel records come out chunks after their lines
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
@@ -157,7 +158,12 @@ def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
     """Events without a time or node take those of their line's prefix (``ingest.prefixes``)."""
     events = result.tables.get("events")
     if events is not None and events.height and pre.height:
-        result.tables["events"] = fill_events(events, pre)
+        # ``pre`` holds every candidate's prefix so far, in line order: only the rows between
+        # the events' first and last line are joined (not the whole file's, chunk after chunk)
+        lines = pre.get_column("line")
+        lo = int(lines.search_sorted(events.get_column("line").min(), side="left"))
+        hi = int(lines.search_sorted(events.get_column("line").max(), side="right"))
+        result.tables["events"] = fill_events(events, pre.slice(lo, hi - lo))
     return result
 
 
@@ -216,8 +222,20 @@ class LinesParser:
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
         ``last_line``, each parsed by its family."""
-        routed = route(cand)
-        routed = prefix_frame(routed.filter(pl.col("family").is_not_null()), ctx)
+        return self.parse_prepared(self.prepare_candidates(cand, ctx), last_line, ctx, state)
+
+    def prepare_candidates(self, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+        """The stateless first step of ``parse_candidates``: each candidate's family and prefix
+        (``route``, ``prefixes.prefix_frame``), lines of no family dropped. It depends on the
+        chunk alone, so the driver runs it in a thread of its own, a chunk ahead of the
+        families' stateful parsing (``pipeline._feed_candidates``): both cores work on one file,
+        with exactly the results of one pass."""
+        return prefix_frame(route(cand).filter(pl.col("family").is_not_null()), ctx)
+
+    def parse_prepared(
+        self, routed: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """``parse_candidates`` after ``prepare_candidates``: each family parses its lines."""
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
@@ -229,7 +247,9 @@ class LinesParser:
             result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
-            result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))
+            result = result.merge(
+                slurm_daemon.daemon_rows(s.select("line", "raw"), ctx, state.slurm)
+            )
         known = routed.filter(pl.col("p_ts").is_not_null() | pl.col("p_host").is_not_null())
         if known.height:
             state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
@@ -237,6 +257,7 @@ class LinesParser:
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
+        result = result.merge(slurm_daemon.daemon_finish(state.slurm))
         return _filled(result, state.prefixes)
 
 

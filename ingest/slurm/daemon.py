@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ from faultlens.ingest.base import (
     ParseContext,
     Parsed,
     Quarantined,
+    line_series,
     normalize_node,
     numbered,
     quarantine_frame,
@@ -272,12 +274,36 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     return ts, flag
 
 
-def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
-    return daemon_rows(numbered(lines, first_line).filter(pl.col("raw").is_not_null()), ctx)
+@dataclass
+class DaemonState:
+    """What a file's chunks hand on: the ``reason set to:`` rows that no later line of their
+    node has merged yet (emitted by ``finish`` if none does)."""
+
+    pending: pl.DataFrame | None = None
 
 
-def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
-    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine.
+def daemon_chunk(
+    lines: pl.Series, first_line: int, ctx: ParseContext, state: DaemonState | None = None
+) -> ChunkResult:
+    df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+    return daemon_rows(df, ctx, state)
+
+
+def daemon_finish(state: DaemonState | None) -> ChunkResult:
+    """The reasons still pending at the end of the file, as events."""
+    if state is None or state.pending is None or state.pending.height == 0:
+        return ChunkResult()
+    pending, state.pending = state.pending, None
+    out = result({"events": pending}, 0)
+    out.parsed_lines = line_series([])
+    return out
+
+
+def daemon_rows(
+    df: pl.DataFrame, ctx: ParseContext, state: DaemonState | None = None
+) -> ChunkResult:
+    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine. With ``state``,
+    reasons merge into state changes of later chunks as in one pass over the file.
 
     The same rows as ``parse_line`` per line (then ``reason set to:`` lines merged into the next
     state change of their node), computed over the whole frame: the rules as one ``when`` chain,
@@ -327,7 +353,11 @@ def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
         q_parts.append(pl.DataFrame(bad_q, schema=["line", "raw", "reason"], orient="row"))
     events = _event_rows(rows, ctx)
     parsed_lines = events["line"].unique(maintain_order=True).sort().rename("line")
-    events = _merge_reasons_frame(events)
+    if state is not None and state.pending is not None:
+        events = pl.concat([state.pending, events])
+    events, held = _merge_reasons_frame(events, hold=state is not None)
+    if state is not None:
+        state.pending = held
     q = pl.concat(q_parts, how="vertical_relaxed").sort("line")
     quarantine = (
         quarantine_frame(q["line"].to_list(), q["raw"].to_list(), q["reason"].to_list())
@@ -469,12 +499,15 @@ def _event_rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     )
 
 
-def _merge_reasons_frame(events: pl.DataFrame) -> pl.DataFrame:
+def _merge_reasons_frame(
+    events: pl.DataFrame, hold: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Attach ``reason set to:`` lines to the next state change (down / drain) of the same node:
     that row takes the reason's subkind and code; a reason that another one of its node follows
-    before a state change is dropped, one that nothing follows is kept (``merge_reasons``)."""
+    before a state change is dropped, one that nothing follows is kept (``merge_reasons``) —
+    with ``hold``, returned apart (the next chunk may merge it) instead of emitted."""
     if events.height == 0:
-        return events
+        return events, None
     is_reason = pl.col("message").str.contains("reason set to:", literal=True)
     target = pl.col("kind").is_in([Kind.NODE_DOWN.value, Kind.NODE_DRAIN.value]) & ~is_reason
     ev = events.with_row_index("_seq").with_columns(_reason=is_reason, _target=target)
@@ -490,7 +523,12 @@ def _merge_reasons_frame(events: pl.DataFrame) -> pl.DataFrame:
     dropped = rel.filter(pl.col("_reason") & ~pl.col("_last")).select("_seq")
     ev = ev.join(dropped, on="_seq", how="anti").join(takes, on="_seq", how="left")
     took = pl.col("_seq").is_in(takes["_seq"].implode())
-    return (
+    held = None
+    if hold:
+        kept = rel.filter(pl.col("_reason") & pl.col("_last")).select("_seq")
+        held = ev.join(kept, on="_seq", how="semi").select(events.columns)
+        ev = ev.join(kept, on="_seq", how="anti")
+    merged = (
         ev.with_columns(
             subkind=pl.when(took).then("_prev_sub").otherwise("subkind"),
             code=pl.when(took).then("_prev_code").otherwise("code"),
@@ -506,6 +544,7 @@ def _merge_reasons_frame(events: pl.DataFrame) -> pl.DataFrame:
         .sort("line", "_seq")
         .drop("_seq", "_reason", "_target", "_prev_sub", "_prev_code")
     )
+    return merged, held
 
 
 def merge_reasons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -564,13 +603,13 @@ class DaemonParser:
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         return parse_line(line, ctx)
 
-    def new_state(self, ctx: ParseContext) -> None:
-        return None
+    def new_state(self, ctx: ParseContext) -> DaemonState:
+        return DaemonState()
 
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
     ) -> ChunkResult:
-        return daemon_chunk(lines, first_line, ctx)
+        return daemon_chunk(lines, first_line, ctx, state)
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
-        return ChunkResult()
+        return daemon_finish(state)
