@@ -30,7 +30,7 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, line_series, numbered
 from faultlens.ingest.kernel import k8s
 from faultlens.ingest.kernel import parser as kernel
 from faultlens.ingest.kernel import patterns as kp
@@ -92,6 +92,9 @@ _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid")
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
 FAMILIES = ("nccl", "slurm", "k8s", "kernel")
+# Candidates gathered over chunks before the families parse them (a 64 MiB block of a node log
+# holds ~30k): every family call has a fixed cost of dozens of expressions, paid once per batch.
+BATCH_ROWS = 100_000
 
 
 @dataclass
@@ -103,6 +106,10 @@ class LinesState:
     # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
     # events and multi-line kernel records come out chunks after their lines
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
+    # prepared candidates of chunks not parsed yet (``BATCH_ROWS``)
+    batch: list[pl.DataFrame] = field(default_factory=list)
+    batch_rows: int = 0
+    batch_last: int = 0  # the last line of the batch's last chunk
 
 
 def route_expr() -> pl.Expr:
@@ -235,7 +242,23 @@ class LinesParser:
     def parse_prepared(
         self, routed: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
     ) -> ChunkResult:
-        """``parse_candidates`` after ``prepare_candidates``: each family parses its lines."""
+        """``parse_candidates`` after ``prepare_candidates``: the candidates are gathered over
+        chunks until there are ``BATCH_ROWS`` (each family's fixed cost per call is then paid
+        once per batch), then each family parses its lines as if the batch were one chunk."""
+        if routed.height:
+            state.batch.append(routed)
+            state.batch_rows += routed.height
+        state.batch_last = last_line
+        if state.batch_rows < BATCH_ROWS:
+            return ChunkResult(parsed_lines=line_series([]))
+        return self._parse_batch(last_line, ctx, state)
+
+    def _parse_batch(self, last_line: int, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        if not state.batch:
+            return ChunkResult(parsed_lines=line_series([]))
+        batch = state.batch
+        state.batch, state.batch_rows = [], 0
+        routed = pl.concat(batch) if len(batch) > 1 else batch[0]
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
@@ -256,9 +279,10 @@ class LinesParser:
         return _filled(result, state.prefixes)
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        rest = self._parse_batch(state.batch_last, ctx, state)
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
         result = result.merge(slurm_daemon.daemon_finish(state.slurm))
-        return _filled(result, state.prefixes)
+        return rest.merge(_filled(result, state.prefixes))
 
 
 PARSERS = [LinesParser()]

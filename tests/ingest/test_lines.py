@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from faultlens.ingest import lines
 from faultlens.ingest.pipeline import UNRECOGNIZED, ingest_paths
@@ -104,11 +105,15 @@ def _ingest_mixed(path: Path, db: Path) -> tuple[pl.DataFrame, list[tuple]]:
     return events, quarantined
 
 
-def test_many_chunks_through_the_prepare_thread_equal_one_pass(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("batch_rows", [1, lines.BATCH_ROWS])
+def test_many_chunks_through_the_prepare_thread_equal_one_pass(
+    tmp_path, monkeypatch, batch_rows
+) -> None:
     """The driver routes and reads prefixes a chunk ahead in a thread of its own; with 4 KiB scan
     blocks (dozens of chunks, each family's state carried across them: NCCL blocks, pending
-    Slurm reasons, kernel records) the events equal those of the file read as one chunk with
-    everything on the caller's thread."""
+    Slurm reasons, kernel records; with ``batch_rows`` 1 each chunk is parsed on its own, else
+    they are gathered into one batch) the events equal those of the file read as one chunk
+    with everything on the caller's thread."""
     from faultlens.ingest import pipeline
 
     path = _mixed_file(tmp_path, copies=8)
@@ -117,6 +122,7 @@ def test_many_chunks_through_the_prepare_thread_equal_one_pass(tmp_path, monkeyp
     want, want_q = _ingest_mixed(path, tmp_path / "one.duckdb")
     monkeypatch.setattr(pipeline, "PREPARE_IN_THREAD", True)
     monkeypatch.setattr(pipeline, "SCAN_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(lines, "BATCH_ROWS", batch_rows)
     got, got_q = _ingest_mixed(path, tmp_path / "chunks.duckdb")
     assert got.height == want.height > 8 * 20
     assert got.rows() == want.rows()
