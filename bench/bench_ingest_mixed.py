@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.bench_ingest_nccl import measure
+from bench.bench_ingest_nccl import bytecode_env, measure
 
 OUT = Path(__file__).resolve().parent / "out"
 BLOCK_LINES = 20_000
@@ -228,15 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         size = log.stat().st_size
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         me = [sys.executable, "-m", "bench.bench_ingest_mixed", "--file", str(log)]
-        # as installed code runs: with its bytecode cached (a sandbox's PYTHONDONTWRITEBYTECODE
-        # would make every faultlens run compile its modules again), written by a warm-up run
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        warm = Path(tmp) / "warm.log"
-        warm.write_text("".join(_block(random.Random(1), 0)[0].splitlines(True)[:200]))
-        warm_cmd = [*me[:3], "--file", str(warm), "--child", "faultlens"]
-        measure(
-            [*warm_cmd, "--out", str(Path(tmp) / "w.json"), "--db", str(Path(tmp) / "w.db")], env
-        )
+        env = bytecode_env()  # as installed code runs: from cached bytecode
         load_before = os.getloadavg()[0]
         runs, results = {}, {}
         for _ in range(args.repeat):  # interleaved: a load spike hits all three alike
