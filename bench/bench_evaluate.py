@@ -95,7 +95,11 @@ def ceiling(episodes, truth_failures: list[dict], tolerance_h: float = 1.0) -> d
 
 
 def _build(seed: int, warning_share: float | None, nodes: int, days: float, folder: Path):
-    """synth -> ingest -> refresh into ``folder/db.duckdb``; returns (truth, failed files)."""
+    """synth -> ingest -> refresh into ``folder/db.duckdb``; returns (truth, failed files).
+    Ingest gets the demo's node pattern (``nodes/<node>/kern.log``), as ``faultlens demo`` and
+    the acceptance test do: the cluster's ``dmesg -T`` kernel logs name no host (about a quarter
+    of the nodes), and without it their lines have no node and no feature sees them."""
+    from faultlens.app.demo import synth_context
     from faultlens.ingest.attribution import refresh
     from faultlens.ingest.catalog import load_catalog
     from faultlens.ingest.pipeline import ingest_paths
@@ -106,7 +110,7 @@ def _build(seed: int, warning_share: float | None, nodes: int, days: float, fold
     with Store(folder / "db.duckdb") as store:
         store.load_xid_catalog(load_catalog(None))
         logs = [str(p) for p in result.files if p.name not in NOT_LOGS]
-        report = ingest_paths(store, logs, now=datetime(2030, 1, 1))
+        report = ingest_paths(store, logs, now=datetime(2030, 1, 1), base_ctx=synth_context())
         refresh(store)
     shutil.rmtree(folder / "synth", ignore_errors=True)
     return result.truth, report.totals["failed"]
@@ -125,7 +129,7 @@ def run_seed(
     t0 = time.perf_counter()
     share = "default" if warning_share is None else f"{warning_share:g}"
     if cache is not None:
-        folder = cache / f"seed{seed}-share{share}-{nodes}x{days:g}"
+        folder = cache / f"seed{seed}-share{share}-{nodes}x{days:g}-v2"  # v2: node pattern
     else:
         folder = Path(tempfile.mkdtemp(prefix=f"faultlens-eval-{seed}-"))
     truth_file = folder / "truth.json"
