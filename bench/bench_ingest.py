@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.bench_ingest_nccl import bytecode_env
+
 OUT = Path(__file__).resolve().parent / "out"
 REPO = Path(__file__).resolve().parents[1]
 
@@ -263,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         gen_s = time.perf_counter() - t0
         size_mb = counts["bytes"] / 1e6
         env_c = {**os.environ, "LC_ALL": "C"}
+        py_env = bytecode_env()
         subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)  # warm cache
         fl_cmd = [
             sys.executable,
@@ -275,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, object]]] = {"grep": [], "loop": [], "fl": []}
         for _ in range(args.repeat):  # interleaved, so that a load spike hits all three alike
             runs["grep"].append(_timed(["grep", "-c", "NVRM: Xid", str(log)], env_c, ok=(0, 1)))
-            runs["loop"].append(_timed([sys.executable, "-c", PY_LOOP % (LITERALS,), str(log)]))
+            loop_cmd = [sys.executable, "-c", PY_LOOP % (LITERALS,), str(log)]
+            runs["loop"].append(_timed(loop_cmd, py_env))
             for p in tmp.glob("bench.duckdb*"):
                 p.unlink()
-            runs["fl"].append(_timed(fl_cmd))
+            runs["fl"].append(_timed(fl_cmd, py_env))
         grep, loop, fl = (_best(runs[k]) for k in ("grep", "loop", "fl"))
         rss = max(float(r["rss_mib"]) for r in runs["fl"])  # type: ignore[arg-type]
         report = json.loads(fl["stdout"].splitlines()[-1])

@@ -31,7 +31,7 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, numbered
+from faultlens.ingest.base import ChunkResult, LineResult, ParseContext, line_series, numbered
 from faultlens.ingest.kernel import k8s
 from faultlens.ingest.kernel import parser as kernel
 from faultlens.ingest.kernel import patterns as kp
@@ -96,6 +96,9 @@ _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid")
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
 FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel")
+# Candidates gathered over chunks before the families parse them (a 64 MiB block of a node log
+# holds ~30k): every family call has a fixed cost of dozens of expressions, paid once per batch.
+BATCH_ROWS = 100_000
 
 
 @dataclass
@@ -103,9 +106,14 @@ class LinesState:
     kernel: Any
     nccl: Any
     k8s: k8s.K8sState = field(default_factory=k8s.K8sState)
+    slurm: slurm_daemon.DaemonState = field(default_factory=slurm_daemon.DaemonState)
     # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
     # events and multi-line kernel records come out chunks after their lines
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
+    # prepared candidates of chunks not parsed yet (``BATCH_ROWS``)
+    batch: list[pl.DataFrame] = field(default_factory=list)
+    batch_rows: int = 0
+    batch_last: int = 0  # the last line of the batch's last chunk
 
 
 def route_expr() -> pl.Expr:
@@ -162,7 +170,12 @@ def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
     """Events without a time or node take those of their line's prefix (``ingest.prefixes``)."""
     events = result.tables.get("events")
     if events is not None and events.height and pre.height:
-        result.tables["events"] = fill_events(events, pre)
+        # ``pre`` holds every candidate's prefix so far, in line order: only the rows between
+        # the events' first and last line are joined (not the whole file's, chunk after chunk)
+        lines = pre.get_column("line")
+        lo = int(lines.search_sorted(events.get_column("line").min(), side="left"))
+        hi = int(lines.search_sorted(events.get_column("line").max(), side="right"))
+        result.tables["events"] = fill_events(events, pre.slice(lo, hi - lo))
     return result
 
 
@@ -221,8 +234,36 @@ class LinesParser:
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
         ``last_line``, each parsed by its family."""
-        routed = route(cand)
-        routed = prefix_frame(routed.filter(pl.col("family").is_not_null()), ctx)
+        return self.parse_prepared(self.prepare_candidates(cand, ctx), last_line, ctx, state)
+
+    def prepare_candidates(self, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+        """The stateless first step of ``parse_candidates``: each candidate's family and prefix
+        (``route``, ``prefixes.prefix_frame``), lines of no family dropped. It depends on the
+        chunk alone, so the driver runs it in a thread of its own, a chunk ahead of the
+        families' stateful parsing (``pipeline._feed_candidates``): both cores work on one file,
+        with exactly the results of one pass."""
+        return prefix_frame(route(cand).filter(pl.col("family").is_not_null()), ctx)
+
+    def parse_prepared(
+        self, routed: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
+    ) -> ChunkResult:
+        """``parse_candidates`` after ``prepare_candidates``: the candidates are gathered over
+        chunks until there are ``BATCH_ROWS`` (each family's fixed cost per call is then paid
+        once per batch), then each family parses its lines as if the batch were one chunk."""
+        if routed.height:
+            state.batch.append(routed)
+            state.batch_rows += routed.height
+        state.batch_last = last_line
+        if state.batch_rows < BATCH_ROWS:
+            return ChunkResult(parsed_lines=line_series([]))
+        return self._parse_batch(last_line, ctx, state)
+
+    def _parse_batch(self, last_line: int, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        if not state.batch:
+            return ChunkResult(parsed_lines=line_series([]))
+        batch = state.batch
+        state.batch, state.batch_rows = [], 0
+        routed = pl.concat(batch) if len(batch) > 1 else batch[0]
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
@@ -237,15 +278,19 @@ class LinesParser:
             result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
-            result = result.merge(slurm_daemon.daemon_rows(s.select("line", "raw"), ctx))
+            result = result.merge(
+                slurm_daemon.daemon_rows(s.select("line", "raw"), ctx, state.slurm)
+            )
         known = routed.filter(pl.col("p_ts").is_not_null() | pl.col("p_host").is_not_null())
         if known.height:
             state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
         return _filled(result, state.prefixes)
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
+        rest = self._parse_batch(state.batch_last, ctx, state)
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
-        return _filled(result, state.prefixes)
+        result = result.merge(slurm_daemon.daemon_finish(state.slurm))
+        return rest.merge(_filled(result, state.prefixes))
 
 
 PARSERS = [LinesParser()]

@@ -13,6 +13,7 @@ The three steps are separate so that parsing can run in a process pool or on a D
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -35,7 +36,9 @@ from faultlens.ingest.errors import InputError, StoreError
 from faultlens.ingest.lake import DAY_COLUMN, partition_columns
 from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
+    CandidateChunk,
     Chunk,
+    _in_thread,
     file_head,
     iter_candidates,
     iter_chunks,
@@ -296,6 +299,8 @@ def sniff_format(task: FileTask) -> tuple[str, str | None]:
     return registry.reader_for(name), None
 
 
+PREPARE_IN_THREAD = True  # a parser's ``prepare_candidates`` in a thread of its own
+SCAN_BLOCK_BYTES: int | None = None  # bytes per raw-scan block (None: ``scan.BLOCK_BYTES``)
 SPILL_ROWS = 250_000  # rows of a table buffered before a Parquet part is written
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"  # a row without a timestamp (or source)
 
@@ -449,11 +454,12 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
     """The pre-filtered path: only lines with one of ``parser.prefilter`` reach the parser."""
     n_lines, end_byte = 0, task.start_byte
     if getattr(parser, "raw_scan", False):  # candidates found in the raw bytes (ingest.scan)
-        from faultlens.ingest.scan import iter_scan
+        from faultlens.ingest.scan import BLOCK_BYTES, iter_scan
 
         chunks = iter_scan(
             task.path,
             parser.prefilter,
+            block_bytes=SCAN_BLOCK_BYTES or BLOCK_BYTES,
             follow=getattr(parser, "prefilter_follow", None),
             gzipped=task.gzipped,
             start_byte=task.start_byte,
@@ -471,14 +477,28 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
             threaded=True,
             live_since=task.live_since,
         )
+    prepare = getattr(parser, "prepare_candidates", None) if PREPARE_IN_THREAD else None
+    if prepare is not None:  # a stateless first step: in a thread of its own, a chunk ahead
+        chunks = _in_thread(functools.partial(_prepared, chunks, prepare, task.ctx), depth=2)
     for chunk in chunks:
         if chunk.too_long is not None:
             t = chunk.too_long
             sink.add(_too_long(t["line"], t["bytes"], t["raw"]))
         n_lines += chunk.n_lines
-        sink.add(parser.parse_candidates(chunk.cand, chunk.last_line, task.ctx, state))
+        if prepare is None:
+            sink.add(parser.parse_candidates(chunk.cand, chunk.last_line, task.ctx, state))
+        else:
+            sink.add(parser.parse_prepared(chunk.cand, chunk.last_line, task.ctx, state))
         end_byte = chunk.end_byte
     return n_lines, end_byte
+
+
+def _prepared(
+    chunks: Iterable[CandidateChunk], prepare: Callable[..., pl.DataFrame], ctx: ParseContext
+) -> Iterator[CandidateChunk]:
+    """``chunks`` with their candidates through the parser's ``prepare_candidates``."""
+    for c in chunks:
+        yield CandidateChunk(prepare(c.cand, ctx), c.first_line, c.n_lines, c.end_byte, c.too_long)
 
 
 def uses_prefilter(parser: Any) -> bool:
@@ -516,8 +536,8 @@ def partition(
     a set, none in both, none outside the range. Raises ``AccountingError`` otherwise."""
     sets = []
     for name, parts in (("parsed", parsed), ("quarantined", quarantined)):
-        lines = pl.concat(list(parts)).to_numpy() if parts else np.empty(0, np.int64)
-        unique = np.unique(lines)
+        lines = np.sort(pl.concat(list(parts)).to_numpy()) if parts else np.empty(0, np.int64)
+        unique = lines[np.r_[True, lines[1:] != lines[:-1]]] if len(lines) else lines
         if len(unique) != len(lines):
             raise AccountingError(f"{len(lines) - len(unique)} lines {name} twice")
         if len(unique) and (unique[0] < first or unique[-1] > last):

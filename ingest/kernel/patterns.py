@@ -122,8 +122,6 @@ XID_HEAD_RE = (
     r"(?: pid=(?P<pid>[^,]{0,40}), name=(?P<proc>[^,]{0,80}),)?[ \t]?"
 )
 XID_RE = XID_HEAD_RE + r"(?P<msg>.*)$"
-# The vectorized path: everything up to the end of the leftmost head match, to strip (-> msg).
-XID_TO_MSG_RE = r"^.*?" + XID_HEAD_RE
 # NVLink Xids 144-150: "SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 ...)"
 # (drivers and log shippers write the fields with irregular spacing: any run of blanks is one)
 NVLINK_RE = (

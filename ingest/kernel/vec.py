@@ -318,18 +318,20 @@ def event_columns(source: str = "kernel") -> list[pl.Expr]:
 
 def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     body = pl.col("body")
-    f = f.with_columns(
-        body.str.extract_groups(kp.XID_HEAD_RE).alias("_m"),
-        msg=body.str.replace(kp.XID_TO_MSG_RE, ""),
-    ).unnest("_m")
+    # ``XID_RE``, the per-line pattern: its ``msg`` is what follows the head's leftmost match
+    f = f.with_columns(body.str.extract_groups(kp.XID_RE).alias("_m")).unnest("_m")
     f, q = _split_ok(f, "code", "NVRM Xid line with unknown shape")
     msg = pl.col("msg")
+
+    def having(literal: str) -> pl.Expr:  # the message, where it holds a pattern's literal
+        return pl.when(msg.str.contains(literal, literal=True)).then(msg)
+
     f = f.with_columns(
         code=pl.col("code").cast(pl.Int32),
-        _ch=msg.str.extract_groups(kp.XID_CH_RE),
-        _sm=msg.str.extract_groups(kp.XID_SM_RE),
-        _gsp=msg.str.extract_groups(kp.GSP_RE),
-        _nv=msg.str.extract_groups(kp.NVLINK_RE),
+        _ch=having("Ch ").str.extract_groups(kp.XID_CH_RE),
+        _sm=having("(GPC ").str.extract_groups(kp.XID_SM_RE),
+        _gsp=having("Timeout after ").str.extract_groups(kp.GSP_RE),
+        _nv=having("Link").str.extract_groups(kp.NVLINK_RE),
         _rec=pl.when(pl.col("code") == str(kp.RECOVERY_CODE))
         .then(msg)
         .str.extract_groups(kp.RECOVERY_RE),

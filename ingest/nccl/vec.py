@@ -728,7 +728,7 @@ def watchdog_events(
         for k in ("rank", "seq_num", "numel_in", "numel_out", "timeout_ms", "ran_for_ms")
     }
     attrs["op_type"] = pl.col("op_type")
-    rows = rows.with_columns(ts=glog_ts(pl.col("md"), pl.col("hms"), pl.col("frac"), ctx))
+    rows = with_glog_ts(rows, ctx)
     events = _events(
         rows,
         ctx,
@@ -748,34 +748,51 @@ def watchdog_events(
     return events, taken
 
 
-def glog_ts(md: pl.Expr, hms: pl.Expr, frac: pl.Expr, ctx: ParseContext) -> pl.Expr:
-    """``pytorch.glog_ts`` as an expression (``MMDD`` / ``HH:MM:SS`` / fraction digits)."""
-    out = pl.lit(None, dtype=pl.Datetime("us"))
+_GLOG_PARTS = ("_mo", "_dd", "_h", "_mi", "_s", "_us", "_ok")
+
+
+def with_glog_ts(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """``frame`` with ``ts`` from its ``md``, ``hms`` and ``frac`` columns (``pytorch.glog_ts``
+    over a frame).
+    The parts are columns first: an eager expression repeating them would compute each again."""
     year = ctx.year or (ctx.mtime.year if ctx.mtime else None)
     if year is None:
-        return out
-    month, day = _int(md.str.head(-2)), _int(md.str.tail(2))
-    h, mi, s = (_int(hms.str.slice(i, 2)) for i in (0, 3, 6))
-    us = _int(frac.str.slice(0, 6).str.pad_end(6, "0")).fill_null(0)
-    ok = (
-        month.is_between(1, 12)
-        & (day >= 1)
-        & (h <= 23)
-        & (mi <= 59)
-        & (s <= 59)
-        & (day <= month.replace_strict(_month_days(year), default=0))
+        return frame.with_columns(ts=pl.lit(None, dtype=pl.Datetime("us")))
+    md, hms = pl.col("md"), pl.col("hms")
+    f = frame.with_columns(
+        _mo=_int(md.str.head(-2)),
+        _dd=_int(md.str.tail(2)),
+        **{k: _int(hms.str.slice(i, 2)) for k, i in (("_h", 0), ("_mi", 3), ("_s", 6))},
+        _us=_int(pl.col("frac").str.slice(0, 6).str.pad_end(6, "0")).fill_null(0),
+    )
+    mo, dd = pl.col("_mo"), pl.col("_dd")
+    f = f.with_columns(
+        _ok=(
+            mo.is_between(1, 12)
+            & (dd >= 1)
+            & (pl.col("_h") <= 23)
+            & (pl.col("_mi") <= 59)
+            & (pl.col("_s") <= 59)
+            & (dd <= mo.replace_strict(_month_days(year), default=0))
+        ).fill_null(False)
     )
 
     def at(y: int) -> pl.Expr:
-        safe = [pl.when(ok).then(x).otherwise(1) for x in (month, day, h, mi, s)]
-        return pl.datetime(y, *safe, us)
+        safe = [pl.when("_ok").then(k).otherwise(1) for k in ("_mo", "_dd", "_h", "_mi", "_s")]
+        return pl.datetime(y, *safe, pl.col("_us"))
 
-    ts = pl.when(ok).then(at(year))
+    f = f.with_columns(ts=pl.when("_ok").then(at(year)))
     if ctx.year is None and ctx.mtime is not None:  # a December stamp in a file written in January
-        late = ts > pl.lit(ctx.mtime + timedelta(days=1))
-        feb29 = (month == 2) & (day == 29) & ~pl.lit(calendar.isleap(year - 1))
-        ts = pl.when(late & feb29).then(out).when(late).then(at(year - 1)).otherwise(ts)
-    return ts
+        late = pl.col("ts") > pl.lit(ctx.mtime + timedelta(days=1))
+        feb29 = (mo == 2) & (dd == 29) & ~pl.lit(calendar.isleap(year - 1))
+        f = f.with_columns(
+            ts=pl.when(late & feb29)
+            .then(pl.lit(None, dtype=pl.Datetime("us")))
+            .when(late)
+            .then(at(year - 1))
+            .otherwise("ts")
+        )
+    return f.drop(_GLOG_PARTS)
 
 
 def _month_days(year: int) -> dict[int, int]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -273,51 +274,282 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     return ts, flag
 
 
-def daemon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext) -> ChunkResult:
-    return daemon_rows(numbered(lines, first_line).filter(pl.col("raw").is_not_null()), ctx)
+@dataclass
+class DaemonState:
+    """What a file's chunks hand on: the ``reason set to:`` rows that no later line of their
+    node has merged yet (emitted by ``finish`` if none does)."""
+
+    pending: pl.DataFrame | None = None
 
 
-def daemon_rows(df: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
-    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine."""
+def daemon_chunk(
+    lines: pl.Series, first_line: int, ctx: ParseContext, state: DaemonState | None = None
+) -> ChunkResult:
+    df = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
+    return daemon_rows(df, ctx, state)
+
+
+def daemon_finish(state: DaemonState | None) -> ChunkResult:
+    """The reasons still pending at the end of the file, as events."""
+    if state is None or state.pending is None or state.pending.height == 0:
+        return ChunkResult()
+    pending, state.pending = state.pending, None
+    out = result({"events": pending}, 0)
+    out.parsed_lines = line_series([])
+    return out
+
+
+def daemon_rows(
+    df: pl.DataFrame, ctx: ParseContext, state: DaemonState | None = None
+) -> ChunkResult:
+    """Numbered lines (``line``, ``raw``; no nulls) -> events and quarantine. With ``state``,
+    reasons merge into state changes of later chunks as in one pass over the file.
+
+    The same rows as ``parse_line`` per line (then ``reason set to:`` lines merged into the next
+    state change of their node), computed over the whole frame: the rules as one ``when`` chain,
+    each rule's groups extracted from its own rows, host lists, node names and reasons worked out
+    once per distinct string. Only lines whose stamp polars could not read go through
+    ``parse_line``, which quarantines the invalid ones with Python's reason."""
     df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
     matched = pl.col("msg").is_not_null()
     proc = pl.coalesce("proc", "proc2")
     other_unit = (proc == "systemd").fill_null(False) & ~pl.col(
         "msg"
     ).str.to_lowercase().str.contains("slurm").fill_null(False)
-    keep = matched & ~other_unit
     unmatched = df.filter(~matched & pl.col("raw").str.contains(SUSPICIOUS))
-    q_rows = [
-        (n, r, "unrecognized Slurm daemon line")
-        for n, r in unmatched.select("line", "raw").iter_rows()
-    ]
+    q_parts = [unmatched.select("line", "raw", reason=pl.lit("unrecognized Slurm daemon line"))]
     ts, flag = _ts_exprs(ctx)
     # Out-of-range stamps (year 0, month 13) stay null here; parse_line quarantines those lines.
     sane = ts.dt.year().is_between(1900, 2200)
-    cand = df.filter(keep & pl.col("msg").str.contains(_CANDIDATE)).with_columns(
+    cand = df.filter(matched & ~other_unit & pl.col("msg").str.contains(_CANDIDATE)).with_columns(
         pl.when(sane).then(ts).alias("ts"),
         flag.alias("ts_flag"),
+        proc.alias("proc"),
+        rule=_rule_expr(),
     )
-    rows: list[dict[str, Any]] = []
-    for rec in cand.iter_rows(named=True):
-        res = parse_line(rec["raw"], ctx)
-        if isinstance(res, Quarantined):
-            q_rows.append((rec["line"], rec["raw"], res.reason))
-        elif isinstance(res, Parsed):
-            for row in res.rows["events"]:
-                row.update(ts=rec["ts"], ts_flag=rec["ts_flag"], line=rec["line"])
-                rows.append(row)
-    parsed_lines = line_series(sorted({r["line"] for r in rows}))
-    rows = merge_reasons(rows)
-    tables = {"events": pl.DataFrame(rows, infer_schema_length=None)} if rows else {}
-    q = quarantine_frame(*map(list, zip(*q_rows, strict=True))) if q_rows else None
-    out = result(tables, parsed_lines.len(), q)
+    unknown = cand.filter(
+        pl.col("rule").is_null()
+        & pl.col("msg").str.contains(SUSPICIOUS)
+        & ~pl.col("msg").str.starts_with("debug")
+        & ~pl.col("msg").str.starts_with("info")
+    )
+    q_parts.append(
+        unknown.select("line", "raw", reason=pl.lit("unrecognized Slurm daemon message"))
+    )
+    rows = _with_kind(_rule_groups(cand.filter(pl.col("rule").is_not_null())))
+    # a stamp polars could not read: parse_line says whether the line is quarantined
+    stamped = pl.col("iso").is_not_null() | pl.col("iso2").is_not_null()
+    if _syslog_year(ctx) is not None:
+        stamped = stamped | pl.col("sys").is_not_null()
+    bad = rows.filter(pl.col("ts").is_null() & stamped).select("line", "raw")
+    bad_q = [
+        (n, r, res.reason)
+        for n, r in bad.iter_rows()
+        if isinstance(res := parse_line(r, ctx), Quarantined)
+    ]
+    if bad_q:
+        q_lines = pl.Series([n for n, _, _ in bad_q], dtype=pl.Int64)
+        rows = rows.filter(~pl.col("line").is_in(q_lines.implode()))
+        q_parts.append(pl.DataFrame(bad_q, schema=["line", "raw", "reason"], orient="row"))
+    events = _event_rows(rows, ctx)
+    parsed_lines = events["line"].unique(maintain_order=True).sort().rename("line")
+    if state is not None and state.pending is not None:
+        events = pl.concat([state.pending, events])
+    events, held = _merge_reasons_frame(events, hold=state is not None)
+    if state is not None:
+        state.pending = held
+    q = pl.concat(q_parts, how="vertical_relaxed").sort("line")
+    quarantine = (
+        quarantine_frame(q["line"].to_list(), q["raw"].to_list(), q["reason"].to_list())
+        if q.height
+        else None
+    )
+    out = result({"events": events} if events.height else {}, parsed_lines.len(), quarantine)
     out.parsed_lines = parsed_lines
     return out
 
 
+def _rule_expr() -> pl.Expr:
+    """The index of the first rule of ``RULES`` whose regex finds ``msg`` (null: none)."""
+    expr: Any = pl
+    for i, (_, rx) in enumerate(RULES):
+        expr = expr.when(pl.col("msg").str.contains(rx)).then(pl.lit(i, pl.Int32))
+    return expr.otherwise(pl.lit(None, pl.Int32))
+
+
+def _rule_groups(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` with the ``GROUPS`` of each row's rule (rows in line order)."""
+    parts = []
+    for i in cand["rule"].unique().sort().to_list():
+        sub = cand.filter(pl.col("rule") == i)
+        sub = sub.with_columns(pl.col("msg").str.extract_groups(RULES[i][1]).alias("_g")).unnest(
+            "_g"
+        )
+        parts.append(
+            sub.with_columns(
+                [pl.lit(None, pl.String).alias(g) for g in GROUPS if g not in sub.columns]
+            ).select(*cand.columns, *GROUPS)
+        )
+    if not parts:
+        return cand.with_columns([pl.lit(None, pl.String).alias(g) for g in GROUPS])
+    return pl.concat(parts).sort("line")
+
+
+def _with_kind(rows: pl.DataFrame) -> pl.DataFrame:
+    """The event kind of each rule's row (``state_kind`` for state changes); rows of a state
+    that is no event are dropped."""
+    rule_kind = pl.col("rule").replace_strict(
+        {i: k for i, (k, _) in enumerate(RULES)}, return_dtype=pl.String
+    )
+    state = pl.col("state").fill_null("").str.to_uppercase().str.strip_chars_end("*")
+    by_state = (
+        pl.when(state.str.starts_with("DOWN") | state.str.starts_with("FAIL"))
+        .then(pl.lit(Kind.NODE_DOWN.value))
+        .when(state.str.starts_with("DRAIN") | state.str.starts_with("INVAL"))
+        .then(pl.lit(Kind.NODE_DRAIN.value))
+        .when(
+            pl.any_horizontal(
+                [state.str.starts_with(s) for s in ("IDLE", "RESUME", "UNDRAIN", "ALLOC", "MIX")]
+            )
+        )
+        .then(pl.lit(Kind.NODE_RESUME.value))
+    )
+    kind = (
+        pl.when(rule_kind == "down")
+        .then(pl.lit(Kind.NODE_DOWN.value))
+        .when(rule_kind == "reason")
+        .then(pl.lit(Kind.NODE_DRAIN.value))
+        .when(rule_kind == "state")
+        .then(by_state)
+        .otherwise(rule_kind)
+    )
+    return rows.with_columns(kind=kind).filter(pl.col("kind").is_not_null())
+
+
+def _mapped(col: pl.Expr, values: pl.Series, fn: Any, dtype: Any) -> pl.Expr:
+    """``fn`` of each value of ``col``, computed once per distinct non-null value."""
+    mapping = {v: fn(v) for v in values.drop_nulls().unique().to_list()}
+    return col.replace_strict(mapping, default=None, return_dtype=dtype)
+
+
+def _event_rows(rows: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
+    """The events rows of classified lines: one per node of the line's host list."""
+    host = pl.coalesce("host", "host2")
+    split = {r: split_reason(r) for r in rows["reason"].drop_nulls().unique().to_list()}
+    rows = rows.with_columns(
+        _mapped(pl.col("reason"), rows["reason"], lambda r: split[r][1], pl.String).alias("by"),
+        _mapped(pl.col("reason"), rows["reason"], lambda r: split[r][0], pl.String).alias("reason"),
+        daemon=pl.coalesce("proc", "fg"),
+        host=_mapped(host, rows.select(host.alias("h"))["h"], normalize_node, pl.String),
+        nodes=_mapped(pl.col("node"), rows["node"], _expand, pl.List(pl.String)),
+    )
+    triples = rows.select("by", "daemon", "state").unique()
+    triples = triples.with_columns(
+        attrs=pl.Series(
+            [_attrs(t["state"], t["by"], t["daemon"]) for t in triples.iter_rows(named=True)],
+            dtype=pl.String,
+        )
+    )
+    rows = rows.join(
+        triples, on=["by", "daemon", "state"], how="left", nulls_equal=True, maintain_order="left"
+    ).with_columns(pl.col("host").fill_null(pl.lit(ctx.node, pl.String)))
+    nodes = pl.when(pl.col("nodes").list.len() > 0).then("nodes").otherwise(pl.concat_list("host"))
+    level = pl.col("level")
+    kind = pl.col("kind")
+    error = kind == Kind.SLURM_ERROR.value
+    severity = kind.replace_strict(
+        {k.value: v.value for k, v in SEVERITY.items()}, default=None, return_dtype=pl.String
+    )
+    tag_job = pl.col("tag").str.extract(r"^([^.]*)", 1)
+    return (
+        rows.with_columns(
+            node=nodes,
+            subkind=pl.when(error)
+            .then(
+                pl.when(level == "fatal")
+                .then(pl.lit("fatal"))
+                .otherwise(pl.col("reason").str.extract(r"^(\w+): ", 1))
+            )
+            .otherwise(pl.coalesce("reason", "state")),
+            code=_mapped(pl.col("reason"), rows["reason"], xid_in, pl.Int64),
+            severity=pl.when(error & (level == "fatal"))
+            .then(pl.lit(Severity.CRITICAL.value))
+            .otherwise(severity),
+            job_id=pl.coalesce("job", pl.when(tag_job != "").then(tag_job)),
+            message=pl.col("msg").str.strip_chars(),
+            source=pl.lit(SOURCE),
+            file=pl.lit(ctx.file),
+        )
+        .explode("node")
+        .select(
+            "ts",
+            "ts_flag",
+            "node",
+            "source",
+            "kind",
+            "subkind",
+            "code",
+            "severity",
+            "job_id",
+            "message",
+            "attrs",
+            "file",
+            "line",
+        )
+    )
+
+
+def _merge_reasons_frame(
+    events: pl.DataFrame, hold: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Attach ``reason set to:`` lines to the next state change (down / drain) of the same node:
+    that row takes the reason's subkind and code; a reason that another one of its node follows
+    before a state change is dropped, one that nothing follows is kept (``merge_reasons``) —
+    with ``hold``, returned apart (the next chunk may merge it) instead of emitted."""
+    if events.height == 0:
+        return events, None
+    is_reason = pl.col("message").str.contains("reason set to:", literal=True)
+    target = pl.col("kind").is_in([Kind.NODE_DOWN.value, Kind.NODE_DRAIN.value]) & ~is_reason
+    ev = events.with_row_index("_seq").with_columns(_reason=is_reason, _target=target)
+    rel = ev.filter(pl.col("_reason") | pl.col("_target")).with_columns(
+        _prev_reason=pl.col("_reason").shift(1).over("node").fill_null(False),
+        _prev_sub=pl.col("subkind").shift(1).over("node"),
+        _prev_code=pl.col("code").shift(1).over("node"),
+        _last=pl.col("_seq").shift(-1).over("node").is_null(),
+    )
+    takes = rel.filter(pl.col("_target") & pl.col("_prev_reason")).select(
+        "_seq", "_prev_sub", "_prev_code"
+    )
+    dropped = rel.filter(pl.col("_reason") & ~pl.col("_last")).select("_seq")
+    ev = ev.join(dropped, on="_seq", how="anti").join(takes, on="_seq", how="left")
+    took = pl.col("_seq").is_in(takes["_seq"].implode())
+    held = None
+    if hold:
+        kept = rel.filter(pl.col("_reason") & pl.col("_last")).select("_seq")
+        held = ev.join(kept, on="_seq", how="semi").select(events.columns)
+        ev = ev.join(kept, on="_seq", how="anti")
+    merged = (
+        ev.with_columns(
+            subkind=pl.when(took).then("_prev_sub").otherwise("subkind"),
+            code=pl.when(took).then("_prev_code").otherwise("code"),
+            message=pl.when(took)
+            .then(
+                pl.concat_str(
+                    [pl.col("message"), pl.lit(" (reason: "), pl.col("_prev_sub"), pl.lit(")")],
+                    ignore_nulls=False,
+                ).fill_null(pl.col("message") + pl.lit(" (reason: None)"))
+            )
+            .otherwise("message"),
+        )
+        .sort("line", "_seq")
+        .drop("_seq", "_reason", "_target", "_prev_sub", "_prev_code")
+    )
+    return merged, held
+
+
 def merge_reasons(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Attach ``reason set to:`` lines to the next state change of the same node."""
+    """Attach ``reason set to:`` lines to the next state change of the same node (the per-line
+    reference of ``_merge_reasons_frame``)."""
     pending: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for row in rows:
@@ -371,13 +603,13 @@ class DaemonParser:
     def parse_line(self, line: str, ctx: ParseContext) -> Parsed | Quarantined | None:
         return parse_line(line, ctx)
 
-    def new_state(self, ctx: ParseContext) -> None:
-        return None
+    def new_state(self, ctx: ParseContext) -> DaemonState:
+        return DaemonState()
 
     def parse_chunk(
         self, lines: pl.Series, first_line: int, ctx: ParseContext, state: Any
     ) -> ChunkResult:
-        return daemon_chunk(lines, first_line, ctx)
+        return daemon_chunk(lines, first_line, ctx, state)
 
     def finish(self, ctx: ParseContext, state: Any) -> ChunkResult:
-        return ChunkResult()
+        return daemon_finish(state)

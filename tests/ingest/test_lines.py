@@ -6,6 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from faultlens.ingest import lines
 from faultlens.ingest.pipeline import UNRECOGNIZED, ingest_paths
@@ -75,3 +76,54 @@ def test_routing_prefers_the_anchor_over_a_stray_literal() -> None:
         "kernel",
         None,
     ]
+
+
+_MIXED_PARTS = (
+    DATA / "mixed-node.log",
+    DATA.parent / "nccl" / "distbackend-blocks.log",
+    DATA.parent / "kernel" / "syslog-host-storage-thermal-nic-panic.log",
+    DATA.parent / "families" / "torch-watchdog-elastic.log",
+    DATA.parent / "slurm" / "slurm-daemon-merge-cases.log",
+    DATA.parent / "nccl" / "pdsh-nccl-timestamped.log",
+)
+_COLUMNS = "line, source, kind, subkind, code, gpu, ts, ts_flag, node, severity, message, attrs"
+
+
+def _mixed_file(tmp_path: Path, copies: int) -> Path:
+    text = "".join(p.read_text() for p in _MIXED_PARTS)
+    path = tmp_path / "many-chunks.log"
+    path.write_text(text * copies)
+    return path
+
+
+def _ingest_mixed(path: Path, db: Path) -> tuple[pl.DataFrame, list[tuple]]:
+    with Store(str(db)) as store:
+        (f,) = ingest_paths(store, [str(path)], now=NOW).files
+        assert f.status == "partial"  # the Slurm cases hold invalid stamps, quarantined
+        events = store.query(f"SELECT {_COLUMNS} FROM events ORDER BY line, kind, node, message")
+        quarantined = store.query("SELECT line, reason FROM quarantine ORDER BY line").rows()
+    return events, quarantined
+
+
+@pytest.mark.parametrize("batch_rows", [1, lines.BATCH_ROWS])
+def test_many_chunks_through_the_prepare_thread_equal_one_pass(
+    tmp_path, monkeypatch, batch_rows
+) -> None:
+    """The driver routes and reads prefixes a chunk ahead in a thread of its own; with 4 KiB scan
+    blocks (dozens of chunks, each family's state carried across them: NCCL blocks, pending
+    Slurm reasons, kernel records; with ``batch_rows`` 1 each chunk is parsed on its own, else
+    they are gathered into one batch) the events equal those of the file read as one chunk
+    with everything on the caller's thread."""
+    from faultlens.ingest import pipeline
+
+    path = _mixed_file(tmp_path, copies=8)
+    assert path.stat().st_size > 20 * 4096
+    monkeypatch.setattr(pipeline, "PREPARE_IN_THREAD", False)
+    want, want_q = _ingest_mixed(path, tmp_path / "one.duckdb")
+    monkeypatch.setattr(pipeline, "PREPARE_IN_THREAD", True)
+    monkeypatch.setattr(pipeline, "SCAN_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(lines, "BATCH_ROWS", batch_rows)
+    got, got_q = _ingest_mixed(path, tmp_path / "chunks.duckdb")
+    assert got.height == want.height > 8 * 20
+    assert got.rows() == want.rows()
+    assert got_q == want_q and len(got_q) % 8 == 0 and got_q

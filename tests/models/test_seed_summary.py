@@ -62,3 +62,15 @@ def test_summary_pools_counts_and_averages_seeds() -> None:
     assert abs(model["pooled"]["precision"] - round(13 / 15, 4)) < 1e-9
     assert abs(model["pooled"]["recall"] - round(27 / 60, 4)) < 1e-9
     assert s["rule_baseline"]["pooled"]["caught"] == 17
+
+
+def test_seed_lists_are_apart_and_the_evaluation_list_is_the_documented_draw() -> None:
+    import numpy as np
+
+    from bench.bench_evaluate import DEV_SEEDS, EVAL_SEEDS, RETIRED_SEEDS
+
+    drawn = np.random.default_rng(20261203).integers(100_000, 1_000_000, 10).tolist()
+    assert list(EVAL_SEEDS) == drawn
+    assert not set(EVAL_SEEDS) & (set(DEV_SEEDS) | set(RETIRED_SEEDS))
+    assert not set(DEV_SEEDS) & set(RETIRED_SEEDS)
+    assert len(RETIRED_SEEDS) == len(set(RETIRED_SEEDS)) == 20

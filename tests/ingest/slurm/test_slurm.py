@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined, numbered
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.slurm.common import expand_nodes, parse_duration, split_state
-from faultlens.ingest.slurm.daemon import daemon_chunk
+from faultlens.ingest.slurm.daemon import daemon_chunk, merge_reasons
 from faultlens.ingest.slurm.daemon import parse_line as daemon_line
 from faultlens.ingest.slurm.nodes import SinfoParser, sinfo_parse_line
 from faultlens.ingest.slurm.parsers import PARSERS
@@ -402,6 +402,59 @@ def test_daemon_parse_line_agrees_with_vectorized(corpus):
                 ]
         merged = [(r["line"], r["kind"], r["node"], r["ts"]) for r in vec]
         assert merged == expected, path.name
+
+
+_EVENT_COLUMNS = (
+    "line",
+    "kind",
+    "node",
+    "ts",
+    "ts_flag",
+    "subkind",
+    "code",
+    "severity",
+    "job_id",
+    "message",
+    "attrs",
+)
+
+
+def test_daemon_rows_agree_with_parse_line_in_every_column(corpus):
+    """The vectorized path (rules as one expression, host lists per distinct string, reasons
+    merged over the frame) against ``parse_line`` plus the list-based ``merge_reasons``."""
+    for path in [*_daemon_files(corpus), DATA / "slurm-daemon-merge-cases.log"]:
+        ctx = ParseContext(file=str(path), mtime=datetime(2026, 11, 29))
+        lines = path.read_text().splitlines()
+        res = daemon_chunk(pl.Series(lines, dtype=pl.String), 1, ctx)
+        rows, quarantined = [], {}
+        for no, raw in enumerate(lines, 1):
+            got = daemon_line(raw, ctx)
+            if isinstance(got, Quarantined):
+                quarantined[no] = got.reason
+            elif isinstance(got, Parsed):
+                rows += [{**r, "line": no} for r in got.rows["events"]]
+        expected = [tuple(r.get(c) for c in _EVENT_COLUMNS) for r in merge_reasons(rows)]
+        events = res.tables["events"].select(_EVENT_COLUMNS)
+        assert list(events.iter_rows()) == expected, path.name
+        q = {} if res.quarantine is None else dict(res.quarantine.select("line", "reason").rows())
+        assert q == quarantined, path.name
+        assert res.parsed_lines.to_list() == sorted({r["line"] for r in rows}), path.name
+
+
+def test_daemon_reasons_merge_into_the_next_state_change_of_their_node():
+    path = DATA / "slurm-daemon-merge-cases.log"
+    ctx = ParseContext(file=str(path), mtime=datetime(2026, 11, 29))
+    res = daemon_chunk(pl.Series(path.read_text().splitlines(), dtype=pl.String), 1, ctx)
+    ev = {(r["line"], r["node"]): r for r in res.tables["events"].to_dicts()}
+    # line 1 names gpu[01-03]; line 2 replaces gpu01's reason; line 3 drains gpu01 and gpu02
+    assert ev[(3, "gpu01")]["subkind"] == "second reason"
+    assert (ev[(3, "gpu02")]["subkind"], ev[(3, "gpu02")]["code"]) == ("Xid 79", 79)
+    assert ev[(3, "gpu02")]["message"].endswith("(reason: Xid 79)")
+    assert [n for line, n in ev if line in (1, 2)] == ["gpu03"]
+    assert [n for line, n in ev if line == 4] == ["gpu05", "gpu06", "gpu07", "gpu09"]
+    assert (ev[(9, "gpu-03")]["kind"], ev[(9, "gpu-03")]["job_id"]) == ("job_node_fail", "77")
+    assert (17, "host-a") in ev
+    assert res.quarantine.filter(pl.col("line") == 6)["reason"][0].startswith("invalid timestamp")
 
 
 def test_sinfo_parse_line_agrees_with_vectorized(corpus):
