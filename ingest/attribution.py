@@ -78,6 +78,7 @@ EVENT_CAUSE: dict[K, C] = {
     K.SXID: C.NETWORK,
     K.IB_PORT: C.NETWORK,
     K.NCCL_ERROR: C.NETWORK,
+    K.NCCL_RAS: C.NETWORK,  # NCCL RAS: a peer unresponsive / dead, a connection timed out
     K.PCIE: C.HOST,
     K.MEMORY: C.HOST,
     K.MCE: C.HOST,
@@ -106,6 +107,7 @@ SYMPTOM_KINDS = (
     K.NODE_NOT_RESPONDING,
     K.NODE_DOWN,
     K.NCCL_TIMEOUT,
+    K.NCCL_RAS,  # what a peer saw of another node's failure: that node's own events decide
     K.PROCESS_FAILED,
 )
 

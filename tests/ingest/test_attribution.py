@@ -146,3 +146,21 @@ def test_watchdog_timeout_opens_the_window_by_the_hang(store: Store) -> None:
     row = attribute_failures(store).row(0, named=True)
     assert (row["cause"], row["evidence_code"], row["node"]) == ("gpu_hardware", 79, "gpu02")
     assert row["evidence_ts"] == xid_ts
+
+
+def test_nccl_ras_finding_is_a_network_symptom(store: Store) -> None:
+    # Job 104 fails with only an NCCL RAS finding (a dead peer) in its window: network. Job 101's
+    # Xid 79 still outranks a RAS finding seen just before it.
+    _load(store)
+    store.insert(
+        "events",
+        pl.DataFrame(
+            [
+                dict(ts=T0 + 22 * H - 2 * M, node="gpu02", kind="nccl_ras", source="test"),
+                dict(ts=T0 + 10 * H - 4 * M, node="gpu02", kind="nccl_ras", source="test"),
+            ]
+        ),
+    )
+    by_job = {r["job_id"]: r for r in attribute_failures(store).iter_rows(named=True)}
+    assert (by_job["104"]["cause"], by_job["104"]["evidence_kind"]) == ("network", "nccl_ras")
+    assert (by_job["101"]["cause"], by_job["101"]["evidence_code"]) == ("gpu_hardware", 79)
