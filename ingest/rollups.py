@@ -24,6 +24,7 @@ import logging
 import time
 from typing import Any
 
+from faultlens.ingest import publish
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import ROLLUP_TABLES, ROLLUP_VIEWS, Kind, Severity
 from faultlens.ingest.store import Store
@@ -54,6 +55,7 @@ HARDWARE_KINDS: tuple[str, ...] = (
     Kind.KERNEL_PANIC.value,
 )
 NO_MARK = -1
+_RELINKED = ("events", "rollup_notable")  # the tables a relink updates in place
 _IDENTITY = "file, line, ts, node, gpu, source, kind, code"  # columns refresh never changes
 
 _KEYS = {
@@ -174,7 +176,9 @@ def maintain(store: Store, *, full: bool = False, relinked: bool = True) -> dict
         added = _add_above(store, above, merge=not reason)
         if not reason and relinked:
             _follow_refresh(store)
-        store.execute("DELETE FROM rollup_state")
+        if publish.enabled(store) and (reason or relinked):  # readers' parts follow the updates
+            publish.mark_changed(store, tuple(publish.APPEND) if reason else _RELINKED)
+        store.execute("DELETE FROM rollup_state WHERE tbl = 'events'")
         store.execute(
             "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)", _mark_of(store, before)
         )

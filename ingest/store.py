@@ -112,7 +112,13 @@ class Store:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
-        self.con.close()
+        try:
+            if not self.read_only and self.path != ":memory:":
+                from faultlens.ingest import publish  # readers' view, when they asked for one
+
+                publish.on_close(self)
+        finally:
+            self.con.close()
 
     def _run(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Execute a statement to its end (DuckDB 2 keeps an execute() result open otherwise)."""
