@@ -58,6 +58,8 @@ APPEND: dict[str, tuple[str, ...] | None] = {
     "train_steps": None,
     "quarantine": None,
     "rollup_notable": ("job_id", "gpu_index"),
+    "rollup_node_day": None,  # counts merged in place: marked changed whenever events are added
+    "predictions": None,  # one set per run: grows with every scheduled run
 }
 
 
@@ -286,7 +288,7 @@ def publish(store: Store, folder: Path) -> dict[str, Any]:
     tmp.unlink(missing_ok=True)
     store.execute(f"ATTACH {_lit(str(tmp))} AS {_PUB}")
     tables: dict[str, Any] = {}
-    written = 0
+    written: dict[str, int] = {}
     try:
         with store.transaction():  # one snapshot of the writer's tables
             present = _base_tables(store)
@@ -295,7 +297,8 @@ def publish(store: Store, folder: Path) -> dict[str, Any]:
                     t = _Table(store, folder, name, gen)
                     prev = (old or {}).get("tables", {}).get(name)
                     tables[name] = t.publish(prev, check=name in checks)
-                    written += t.written
+                    if t.written:
+                        written[name] = t.written
                     sql = t.view_sql(folder, tables[name]["parts"])
                 elif name == "rollup_state":  # the pending check is the writer's own
                     sql = f"SELECT * FROM main.rollup_state WHERE tbl <> {_lit(CHECK_ROW)}"

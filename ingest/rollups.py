@@ -56,6 +56,7 @@ HARDWARE_KINDS: tuple[str, ...] = (
 )
 NO_MARK = -1
 _RELINKED = ("events", "rollup_notable")  # the tables a relink updates in place
+_MERGED = ("rollup_node_day",)  # the tables new events update in place (counts merged)
 _IDENTITY = "file, line, ts, node, gpu, source, kind, code"  # columns refresh never changes
 
 _KEYS = {
@@ -176,8 +177,10 @@ def maintain(store: Store, *, full: bool = False, relinked: bool = True) -> dict
         added = _add_above(store, above, merge=not reason)
         if not reason and relinked:
             _follow_refresh(store)
-        if publish.enabled(store) and (reason or relinked):  # readers' parts follow the updates
-            publish.mark_changed(store, tuple(publish.APPEND) if reason else _RELINKED)
+        if publish.enabled(store):  # readers' parts follow the updates in place
+            changed = (*(_RELINKED if relinked else ()), *(_MERGED if added else ()))
+            if reason or changed:
+                publish.mark_changed(store, tuple(publish.APPEND) if reason else changed)
         store.execute("DELETE FROM rollup_state WHERE tbl = 'events'")
         store.execute(
             "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)", _mark_of(store, before)
