@@ -77,6 +77,8 @@ class SnapshotStore(Store):
         self.rollups = rollups
         # where models.target reads failure events: the rollup copy holds all of them
         self.notable_table = "rollup_notable" if rollups else None
+        # where models.fleet counts the nodes that log in a whole-day window
+        self.node_day_table = "rollup_node_day" if rollups else None
 
     def query(self, sql: str, params: Any = None) -> pl.DataFrame:
         cur = self.con.cursor()
@@ -319,6 +321,7 @@ class SnapshotReader:
         store.scalar("SELECT count(*) FROM information_schema.tables")
         if self.with_rollups and rollups.ready(store):  # kept by ingest: used as they are
             store.rollups, store.notable_table = True, "rollup_notable"
+            store.node_day_table = "rollup_node_day"
             build["rollups"] = "kept by ingest"
         elif self.with_rollups:
             store.close()
