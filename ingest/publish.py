@@ -106,6 +106,34 @@ def _pending_checks(store: Store) -> set[str]:
     return set(json.loads(row.item(0, 0))) if row.height else set()
 
 
+def _writer_mark(store: Store) -> Path:
+    return folder_of(Path(store.path).resolve()) / f"writer-{os.getpid()}"
+
+
+def on_open(store: Store) -> None:
+    """``Store.__init__``'s hook (read-write): say a writer that will publish is at work, so that
+    readers wait for its publish instead of copying the file it is changing."""
+    if enabled(store):
+        try:
+            _writer_mark(store).touch()
+        except OSError as e:
+            log.warning("cannot mark the writer for readers: %s", e)
+
+
+def writer_at_work(folder: Path) -> bool:
+    """Whether a live process that publishes holds (or held) the database read-write."""
+    for mark in folder.glob("writer-*"):
+        try:
+            os.kill(int(mark.name.split("-", 1)[1]), 0)
+        except ProcessLookupError:
+            mark.unlink(missing_ok=True)  # a writer that died: its publish never comes
+            continue
+        except (ValueError, PermissionError):
+            continue
+        return True
+    return False
+
+
 def on_close(store: Store) -> None:
     """``Store.close``'s hook: publish if readers asked for it; a failure is logged, never raised
     (the writer's own work is committed either way; the next writer publishes again)."""
@@ -122,6 +150,8 @@ def on_close(store: Store) -> None:
             store.execute("ROLLBACK")
         except StoreError:
             pass
+    finally:
+        _writer_mark(store).unlink(missing_ok=True)
 
 
 def _columns(store: Store, table: str) -> list[tuple[str, str]]:

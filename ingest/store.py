@@ -109,6 +109,10 @@ class Store:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
         if not read_only:
             self._migrate()
+            if self.path != ":memory:":
+                from faultlens.ingest import publish  # readers wait for this writer's publish
+
+                publish.on_open(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -12,13 +12,9 @@ a new view costs the reader one file open.
 
 Where there is no published view (a database written before, or by a writer of an older version,
 or one changed by such a writer since the last publish: its file is newer than the manifest by
-``STALE_PUBLISH_S``), the reader falls back to a private copy of the file and its write-ahead log
-(which holds the committed transactions not yet checkpointed).
-
-A copy is kept only when it is consistent: the file's and the WAL's (size, mtime, inode) are the
-same before and after the copy, and the copy opens and answers a query. Otherwise the last good
-snapshot keeps serving (``Snapshot.as_of`` says from when) and the copy is retried on the next
-refresh. The source is never locked, so writers are never blocked or failed by a reader.
+``STALE_PUBLISH_S`` and no writer that publishes is at work), the reader falls back to a private
+copy of the file and its write-ahead log (which holds the committed transactions not yet
+checkpointed).
 """
 
 from __future__ import annotations
@@ -230,7 +226,9 @@ class SnapshotReader:
         if manifest is None:
             return db
         newest = max((s[1] for s in db if s is not None), default=0)
-        if (newest - manifest[1]) / 1e9 > STALE_PUBLISH_S:
+        if (newest - manifest[1]) / 1e9 > STALE_PUBLISH_S and not publish.writer_at_work(
+            self.folder
+        ):
             return db  # written since by a writer that does not publish
         return (manifest, None)
 

@@ -254,3 +254,31 @@ def test_a_reader_follows_a_live_writer_process(tmp_path: Path) -> None:
     finally:
         writer.kill()
         reader.close()
+
+
+def test_a_write_by_a_writer_that_does_not_publish_falls_back_to_a_copy(tmp_path: Path) -> None:
+    import os
+
+    from faultlens.reports import snapshot
+
+    db = tmp_path / "w.duckdb"
+    publish.enable(db)
+    _write(db, _batch(0, 100))
+    con = duckdb.connect(str(db))  # an older faultlens: writes without publishing
+    con.execute("INSERT INTO events (node, kind) VALUES ('gpu900', 'xid')")
+    con.close()
+    later = (db.stat().st_mtime_ns + int(2 * snapshot.STALE_PUBLISH_S * 1e9)) / 1e9
+    os.utime(db, (later, later))
+    mark = publish.folder_of(db) / f"writer-{os.getpid()}"
+    mark.touch()  # a live writer that publishes is at work: wait for its publish
+    reader = SnapshotReader(db, tmp_path / "snaps")
+    try:
+        snap = reader.refresh()
+        assert snap.build.get("published_gen") == 1
+        assert snap.store.scalar("SELECT count(*) FROM events") == 100
+        mark.unlink()  # none at work: the file was changed by a writer that does not publish
+        snap = reader.refresh()
+        assert "copy_s" in snap.build
+        assert snap.store.scalar("SELECT count(*) FROM events") == 101
+    finally:
+        reader.close()
