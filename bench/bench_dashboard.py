@@ -482,6 +482,11 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--no-snapshot-cost", action="store_true", help="Skip timing the snapshot in this process."
     )
+    ap.add_argument(
+        "--no-rebuild-baseline",
+        action="store_true",
+        help="Skip the copy + every rollup rebuilt baseline (minutes at 50M events).",
+    )
     ap.add_argument("--name", default="bench_dashboard", help="Result file name in bench/out.")
     ap.add_argument(
         "--readers",
@@ -515,7 +520,8 @@ def main() -> None:
     nan = {"seconds": float("nan")}
     # the readers in the same run: copy + every rollup rebuilt (the oldest baseline), the copy
     # reader (copy, rollups kept by ingest), and the published view
-    baseline = nan if a.no_snapshot_cost else baseline_reader_cost(a.db)
+    skip_rebuild = a.no_snapshot_cost or a.no_rebuild_baseline
+    baseline = nan if skip_rebuild else baseline_reader_cost(a.db)
     copy_reader = nan if a.no_snapshot_cost else reader_cost(a.db, published=False)
     reader = nan if a.no_snapshot_cost else reader_cost(a.db)
     writes = iter(range(1, 1_000))

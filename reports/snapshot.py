@@ -49,6 +49,7 @@ Stat = tuple[int, int, int] | None  # (size, mtime_ns, inode) or None when absen
 # A database file newer than its published view by this much was written by a writer that does
 # not publish (an older version): the reader copies it instead.
 STALE_PUBLISH_S = 120.0
+FIRST_WARM_WAIT_S = 30.0
 
 
 def _stat(path: Path) -> Stat:
@@ -186,6 +187,7 @@ class SnapshotReader:
         with_rollups: bool = True,
         warm: Callable[[Snapshot], None] | None = None,
         published: bool = True,
+        warm_after: threading.Event | None = None,
     ) -> None:
         self.source = Path(source).resolve()
         self.with_rollups = with_rollups
@@ -204,6 +206,9 @@ class SnapshotReader:
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()  # not ``_lock``: a refresh holds that one long
         self.warming: threading.Thread | None = None  # warms the first snapshot while it serves
+        # the first snapshot's warming waits for this (at most ``FIRST_WARM_WAIT_S``): the first
+        # page's own queries do not share two cores with every other page's
+        self.warm_after = warm_after
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -265,7 +270,7 @@ class SnapshotReader:
                 _remove(old.path)  # open handles keep the old file alive until they close
         if first:  # nothing served before it: serve it now, warm it while the pages ask
             self.warming = threading.Thread(
-                target=self._warm, args=(snap,), daemon=True, name="faultlens-warm"
+                target=self._warm_first, args=(snap,), daemon=True, name="faultlens-warm"
             )
             self.warming.start()
         return snap
@@ -328,6 +333,11 @@ class SnapshotReader:
         if before[1] is not None:
             as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
         return Snapshot(store, target, before, as_of, self._version, build)
+
+    def _warm_first(self, snap: Snapshot) -> None:
+        if self.warm_after is not None:
+            self.warm_after.wait(timeout=FIRST_WARM_WAIT_S)
+        self._warm(snap)
 
     def _warm(self, snap: Snapshot) -> None:
         if self.warm is None:

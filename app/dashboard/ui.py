@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -65,9 +66,20 @@ def _reader(path: str) -> SnapshotReader:
 
     # what the writers publish (no copy); ``FAULTLENS_READER=copy``: a private copy per write
     copy = os.environ.get("FAULTLENS_READER") == "copy"
-    reader = SnapshotReader(path, warm=warm, published=not copy)
+    reader = SnapshotReader(path, warm=warm, published=not copy, warm_after=_first_run(path))
     reader.refresh()  # the first snapshot, under the spinner
     return reader
+
+
+@st.cache_resource(show_spinner=False)
+def _first_run(path: str) -> threading.Event:
+    """Set when the first page run is drawn: other pages' views are warmed after it."""
+    return threading.Event()
+
+
+def first_run_done() -> None:
+    """The entry script's last step: the first page is drawn, warm the others now."""
+    _first_run(str(db_path().resolve())).set()
 
 
 def snapshot() -> Snapshot:
