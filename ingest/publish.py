@@ -307,8 +307,47 @@ def _rollups_current(store: Store) -> bool:
     return (-1 if top is None else int(top), int(n)) == tuple(mark.row(0))
 
 
+def _small_source(name: str) -> str:
+    if name == "rollup_state":  # the pending check is the writer's own
+        return f"SELECT * FROM main.rollup_state WHERE tbl <> {_lit(CHECK_ROW)}"
+    return f"SELECT * FROM main.{_q(name)}"
+
+
+def _fingerprint(store: Store, name: str) -> list[int]:
+    """(rows, xor of row hashes) of a small table: whether it changed since the last publish."""
+    n, fp = store.query(
+        f"SELECT count(*), coalesce(bit_xor(hash(hash(*COLUMNS(*)))), 0) "
+        f"FROM ({_small_source(name)})"
+    ).row(0)
+    return [int(n), int(fp)]
+
+
+def _same(old: dict[str, Any] | None, tables: dict, small: dict, rollups: bool) -> bool:
+    if old is None:
+        return False
+    before = (old.get("tables"), old.get("small_fp"), old.get("rollups"))
+    return json.dumps(before, sort_keys=True) == json.dumps(
+        (tables, small, rollups), sort_keys=True
+    )
+
+
+def _fill_small(store: Store, folder: Path, present: list[str], views: dict[str, str]) -> None:
+    """The small file's tables, the views over the parts, the schema's views."""
+    for name in present:
+        if name in views:
+            store.execute(f"CREATE VIEW {_PUB}.main.{_q(name)} AS {views[name]}")
+        else:
+            store.execute(f"CREATE TABLE {_PUB}.main.{_q(name)} AS {_small_source(name)}")
+    for name, body in VIEWS.items():  # bound in the small file: over its tables
+        store.execute(f"CREATE VIEW {_PUB}.main.{_q(name)} AS {body}")
+    if "rollup_node_day" in present:
+        for ddl in ROLLUP_VIEWS.values():
+            store.execute(ddl.replace("VIEW rollup_", f"VIEW {_PUB}.main.rollup_", 1))
+
+
 def publish(store: Store, folder: Path) -> dict[str, Any]:
-    """Publish the current state of ``store`` (read-write, the writer's) into ``folder``."""
+    """Publish the current state of ``store`` (read-write, the writer's) into ``folder``; a
+    state already published (nothing changed) is left as it is, so readers keep their view."""
     t0 = time.perf_counter()
     old = read_manifest(folder)
     gen = int(old["gen"]) + 1 if old else 1
@@ -318,6 +357,8 @@ def publish(store: Store, folder: Path) -> dict[str, Any]:
     tmp.unlink(missing_ok=True)
     store.execute(f"ATTACH {_lit(str(tmp))} AS {_PUB}")
     tables: dict[str, Any] = {}
+    views: dict[str, str] = {}
+    small: dict[str, list[int]] = {}
     written: dict[str, int] = {}
     try:
         with store.transaction():  # one snapshot of the writer's tables
@@ -329,23 +370,29 @@ def publish(store: Store, folder: Path) -> dict[str, Any]:
                     tables[name] = t.publish(prev, check=name in checks)
                     if t.written:
                         written[name] = t.written
-                    sql = t.view_sql(folder, tables[name]["parts"])
-                elif name == "rollup_state":  # the pending check is the writer's own
-                    sql = f"SELECT * FROM main.rollup_state WHERE tbl <> {_lit(CHECK_ROW)}"
+                    views[name] = t.view_sql(folder, tables[name]["parts"])
                 else:
-                    sql = f"SELECT * FROM main.{_q(name)}"
-                kind = "VIEW" if name in APPEND else "TABLE"
-                store.execute(f"CREATE {kind} {_PUB}.main.{_q(name)} AS {sql}")
-            for name, body in VIEWS.items():  # bound in the small file: over its tables
-                store.execute(f"CREATE VIEW {_PUB}.main.{_q(name)} AS {body}")
-            if "rollup_node_day" in present:
-                for ddl in ROLLUP_VIEWS.values():
-                    store.execute(ddl.replace("VIEW rollup_", f"VIEW {_PUB}.main.rollup_", 1))
+                    small[name] = _fingerprint(store, name)
             rollups = _rollups_current(store)
+            unchanged = _same(old, tables, small, rollups)
+            if not unchanged:
+                _fill_small(store, folder, present, views)
     finally:
         store.execute(f"DETACH {_PUB}")
     if checks:  # checked: the parts hold the rows as they are now
         store.execute("DELETE FROM rollup_state WHERE tbl = ?", [CHECK_ROW])
+    if unchanged and old is not None:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+        os.utime(folder / MANIFEST)  # still current: readers do not take the file for newer
+        return {
+            "gen": old["gen"],
+            "unchanged": True,
+            "rows_written": {},
+            "checked": sorted(checks),
+            "files_removed": 0,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
     os.replace(tmp, folder / small_name)
     files = [small_name, *(p["file"] for t in tables.values() for p in t["parts"])]
     recent = [files, *((old or {}).get("recent", []))][:KEEP]
@@ -356,6 +403,7 @@ def publish(store: Store, folder: Path) -> dict[str, Any]:
         "small": small_name,
         "rollups": rollups,
         "tables": tables,
+        "small_fp": small,
         "recent": recent,
     }
     staged = folder / f"{MANIFEST}.tmp"

@@ -237,6 +237,18 @@ class SnapshotReader:
             return db  # written since by a writer that does not publish
         return (manifest, None)
 
+    def _same_generation(self, before: tuple[Stat, Stat]) -> bool:
+        """A manifest touched by a publish that found nothing new: the view being served stays
+        (its computed results with it)."""
+        cur = self._current
+        if cur is None or cur.owned or not self._published(before):
+            return False
+        manifest = publish.read_manifest(self.folder) if self.folder else None
+        if manifest is None or manifest.get("gen") != cur.build.get("published_gen"):
+            return False
+        cur.source_stat = before
+        return True
+
     def _published(self, before: tuple[Stat, Stat]) -> bool:
         return self.folder is not None and before[0] == _stat(self.folder / publish.MANIFEST)
 
@@ -246,6 +258,8 @@ class SnapshotReader:
             if not self.stale():
                 return self._current
             before = self._source_stats()
+            if self._same_generation(before):
+                return self._current
             if before[0] is None:
                 self.last_error = f"no database at {self.source}"
                 return self._current

@@ -172,6 +172,12 @@ def test_the_reader_opens_the_published_view_without_a_copy(tmp_path: Path) -> N
         assert snap.store.rollups  # the writer's rollups count every event
         assert not list((tmp_path / "snaps").glob("**/*.duckdb"))  # no copy taken
         assert reader.refresh() is snap  # nothing new published: the same view
+        store = Store(db)  # a writer that changes nothing (a scheduled run with no new data)
+        store.close()
+        assert store.published["unchanged"] and store.published["gen"] == 1
+        assert reader.refresh() is snap  # the view and its computed results stay
+        _write(db, _batch(150, 1))
+        assert reader.refresh().build["published_gen"] == 2
     finally:
         reader.close()
 
