@@ -134,24 +134,27 @@ def writer_at_work(folder: Path) -> bool:
     return False
 
 
-def on_close(store: Store) -> None:
-    """``Store.close``'s hook: publish if readers asked for it; a failure is logged, never raised
-    (the writer's own work is committed either way; the next writer publishes again)."""
+def now(store: Store) -> None:
+    """Publish if readers asked for it (the end of a refresh, and ``Store.close``); a failure is
+    logged, never raised (the writer's own work is committed either way; the next publish of
+    this or another writer brings readers up to date)."""
     if not enabled(store):
         return
-    folder = folder_of(Path(store.path).resolve())
     try:
-        done = publish(store, folder)
+        done = publish(store, folder_of(Path(store.path).resolve()))
         store.published = done  # what the last publish did (benchmarks and tests read it)
         log.info("published for readers: %s", done)
     except (StoreError, OSError, ValueError) as e:
         log.warning("publishing for readers failed (readers keep the previous view): %s", e)
-        try:
-            store.execute("ROLLBACK")
-        except StoreError:
-            pass
+
+
+def on_close(store: Store) -> None:
+    """``Store.close``'s hook: publish, then the writer is no longer at work."""
+    try:
+        now(store)
     finally:
-        _writer_mark(store).unlink(missing_ok=True)
+        if enabled(store):
+            _writer_mark(store).unlink(missing_ok=True)
 
 
 def _columns(store: Store, table: str) -> list[tuple[str, str]]:

@@ -1,7 +1,8 @@
 """Rollup tables kept up to date by ingest, so that no reader aggregates ``events``.
 
 ``maintain(store)`` runs after every refresh (``ingest.attribution.refresh``, so after every
-``faultlens ingest`` and ``run``). It adds to the rollups (declared in ``ingest.schema``:
+``faultlens ingest`` and ``run``), and then publishes for readers (``ingest.publish``) when they
+asked for it. It adds to the rollups (declared in ``ingest.schema``:
 ``rollup_fleet_hour``, ``rollup_node_day``, ``rollup_notable``) only the events above its
 watermark, the highest ``events`` rowid it had seen, kept in ``rollup_state``:
 
@@ -185,12 +186,14 @@ def maintain(store: Store, *, full: bool = False, relinked: bool = True) -> dict
         store.execute(
             "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)", _mark_of(store, before)
         )
-    return {
+    done = {
         "mode": "full" if reason else "incremental",
         "reason": reason or "",
         "events_added": added,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    publish.now(store)  # readers see the refreshed tables now, not when the writer closes
+    return done
 
 
 def _add_above(store: Store, above: int, *, merge: bool) -> int:
