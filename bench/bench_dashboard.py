@@ -166,14 +166,21 @@ def append(db: Path, n_events: int, serial: int) -> dict:
         store.execute(sql, [DAYS, NODES, lo, lo + n_events])
         load_s = time.perf_counter() - t0
         # what refresh's hook does: the new events fall in no job, so no old row was relinked
-        done = rollups.maintain(store, relinked=False)
+        t1 = time.perf_counter()
+        done = rollups.maintain(store, relinked=False)  # and publishes for readers
+        maintain_s = time.perf_counter() - t1
+        published = getattr(store, "published", None)  # what that publish did
         # a write whose refresh relinked old events: the copied rows follow (a join on events)
+        t1 = time.perf_counter()
         relinked = rollups.maintain(store, relinked=True)
+        relinked_s = time.perf_counter() - t1
+        relink_published = getattr(store, "published", None)
         store.execute("CHECKPOINT")
-    published = getattr(store, "published", None)  # what closing published for readers
+    closed = getattr(store, "published", None)  # closing: nothing changed since
     print(
         f"write of {n_events:,} events: load {load_s:.2f} s, rollups {done}, "
-        f"following a relink {relinked['seconds']} s, published {published}",
+        f"following a relink {relinked['seconds']} s; with their publishes {maintain_s:.2f} s "
+        f"({published}) and {relinked_s:.2f} s ({relink_published}); close {closed}",
         file=sys.stderr,
     )
     return {
@@ -182,6 +189,10 @@ def append(db: Path, n_events: int, serial: int) -> dict:
         "rollups": done,
         "relinked_s": relinked["seconds"],
         "published": published,
+        "maintain_with_publish_s": round(maintain_s, 2),
+        "relink_published": relink_published,
+        "relink_with_publish_s": round(relinked_s, 2),
+        "close_published": closed,
     }
 
 
