@@ -37,8 +37,9 @@ from typing import Any
 
 import duckdb
 
+from bench.dashboard_report import report
 from faultlens.app.dashboard import server
-from faultlens.ingest import rollups
+from faultlens.ingest import publish, rollups
 from faultlens.ingest.store import Store
 
 OUT = Path(__file__).resolve().parent / "out"
@@ -149,6 +150,7 @@ def build(db: Path, n_events: int) -> None:
         f"({db.stat().st_size / 1e9:.2f} GB)",
         file=sys.stderr,
     )
+    publish.enable(db)  # as a dashboard would have asked: the writer publishes when it closes
     with Store(db) as store:  # what ingest's refresh does after a write: the rollups, once
         done = rollups.maintain(store)
     print(f"rollups built by the writer: {done}", file=sys.stderr)
@@ -164,13 +166,21 @@ def append(db: Path, n_events: int, serial: int) -> dict:
         store.execute(sql, [DAYS, NODES, lo, lo + n_events])
         load_s = time.perf_counter() - t0
         # what refresh's hook does: the new events fall in no job, so no old row was relinked
-        done = rollups.maintain(store, relinked=False)
+        t1 = time.perf_counter()
+        done = rollups.maintain(store, relinked=False)  # and publishes for readers
+        maintain_s = time.perf_counter() - t1
+        published = getattr(store, "published", None)  # what that publish did
         # a write whose refresh relinked old events: the copied rows follow (a join on events)
+        t1 = time.perf_counter()
         relinked = rollups.maintain(store, relinked=True)
+        relinked_s = time.perf_counter() - t1
+        relink_published = getattr(store, "published", None)
         store.execute("CHECKPOINT")
+    closed = getattr(store, "published", None)  # closing: nothing changed since
     print(
         f"write of {n_events:,} events: load {load_s:.2f} s, rollups {done}, "
-        f"following a relink {relinked['seconds']} s",
+        f"following a relink {relinked['seconds']} s; with their publishes {maintain_s:.2f} s "
+        f"({published}) and {relinked_s:.2f} s ({relink_published}); close {closed}",
         file=sys.stderr,
     )
     return {
@@ -178,6 +188,11 @@ def append(db: Path, n_events: int, serial: int) -> dict:
         "load_s": round(load_s, 2),
         "rollups": done,
         "relinked_s": relinked["seconds"],
+        "published": published,
+        "maintain_with_publish_s": round(maintain_s, 2),
+        "relink_published": relink_published,
+        "relink_with_publish_s": round(relinked_s, 2),
+        "close_published": closed,
     }
 
 
@@ -255,21 +270,23 @@ def baseline_reader_cost(db: Path) -> dict:
     return {"seconds": round(total, 2), "copy_s": round(copy_s, 2), "rollups_s": full["seconds"]}
 
 
-def reader_cost(db: Path) -> dict:
-    """The reader's work now: copy, check the rollups ingest kept, no views computed ahead."""
+def reader_cost(db: Path, published: bool = True) -> dict:
+    """The reader's work now: open what the writer published (``published``), or the copy
+    reader's (copy, check the rollups ingest kept); no views computed ahead."""
     import tempfile
 
     from faultlens.reports.snapshot import SnapshotReader
 
     with tempfile.TemporaryDirectory() as tmp:
-        reader = SnapshotReader(db, tmp)
+        reader = SnapshotReader(db, tmp, published=published)
         t0 = time.perf_counter()
         snap = reader.refresh()
         total = time.perf_counter() - t0
         build = dict(getattr(snap, "build", {}) or {})
         reader.close()
-    print(f"reader snapshot {total:.1f} s: {build}", file=sys.stderr)
-    return {"seconds": round(total, 2), **build}
+    label = "published" if published else "copy"
+    print(f"{label} reader {total:.2f} s: {build}", file=sys.stderr)
+    return {"seconds": round(total, 3), **build}
 
 
 NODE = "gpu0007"
@@ -455,30 +472,6 @@ def measure(
     return results
 
 
-def _table(results: dict[str, dict]) -> list[str]:
-    lines = [
-        "| page | first render (s) | filter change: cluster, median / min (s) | browser "
-        "busy: cluster, all / script+layout+style (s) | filter change: one node, median / "
-        "min (s) | browser busy: one node, all / script+layout+style (s) | elements |",
-        "|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for page, r in results.items():
-        cells = [page, f"{r['first_render_s']:.2f}"]
-        for wall, tries, busy in (
-            ("filter_change_s", "filter_change_tries_s", "browser_cluster"),
-            ("node_filter_change_s", "node_filter_change_tries_s", "browser_node"),
-        ):
-            b = r.get(busy, {})
-            main = sum(b.get(k, 0.0) for k in ("script_s", "layout_s", "style_s"))
-            cells += [
-                f"{r[wall]:.2f} / {min(r[tries]):.2f}",
-                f"{b.get('task_s', float('nan')):.2f} / {main:.2f}",
-            ]
-        cells.append(str(r.get("browser_cluster", {}).get("elements", "-")))
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
 def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--events", type=int, default=50_000_000)
@@ -500,7 +493,19 @@ def _args() -> argparse.Namespace:
     ap.add_argument(
         "--no-snapshot-cost", action="store_true", help="Skip timing the snapshot in this process."
     )
+    ap.add_argument(
+        "--no-rebuild-baseline",
+        action="store_true",
+        help="Skip the copy + every rollup rebuilt baseline (minutes at 50M events).",
+    )
     ap.add_argument("--name", default="bench_dashboard", help="Result file name in bench/out.")
+    ap.add_argument(
+        "--readers",
+        nargs="+",
+        default=["copy", "published"],
+        choices=["copy", "published"],
+        help="How the dashboard reads, each measured in turn (copy: the baseline).",
+    )
     ap.add_argument(
         "--write-events",
         type=int,
@@ -510,98 +515,51 @@ def _args() -> argparse.Namespace:
     return ap.parse_args()
 
 
+def _run(a: argparse.Namespace, mode: str, write: Callable[[], dict] | None) -> dict:
+    """The browser's measures with the dashboard reading the ``mode`` way (copy / published)."""
+    with server.running(a.db, timeout_s=120, env={"FAULTLENS_READER": mode}) as (url, _):
+        results = measure(url, a.repeat, a.pages, a.cpu_profile, write=write)
+    startup = results.pop("startup")
+    return {"startup": startup, "after_write": results.pop("after_write", None), "pages": results}
+
+
 def main() -> None:
     a = _args()
     if not a.reuse:
         build(a.db, a.events)
     load_before = os.getloadavg()
-    # the baseline (a reader's copy + every rollup rebuilt) and the reader now, in the same run
-    baseline = {"seconds": float("nan")} if a.no_snapshot_cost else baseline_reader_cost(a.db)
-    reader = {"seconds": float("nan")} if a.no_snapshot_cost else reader_cost(a.db)
+    nan = {"seconds": float("nan")}
+    # the readers in the same run: copy + every rollup rebuilt (the oldest baseline), the copy
+    # reader (copy, rollups kept by ingest), and the published view
+    skip_rebuild = a.no_snapshot_cost or a.no_rebuild_baseline
+    baseline = nan if skip_rebuild else baseline_reader_cost(a.db)
+    copy_reader = nan if a.no_snapshot_cost else reader_cost(a.db, published=False)
+    reader = nan if a.no_snapshot_cost else reader_cost(a.db)
     writes = iter(range(1, 1_000))
-    with server.running(a.db, timeout_s=120) as (url, _):
-        results = measure(
-            url,
-            a.repeat,
-            a.pages,
-            a.cpu_profile,
-            write=(lambda: append(a.db, a.write_events, next(writes))) if a.write_events else None,
-        )
-    reader_after = {"seconds": float("nan")} if a.no_snapshot_cost else reader_cost(a.db)
+    write = (lambda: append(a.db, a.write_events, next(writes))) if a.write_events else None
+    modes = {mode: _run(a, mode, write) for mode in a.readers}
+    reader_after = nan if a.no_snapshot_cost else reader_cost(a.db)
     n = duckdb.connect(str(a.db), read_only=True).execute("SELECT count(*) FROM events").fetchone()
-    load = {
-        "before": [round(x, 2) for x in load_before],
-        "after": [round(x, 2) for x in os.getloadavg()],
-        "cores": os.cpu_count(),
-    }
-    startup = results.pop("startup")
-    written = results.pop("after_write", None)
     doc = {
         "events": n[0],
         "label": a.label,
         "targets": {"first_render_s": FIRST_RENDER_S, "filter_change_s": FILTER_S},
-        "load_average_1_5_15": load,
+        "load_average_1_5_15": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
+            "cores": os.cpu_count(),
+        },
         "baseline_reader": baseline,
+        "copy_reader": copy_reader,
         "reader": reader,
         "reader_after_write": reader_after,
-        "startup": startup,
-        "after_write": written,
         "repeat": a.repeat,
-        "pages": results,
+        "modes": modes,
     }
     OUT.mkdir(exist_ok=True)
     (OUT / f"{a.name}.json").write_text(json.dumps(doc, indent=2))
-    (OUT / f"{a.name}.md").write_text("\n".join(_report(doc, a.repeat)) + "\n")
+    (OUT / f"{a.name}.md").write_text("\n".join(report(doc)) + "\n")
     print(json.dumps(doc, indent=2))
-
-
-def _rollups_text(rolled: Any) -> str:
-    if isinstance(rolled, dict):  # the copy's rollups were brought up to date in the copy
-        return f"brought up to date in the copy in {rolled.get('seconds')} s"
-    return str(rolled or "none")
-
-
-def _report(doc: dict, repeat: int) -> list[str]:
-    load, base, reader = doc["load_average_1_5_15"], doc["baseline_reader"], doc["reader"]
-    lines = [
-        f"# Dashboard latency, {doc['events']:,} events (from Chromium)",
-        "",
-        f"{doc['label']}  ",
-        f"Load average (1/5/15 min) before {load['before']}, after "
-        f"{load['after']}, on {load['cores']} cores.  ",
-        f"Reader's snapshot: {reader['seconds']:.2f} s (copy {reader.get('copy_s')} s, rollups: "
-        f"{_rollups_text(reader.get('rollups'))}); "
-        f"baseline in the same run, copy + every rollup rebuilt: {base['seconds']:.2f} s "
-        f"(ratio {base['seconds'] / reader['seconds']:.1f}x).  ",
-        f"First load of the dashboard (from the first request to the overview drawn): "
-        f"{doc['startup']['first_load_s']:.2f} s.",
-        "",
-        f"Filter changes: median of {repeat} tries each. Browser busy: the "
-        "browser's own counters over the change (Chrome DevTools Performance.getMetrics): "
-        "all tasks of the page (TaskDuration) / main-thread JavaScript + layout + style "
-        "(ScriptDuration + LayoutDuration + RecalcStyleDuration); the rest of a change is "
-        "the server, the websocket and paint. Elements: Streamlit elements on the page "
-        "(sidebar included).",
-        "",
-        *_table(doc["pages"]),
-    ]
-    written = doc.get("after_write")
-    if written and written.get("write"):
-        w = written["write"]
-        lines += [
-            "",
-            f"After a write of {w['events']:,} events (load {w['load_s']} s; the writer's "
-            f"incremental rollups {w['rollups']['seconds']} s): each page's first render, "
-            "twice (the first visits are served by the previous snapshot while the new one "
-            f"is taken). Reader's snapshot after the write: "
-            f"{doc['reader_after_write']['seconds']:.2f} s.",
-            "",
-            "| page | " + " | ".join(written["round_1"]) + " |",
-            "|---|" + "---:|" * len(written["round_1"]),
-        ]
-        for r in ("round_1", "round_2"):
-            lines.append(f"| {r} | " + " | ".join(f"{v:.2f}" for v in written[r].values()) + " |")
-    return lines
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ BENCHES: dict[str, tuple[list[str], list[str]]] = {
     "bench.bench_models": ([], ["--nodes", "500", "--days", "14"]),
     "bench.bench_scale": (["--size-gb", "10"], ["--size-gb", "0.2"]),
     "bench.bench_dashboard": ([], ["--events", "1000000"]),
+    "bench.bench_first_load": ([], ["--tries", "1"]),  # on the database bench_dashboard built
     "bench.bench_refresh": ([], ["--small", "20000", "--large", "200000"]),
     "bench.bench_status": ([], ["--small", "5000", "--large", "50000"]),
     "bench.bench_prom_stream": ([], ["--mb", "10", "20"]),

@@ -1,7 +1,8 @@
 """Rollup tables kept up to date by ingest, so that no reader aggregates ``events``.
 
 ``maintain(store)`` runs after every refresh (``ingest.attribution.refresh``, so after every
-``faultlens ingest`` and ``run``). It adds to the rollups (declared in ``ingest.schema``:
+``faultlens ingest`` and ``run``), and then publishes for readers (``ingest.publish``) when they
+asked for it. It adds to the rollups (declared in ``ingest.schema``:
 ``rollup_fleet_hour``, ``rollup_node_day``, ``rollup_notable``) only the events above its
 watermark, the highest ``events`` rowid it had seen, kept in ``rollup_state``:
 
@@ -24,6 +25,7 @@ import logging
 import time
 from typing import Any
 
+from faultlens.ingest import publish
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import ROLLUP_TABLES, ROLLUP_VIEWS, Kind, Severity
 from faultlens.ingest.store import Store
@@ -54,6 +56,8 @@ HARDWARE_KINDS: tuple[str, ...] = (
     Kind.KERNEL_PANIC.value,
 )
 NO_MARK = -1
+_RELINKED = ("events", "rollup_notable")  # the tables a relink updates in place
+_MERGED = ("rollup_node_day",)  # the tables new events update in place (counts merged)
 _IDENTITY = "file, line, ts, node, gpu, source, kind, code"  # columns refresh never changes
 
 _KEYS = {
@@ -174,16 +178,22 @@ def maintain(store: Store, *, full: bool = False, relinked: bool = True) -> dict
         added = _add_above(store, above, merge=not reason)
         if not reason and relinked:
             _follow_refresh(store)
-        store.execute("DELETE FROM rollup_state")
+        if publish.enabled(store):  # readers' parts follow the updates in place
+            changed = (*(_RELINKED if relinked else ()), *(_MERGED if added else ()))
+            if reason or changed:
+                publish.mark_changed(store, tuple(publish.APPEND) if reason else changed)
+        store.execute("DELETE FROM rollup_state WHERE tbl = 'events'")
         store.execute(
             "INSERT INTO rollup_state VALUES ('events', ?, ?, ?, ?)", _mark_of(store, before)
         )
-    return {
+    done = {
         "mode": "full" if reason else "incremental",
         "reason": reason or "",
         "events_added": added,
         "seconds": round(time.perf_counter() - t0, 3),
     }
+    publish.now(store)  # readers see the refreshed tables now, not when the writer closes
+    return done
 
 
 def _add_above(store: Store, above: int, *, merge: bool) -> int:

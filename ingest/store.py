@@ -120,10 +120,20 @@ class Store:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
         if not read_only:
             self._migrate()
+            if self.path != ":memory:":
+                from faultlens.ingest import publish  # readers wait for this writer's publish
+
+                publish.on_open(self)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:
-        self.con.close()
+        try:
+            if not self.read_only and self.path != ":memory:":
+                from faultlens.ingest import publish  # readers' view, when they asked for one
+
+                publish.on_close(self)
+        finally:
+            self.con.close()
 
     def _run(self, sql: str, params: Sequence[Any] | None = None) -> None:
         """Execute a statement to its end (DuckDB 2 keeps an execute() result open otherwise)."""

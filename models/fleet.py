@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
 import polars as pl
 
@@ -86,13 +86,18 @@ class Fleet:
 def data_window(store: Store, dataset: str) -> tuple[datetime, datetime] | None:
     """The span of a dataset's own records: events, incidents, node sightings, jobs."""
     where, params = file_filter(dataset)
+    days = _node_days(store, dataset)
+    events = (
+        f"SELECT min(first_ts) AS lo, max(last_ts) AS hi FROM {days}"
+        if days
+        else f"SELECT min(ts) AS lo, max(ts) AS hi FROM events WHERE ts IS NOT NULL AND {where}"
+    )
     row = store.query(
-        "SELECT min(lo) AS lo, max(hi) AS hi FROM ("
-        f"SELECT min(ts) AS lo, max(ts) AS hi FROM events WHERE ts IS NOT NULL AND {where} "
+        f"SELECT min(lo) AS lo, max(hi) AS hi FROM ({events} "
         f'UNION ALL SELECT min(start), max(coalesce("end", start)) FROM incidents WHERE {where} '
         f"UNION ALL SELECT min(first_seen), max(last_seen) FROM nodes WHERE {where} "
         f'UNION ALL SELECT min(start), max("end") FROM jobs WHERE {where})',
-        params * 4,
+        params * (3 if days else 4),
     ).row(0)
     if row[0] is None or row[1] is None:
         return None
@@ -146,11 +151,7 @@ def fleet(
         source = source if rows.height else "failing_nodes"  # the fleet itself is unknown
         rows = chosen.join(rows, on="node", how="left")
     if rows.height == 0:
-        rows = store.query(
-            "SELECT DISTINCT node FROM events WHERE node IS NOT NULL AND ts >= ? AND ts < ? "
-            f"AND {where}",
-            [lo, hi, *params],
-        ).with_columns(
+        rows = _event_nodes(store, dataset, lo, hi).with_columns(
             pl.lit(None, pl.Datetime("us")).alias("first_seen"),
             pl.lit(None, pl.Datetime("us")).alias("last_seen"),
             pl.lit(None, pl.Float64).alias("gpus"),
@@ -169,10 +170,39 @@ def fleet(
 
 
 def _logging_nodes(store: Store, lo: datetime, hi: datetime) -> pl.DataFrame:
-    where, params = file_filter(SITE_DATASET)
+    return _event_nodes(store, SITE_DATASET, lo, hi).with_columns(
+        pl.lit(None, pl.Datetime("us")).alias("first_seen"),
+        pl.lit(None, pl.Datetime("us")).alias("last_seen"),
+        pl.lit(None, pl.Float64).alias("gpus"),
+    )
+
+
+def _node_days(store: Store, dataset: str) -> str | None:
+    """The per-day node counts a reader's view keeps (``store.node_day_table``, the rollup of
+    ``ingest.rollups``) where they answer exactly for ``dataset``'s events: the site's own, and
+    no file belongs to another dataset."""
+    table = getattr(store, "node_day_table", None)
+    if table is None or dataset != SITE_DATASET:
+        return None
+    return None if store.scalar("SELECT count(*) FROM dataset_files") else table
+
+
+def _aligned(t: datetime) -> bool:
+    return t == datetime.combine(t.date(), time())
+
+
+def _event_nodes(store: Store, dataset: str, lo: datetime, hi: datetime) -> pl.DataFrame:
+    """The nodes with an event of ``dataset`` in ``[lo, hi)`` (from the day counts when the
+    window falls on whole days)."""
+    days = _node_days(store, dataset)
+    if days and _aligned(lo) and _aligned(hi):
+        return store.query(
+            f"SELECT DISTINCT node FROM {days} WHERE node IS NOT NULL AND day >= ? AND day < ?",
+            [lo, hi],
+        )
+    where, params = file_filter(dataset)
     return store.query(
-        "SELECT DISTINCT node, NULL::TIMESTAMP AS first_seen, NULL::TIMESTAMP AS last_seen, "
-        "NULL::DOUBLE AS gpus FROM events WHERE node IS NOT NULL AND ts >= ? AND ts < ? "
+        "SELECT DISTINCT node FROM events WHERE node IS NOT NULL AND ts >= ? AND ts < ? "
         f"AND {where}",
         [lo, hi, *params],
     )

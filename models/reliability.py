@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats
 
 from faultlens.ingest.schema import SITE_DATASET, IncidentCategory, Severity
 from faultlens.ingest.store import Store
@@ -172,6 +171,8 @@ def _r(x: float, nd: int = 4) -> float | None:
 
 def fit_weibull(gaps_h: np.ndarray) -> WeibullFit | None:
     """Weibull (location 0) by maximum likelihood over positive gaps; None below 3 gaps."""
+    from scipy import stats  # on demand: scipy costs a second at import
+
     x = np.asarray(gaps_h, dtype=float)
     x = x[np.isfinite(x) & (x > 0)]
     if len(x) < 3:
@@ -320,6 +321,8 @@ def lifetimes(store: Store, dataset: str) -> pl.DataFrame:
 
 def kaplan_meier(life_h: np.ndarray, failed: np.ndarray) -> pl.DataFrame:
     """Kaplan-Meier survival (time_h, survival) of right-censored lifetimes."""
+    from scipy import stats  # on demand: scipy costs a second at import
+
     life_h = np.asarray(life_h, dtype=float)
     failed = np.asarray(failed, dtype=bool)
     if len(life_h) == 0 or not failed.any():

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 import polars as pl
-from scipy import stats
 
 from faultlens.ingest.schema import SITE_DATASET
 from faultlens.ingest.store import Store
@@ -143,6 +142,8 @@ def fig_repair_times(failures: pl.DataFrame) -> go.Figure:
 def fig_gap_weibull(gaps_h: np.ndarray, doc: dict[str, Any]) -> go.Figure:
     """Survival of the time between failures of a node against the Weibull and exponential fits
     (log-log: a straight line of slope ``shape`` is a Weibull)."""
+    from scipy import stats  # on demand: scipy costs a second at import
+
     title = "Time between failures per node: empirical vs Weibull vs exponential"
     x = np.sort(gaps_h[np.isfinite(gaps_h) & (gaps_h > 0)])
     w = doc.get("weibull") or {}

@@ -1,15 +1,20 @@
-"""Reading a database that another process may be writing: a private snapshot copy.
+"""Reading a database that another process may be writing: what its writers publish, or a copy.
 
 DuckDB lets one process hold a read-write connection, and then no other process can open the file,
 not even read-only; and a reader holding the file would make ``faultlens ingest`` / ``run`` fail
-to open it. So readers (the dashboard, ``faultlens report``) never open the live file: they copy
-it (and its write-ahead log, which holds the committed transactions not yet checkpointed) to a
-private folder and query the copy.
+to open it. So readers (the dashboard, ``faultlens report``) never open the live file.
 
-A copy is kept only when it is consistent: the file's and the WAL's (size, mtime, inode) are the
-same before and after the copy, and the copy opens and answers a query. Otherwise the last good
-snapshot keeps serving (``Snapshot.as_of`` says from when) and the copy is retried on the next
-refresh. The source is never locked, so writers are never blocked or failed by a reader.
+A reader asks the writers to publish for it (``ingest.publish.enable``): from then on every writer,
+when it closes the database, publishes a consistent view (Parquet parts of the big tables, written
+only for what is new, and a small DuckDB file with the other tables and views over the parts),
+named by a manifest replaced atomically. The reader opens that small file read-only: no copy, and
+a new view costs the reader one file open.
+
+Where there is no published view (a database written before, or by a writer of an older version,
+or one changed by such a writer since the last publish: its file is newer than the manifest by
+``STALE_PUBLISH_S`` and no writer that publishes is at work), the reader falls back to a private
+copy of the file and its write-ahead log (which holds the committed transactions not yet
+checkpointed).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from faultlens.ingest import publish
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.store import Store
 from faultlens.reports import rollups
@@ -40,6 +46,10 @@ from faultlens.reports import rollups
 log = logging.getLogger(__name__)
 
 Stat = tuple[int, int, int] | None  # (size, mtime_ns, inode) or None when absent
+# A database file newer than its published view by this much was written by a writer that does
+# not publish (an older version): the reader copies it instead.
+STALE_PUBLISH_S = 120.0
+FIRST_WARM_WAIT_S = 30.0
 
 
 def _stat(path: Path) -> Stat:
@@ -64,6 +74,8 @@ class SnapshotStore(Store):
         self.rollups = rollups
         # where models.target reads failure events: the rollup copy holds all of them
         self.notable_table = "rollup_notable" if rollups else None
+        # where models.fleet counts the nodes that log in a whole-day window
+        self.node_day_table = "rollup_node_day" if rollups else None
 
     def query(self, sql: str, params: Any = None) -> pl.DataFrame:
         cur = self.con.cursor()
@@ -156,6 +168,7 @@ class Snapshot:
     version: int  # increases with every new snapshot: a cache key for query results
     build: dict[str, Any] = field(default_factory=dict)  # seconds spent copying / rolling up
     memo: Memo = field(default_factory=Memo)  # query results on this snapshot
+    owned: bool = True  # a private copy (removed when replaced), not a writer's published file
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(store, *args, **kwargs)``, computed once per snapshot and arguments."""
@@ -173,9 +186,15 @@ class SnapshotReader:
         *,
         with_rollups: bool = True,
         warm: Callable[[Snapshot], None] | None = None,
+        published: bool = True,
+        warm_after: threading.Event | None = None,
     ) -> None:
         self.source = Path(source).resolve()
         self.with_rollups = with_rollups
+        # read what the writers publish (and ask them to): no copy per write
+        self.folder = publish.folder_of(self.source) if published else None
+        if self.folder is not None and self.source.parent.is_dir():
+            publish.enable(self.source)
         # fills a new snapshot's memo: before it is served, or beside the pages for the first
         self.warm = warm
         digest = hashlib.sha256(str(self.source).encode()).hexdigest()[:12]
@@ -187,6 +206,9 @@ class SnapshotReader:
         self._background: threading.Thread | None = None
         self._background_lock = threading.Lock()  # not ``_lock``: a refresh holds that one long
         self.warming: threading.Thread | None = None  # warms the first snapshot while it serves
+        # the first snapshot's warming waits for this (at most ``FIRST_WARM_WAIT_S``): the first
+        # page's own queries do not share two cores with every other page's
+        self.warm_after = warm_after
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -201,7 +223,34 @@ class SnapshotReader:
         return cur is None or cur.source_stat != self._source_stats()
 
     def _source_stats(self) -> tuple[Stat, Stat]:
-        return (_stat(self.source), _stat(_wal(self.source)))
+        """The published manifest's (then the second is None), or the file's and its WAL's."""
+        db = (_stat(self.source), _stat(_wal(self.source)))
+        if self.folder is None:
+            return db
+        manifest = _stat(self.folder / publish.MANIFEST)
+        if manifest is None:
+            return db
+        newest = max((s[1] for s in db if s is not None), default=0)
+        if (newest - manifest[1]) / 1e9 > STALE_PUBLISH_S and not publish.writer_at_work(
+            self.folder
+        ):
+            return db  # written since by a writer that does not publish
+        return (manifest, None)
+
+    def _same_generation(self, before: tuple[Stat, Stat]) -> bool:
+        """A manifest touched by a publish that found nothing new: the view being served stays
+        (its computed results with it)."""
+        cur = self._current
+        if cur is None or cur.owned or not self._published(before):
+            return False
+        manifest = publish.read_manifest(self.folder) if self.folder else None
+        if manifest is None or manifest.get("gen") != cur.build.get("published_gen"):
+            return False
+        cur.source_stat = before
+        return True
+
+    def _published(self, before: tuple[Stat, Stat]) -> bool:
+        return self.folder is not None and before[0] == _stat(self.folder / publish.MANIFEST)
 
     def refresh(self) -> Snapshot | None:
         """Take a new snapshot if the source changed and can be copied consistently."""
@@ -209,14 +258,19 @@ class SnapshotReader:
             if not self.stale():
                 return self._current
             before = self._source_stats()
+            if self._same_generation(before):
+                return self._current
             if before[0] is None:
                 self.last_error = f"no database at {self.source}"
                 return self._current
             self._version += 1
             target = self.workdir / f"snap-{self._version}.duckdb"
             try:
-                snap = self._copy(before, target)
-            except (OSError, StoreError) as e:
+                if self._published(before):
+                    snap = self._open_published(before)
+                else:
+                    snap = self._copy(before, target)
+            except (OSError, StoreError, ValueError, KeyError) as e:
                 self.last_error = f"snapshot failed, serving the previous one: {e}"
                 log.warning("%s", self.last_error)
                 _remove(target)
@@ -226,11 +280,11 @@ class SnapshotReader:
                 self._warm(snap)
             old, self._current = self._current, snap
             self.last_error = None
-            if old is not None:
+            if old is not None and old.owned:
                 _remove(old.path)  # open handles keep the old file alive until they close
         if first:  # nothing served before it: serve it now, warm it while the pages ask
             self.warming = threading.Thread(
-                target=self._warm, args=(snap,), daemon=True, name="faultlens-warm"
+                target=self._warm_first, args=(snap,), daemon=True, name="faultlens-warm"
             )
             self.warming.start()
         return snap
@@ -251,6 +305,25 @@ class SnapshotReader:
                 self._background.start()
         return self._current
 
+    def _open_published(self, before: tuple[Stat, Stat]) -> Snapshot:
+        """The writers' published view, opened read-only (nothing copied)."""
+        assert self.folder is not None
+        t0 = time.perf_counter()
+        manifest = publish.read_manifest(self.folder)
+        if manifest is None:
+            raise StoreError(f"no readable manifest in {self.folder}")
+        path = self.folder / manifest["small"]
+        kept = bool(manifest["rollups"]) and self.with_rollups
+        store = SnapshotStore(path, rollups=kept)
+        store.scalar("SELECT count(*) FROM information_schema.tables")
+        build: dict[str, Any] = {
+            "published_gen": manifest["gen"],
+            "open_s": round(time.perf_counter() - t0, 3),
+            "rollups": "kept by ingest" if kept else "none: pages read events",
+        }
+        as_of = datetime.fromisoformat(manifest["published_at"])
+        return Snapshot(store, path, before, as_of, self._version, build, owned=False)
+
     def _copy(self, before: tuple[Stat, Stat], target: Path) -> Snapshot:
         self.workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -265,6 +338,7 @@ class SnapshotReader:
         store.scalar("SELECT count(*) FROM information_schema.tables")
         if self.with_rollups and rollups.ready(store):  # kept by ingest: used as they are
             store.rollups, store.notable_table = True, "rollup_notable"
+            store.node_day_table = "rollup_node_day"
             build["rollups"] = "kept by ingest"
         elif self.with_rollups:
             store.close()
@@ -273,6 +347,11 @@ class SnapshotReader:
         if before[1] is not None:
             as_of = max(as_of, datetime.fromtimestamp(before[1][1] / 1e9, UTC).replace(tzinfo=None))
         return Snapshot(store, target, before, as_of, self._version, build)
+
+    def _warm_first(self, snap: Snapshot) -> None:
+        if self.warm_after is not None:
+            self.warm_after.wait(timeout=FIRST_WARM_WAIT_S)
+        self._warm(snap)
 
     def _warm(self, snap: Snapshot) -> None:
         if self.warm is None:

@@ -54,3 +54,4 @@ PAGES = [
 page = st.navigation(PAGES)
 ui.snapshot()  # every page needs the database: say what to run if there is none
 page.run()
+ui.first_run_done()  # the first page is drawn: the other pages' views are warmed from now

@@ -1,14 +1,15 @@
 """What every page shares: the database snapshot, the sidebar filters, small display helpers.
 
 The dashboard never opens the live database (a writer would be blocked, or would block us): it
-reads a private snapshot (``reports.snapshot``) refreshed whenever the file changes and can be
-copied consistently; the sidebar says from when the data is.
+reads what the writers publish for readers, or a private copy where nothing is published
+(``reports.snapshot``), refreshed whenever that changes; the sidebar says from when the data is.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
@@ -57,15 +58,28 @@ def models_dir() -> Path:
 
 
 @st.cache_resource(
-    show_spinner="Taking a snapshot of the database (copy, summary tables, "
-    "default views); later snapshots are taken in the background."
+    show_spinner="Opening the database's published view (or a copy of it) and its default "
+    "views; later views are opened in the background."
 )
 def _reader(path: str) -> SnapshotReader:
     from faultlens.app.dashboard.views import warm
 
-    reader = SnapshotReader(path, warm=warm)
+    # what the writers publish (no copy); ``FAULTLENS_READER=copy``: a private copy per write
+    copy = os.environ.get("FAULTLENS_READER") == "copy"
+    reader = SnapshotReader(path, warm=warm, published=not copy, warm_after=_first_run(path))
     reader.refresh()  # the first snapshot, under the spinner
     return reader
+
+
+@st.cache_resource(show_spinner=False)
+def _first_run(path: str) -> threading.Event:
+    """Set when the first page run is drawn: other pages' views are warmed after it."""
+    return threading.Event()
+
+
+def first_run_done() -> None:
+    """The entry script's last step: the first page is drawn, warm the others now."""
+    _first_run(str(db_path().resolve())).set()
 
 
 def snapshot() -> Snapshot:

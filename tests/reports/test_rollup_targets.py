@@ -89,3 +89,38 @@ def test_a_snapshot_reads_failure_events_from_the_copy(tmp_path: Path) -> None:
         assert got.height == len(PICKED)
     finally:
         reader.close()
+
+
+def test_fleet_and_rate_from_the_day_counts_equal_those_from_events(tmp_path: Path) -> None:
+    """``models.fleet`` reads the nodes that log (and the data's span) from ``rollup_node_day``
+    on a reader's view, for whole-day windows of the site's own data: the same fleet and rate."""
+    from faultlens.models.fleet import data_window, fleet
+    from faultlens.models.reliability import failure_rate_in
+    from tests.reports import smalldb
+
+    db = smalldb.build(tmp_path / "small.duckdb")
+    with Store(db) as store:
+        store.execute("DELETE FROM nodes")  # the fleet model then counts the nodes that log
+        store.execute("DELETE FROM gpus")
+        late = smalldb.START + timedelta(days=5, hours=2)  # a node that logs on one day only
+        store.insert("events", pl.DataFrame({"ts": [late], "node": ["gpu099"], "kind": ["xid"]}))
+        rollups.maintain(store)
+    reader = SnapshotReader(db, tmp_path / "snaps")
+    try:
+        snap = reader.refresh()
+        assert snap is not None and snap.store.node_day_table == "rollup_node_day"
+        raw = Store(snap.path, read_only=True)  # the same file, read without the rollups
+        days = smalldb.START, smalldb.START + timedelta(days=3)
+        later = smalldb.START + timedelta(days=5), smalldb.START + timedelta(days=6)
+        hours = smalldb.START + timedelta(hours=5), smalldb.START + timedelta(days=2, hours=7)
+        assert data_window(snap.store, "site") == data_window(raw, "site")
+        for window in (None, days, later, hours):
+            assert fleet(snap.store, window=window) == fleet(raw, window=window), window
+            got = failure_rate_in(snap.store, window=window)
+            want = failure_rate_in(raw, window=window)
+            assert got.per_1000_node_days == want.per_1000_node_days, window
+        assert fleet(raw, window=days).nodes == len(smalldb.NODES)  # every node logs daily
+        assert fleet(snap.store, window=later).nodes == len(smalldb.NODES) + 1
+        raw.close()
+    finally:
+        reader.close()

@@ -1,0 +1,171 @@
+"""The dashboard's cold first load, taken apart: Streamlit's start-up, our imports, the first
+screen's queries, and the rest (Streamlit's frontend in the browser, the first run's drawing).
+
+For each reader (``copy``: the baseline, a private copy of the database; ``published``: what the
+writer published), ``--tries`` times, alternating: start ``faultlens dashboard`` (server start-up:
+from the process start to its first HTTP answer) and open the overview in headless Chromium
+(first load: from the request to the overview drawn, as ``bench_dashboard`` measures it). In fresh
+interpreters, the same number of times: ``import streamlit``; importing the overview page (our
+modules, with streamlit); opening the reader and running the overview's queries (the first
+screen). The load average is recorded beside every try (the machine is shared).
+
+The database is ``bench_dashboard``'s (``python -m bench.bench_dashboard`` builds it).
+
+Usage: python -m bench.bench_first_load --db /tmp/bench_dash.duckdb [--tries 2]
+Results: bench/out/bench_first_load.json and .md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.bench_dashboard import ARGS, CHROMIUM, IDLE_JS, OUT
+from faultlens.app.dashboard import server
+
+READERS = ("copy", "published")
+IMPORTS = {
+    "import streamlit": "import streamlit",
+    "import the overview page": "import faultlens.app.dashboard.views.overview",
+}
+
+
+def first_screen(db: str, mode: str) -> float:
+    """Open the reader and run what the overview asks for first (in this process)."""
+    from faultlens.app.dashboard.views.overview import INCIDENTS
+    from faultlens.reports import q_fleet, q_state, reliability
+    from faultlens.reports.filters import Filters, default_range
+    from faultlens.reports.snapshot import SnapshotReader
+
+    t0 = time.perf_counter()
+    reader = SnapshotReader(db, tempfile.mkdtemp(), published=mode == "published")
+    snap = reader.refresh()
+    lo, hi = snap.call(q_fleet.data_range)
+    since, until = default_range(lo, hi)
+    f = Filters(since=since, until=until)
+    nodes = snap.call(q_fleet.node_list)
+    snap.call(q_state.data_span)
+    snap.call(q_state.fleet_state, f, nodes)
+    snap.call(q_state.incidents, f, limit=INCIDENTS)
+    snap.call(reliability.window_rate, f)
+    for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids):
+        snap.call(fn, f)
+    elapsed = time.perf_counter() - t0
+    reader.close()
+    return elapsed
+
+
+def _fresh(code: str) -> float:
+    """Seconds ``code`` takes in a fresh interpreter (its last line prints them)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def _import_s(statement: str) -> float:
+    return _fresh(
+        f"import time\nt = time.perf_counter()\n{statement}\nprint(time.perf_counter() - t)"
+    )
+
+
+def _screen_s(db: Path, mode: str) -> float:
+    code = (
+        "from bench.bench_first_load import first_screen\n"
+        f"print(first_screen({str(db)!r}, {mode!r}))"
+    )
+    return _fresh(code)
+
+
+def _browser(db: Path, mode: str) -> dict[str, float]:
+    from playwright.sync_api import sync_playwright
+
+    t0 = time.perf_counter()
+    with server.running(db, timeout_s=120, env={"FAULTLENS_READER": mode}) as (url, _):
+        start_s = time.perf_counter() - t0
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            seen: dict[str, float] = {}
+
+            def on_socket(ws) -> None:  # noqa: ANN001
+                seen.setdefault("socket", time.perf_counter())
+                ws.on("framereceived", lambda _: seen.setdefault("frame", time.perf_counter()))
+
+            page.on("websocket", on_socket)
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Performance.enable")
+            t1 = time.perf_counter()
+            page.goto(url)
+            page.get_by_role("heading", name="Fleet overview").wait_for(timeout=600_000)
+            page.wait_for_function(IDLE_JS, timeout=600_000)
+            load_s = time.perf_counter() - t1
+            metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+            browser.close()
+    socket = seen.get("socket", float("nan")) - t1
+    frame = seen.get("frame", float("nan")) - t1
+    return {
+        "server_start_s": round(start_s, 2),
+        "first_load_s": round(load_s, 2),
+        # the page's HTML and Streamlit's frontend loaded, up to its websocket opening
+        "frontend to websocket (s)": round(socket, 2),
+        # from the websocket to the first message of the script's run (session, imports)
+        "websocket to first message (s)": round(frame - socket, 2),
+        "first message to overview drawn (s)": round(load_s - frame, 2),
+        # the browser's main thread busy over the whole load (Chrome DevTools TaskDuration)
+        "browser busy (s)": round(metrics.get("TaskDuration", float("nan")), 2),
+        "browser scripts (s)": round(metrics.get("ScriptDuration", float("nan")), 2),
+    }
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--db", type=Path, default=Path("/tmp/bench_dash.duckdb"))
+    ap.add_argument("--tries", type=int, default=2)
+    a = ap.parse_args()
+    tries: dict[str, list[dict]] = {m: [] for m in READERS}
+    for _ in range(a.tries):
+        for mode in READERS:  # alternating: the machine's load drifts
+            row = _browser(a.db, mode)
+            row |= {k: round(_import_s(v), 2) for k, v in IMPORTS.items()}
+            row["first screen queries"] = round(_screen_s(a.db, mode), 2)
+            row["load_1min"] = _load()[0]
+            tries[mode].append(row)
+            print(mode, row, file=sys.stderr)
+    doc = {
+        "db": str(a.db),
+        "tries": tries,
+        "median": {
+            m: {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+            for m, rows in tries.items()
+        },
+        "cores": os.cpu_count(),
+    }
+    OUT.mkdir(exist_ok=True)
+    (OUT / "bench_first_load.json").write_text(json.dumps(doc, indent=2))
+    keys = list(doc["median"]["copy"])
+    lines = [
+        f"# Dashboard cold first load ({a.tries} tries per reader, medians)",
+        "",
+        "| figure | " + " | ".join(READERS) + " |",
+        "|---|" + "---:|" * len(READERS),
+    ]
+    for k in keys:
+        lines.append(f"| {k} | " + " | ".join(f"{doc['median'][m][k]:.2f}" for m in READERS) + " |")
+    (OUT / "bench_first_load.md").write_text("\n".join(lines) + "\n")
+    print(json.dumps(doc, indent=2))
+
+
+if __name__ == "__main__":
+    main()
