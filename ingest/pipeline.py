@@ -38,8 +38,8 @@ from faultlens.ingest.reader import (
     MAX_LINE_BYTES,
     CandidateChunk,
     Chunk,
-    _in_thread,
     file_head,
+    in_thread,
     iter_candidates,
     iter_chunks,
     prefix_fingerprint,
@@ -479,7 +479,7 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
         )
     prepare = getattr(parser, "prepare_candidates", None) if PREPARE_IN_THREAD else None
     if prepare is not None:  # a stateless first step: in a thread of its own, a chunk ahead
-        chunks = _in_thread(functools.partial(_prepared, chunks, prepare, task.ctx), depth=2)
+        chunks = in_thread(functools.partial(_prepared, chunks, prepare, task.ctx), depth=2)
     for chunk in chunks:
         if chunk.too_long is not None:
             t = chunk.too_long

@@ -89,8 +89,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
 def mark_changed(store: Store, tables: tuple[str, ...]) -> None:
     """Record that old rows of ``tables`` may have been updated in place (the next publish
     compares their fingerprints); kept in ``rollup_state`` until a publish has checked them."""
-    row = store.query("SELECT mark FROM rollup_state WHERE tbl = ?", [CHECK_ROW])
-    seen = set(json.loads(row.item(0, 0))) if row.height else set()
+    seen = _pending_checks(store)
     store.execute("DELETE FROM rollup_state WHERE tbl = ?", [CHECK_ROW])
     store.execute(
         "INSERT INTO rollup_state VALUES (?, 0, 0, 0, ?)",

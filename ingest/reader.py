@@ -389,7 +389,7 @@ def iter_chunks(
             yield Chunk(lines, line_no, offset)
             line_no += lines.len()
 
-    return _in_thread(gen) if threaded else gen()
+    return in_thread(gen) if threaded else gen()
 
 
 def literal_regex(literals: Sequence[str]) -> str:
@@ -426,7 +426,7 @@ def iter_candidates(
         if batch:
             yield _merge(batch)
 
-    return _in_thread(gen) if threaded else gen()
+    return in_thread(gen) if threaded else gen()
 
 
 def _merge(batch: list[CandidateChunk]) -> CandidateChunk:
@@ -484,7 +484,7 @@ class _Failed:
         self.exc = exc
 
 
-def _in_thread(make: Callable[[], Iterator[T]], depth: int = PREFETCH) -> Iterator[T]:
+def in_thread(make: Callable[[], Iterator[T]], depth: int = PREFETCH) -> Iterator[T]:
     """Run the generator ``make()`` in a background thread, at most ``depth`` items ahead.
 
     Exceptions of the generator are raised in the consumer; closing the consumer stops the

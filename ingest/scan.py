@@ -96,7 +96,7 @@ def iter_scan(
     )
     # a block's candidates are small (the block itself is not kept): let the scan run well
     # ahead of the parser, so that neither waits for the other
-    return reader._in_thread(make, depth=PREFETCH) if threaded else make()
+    return reader.in_thread(make, depth=PREFETCH) if threaded else make()
 
 
 # -- the Hyperscan engine --------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def fleet(
             rows = pl.concat([rows, extra], how="diagonal_relaxed")
             source = "nodes" if rows.height > extra.height else "inventory"
         if rows.height:  # a node that logs is one the site runs (not a fleet on its own)
-            logging_nodes = _logging_nodes(store, lo, hi)
+            logging_nodes = _logging_nodes(store, SITE_DATASET, lo, hi)
             rows = pl.concat(
                 [rows, logging_nodes.filter(~pl.col("node").is_in(rows["node"].implode()))],
                 how="diagonal_relaxed",
@@ -151,11 +151,7 @@ def fleet(
         source = source if rows.height else "failing_nodes"  # the fleet itself is unknown
         rows = chosen.join(rows, on="node", how="left")
     if rows.height == 0:
-        rows = _event_nodes(store, dataset, lo, hi).with_columns(
-            pl.lit(None, pl.Datetime("us")).alias("first_seen"),
-            pl.lit(None, pl.Datetime("us")).alias("last_seen"),
-            pl.lit(None, pl.Float64).alias("gpus"),
-        )
+        rows = _logging_nodes(store, dataset, lo, hi)
         source = "failing_nodes"
     gpn, known = _gpus_per_node(rows, gpus_per_node)
     return Fleet(
@@ -169,8 +165,9 @@ def fleet(
     )
 
 
-def _logging_nodes(store: Store, lo: datetime, hi: datetime) -> pl.DataFrame:
-    return _event_nodes(store, SITE_DATASET, lo, hi).with_columns(
+def _logging_nodes(store: Store, dataset: str, lo: datetime, hi: datetime) -> pl.DataFrame:
+    """The nodes with an event in the window, as fleet rows whose sightings and GPUs are unknown."""
+    return _event_nodes(store, dataset, lo, hi).with_columns(
         pl.lit(None, pl.Datetime("us")).alias("first_seen"),
         pl.lit(None, pl.Datetime("us")).alias("last_seen"),
         pl.lit(None, pl.Float64).alias("gpus"),
