@@ -48,6 +48,9 @@ RETIRED_SEEDS = (
     *(484559, 699979, 307648, 150561, 586564, 449699, 400249, 417984, 850421, 660776),  # 20261201
     *(214182, 440142, 742880, 243683, 921689, 168795, 558772, 834006, 246208, 431751),  # 20261202
 )
+# TrainConfig fields a development sweep may set from the command line (the evaluation runs
+# with the defaults: a value chosen on the development seeds becomes the default first).
+TRAIN_KNOBS = ("target_precision", "min_threshold")
 SCORERS = ("model", "rule_baseline", "lemon_baseline")
 NOT_LOGS = {"topology.csv", "ground_truth.json"}
 
@@ -122,11 +125,17 @@ def _build(seed: int, warning_share: float | None, nodes: int, days: float, fold
 
 
 def run_seed(
-    seed: int, warning_share: float | None, nodes: int, days: float, cache: Path | None = None
+    seed: int,
+    warning_share: float | None,
+    nodes: int,
+    days: float,
+    cache: Path | None = None,
+    train: dict | None = None,
 ) -> dict:
     """One seed end to end. With ``cache`` the ingested database and ground truth of this
     (seed, share, nodes, days) are kept there and reused, so a model change re-runs ``train``
-    only (synth and ingest do not depend on the model); the final evaluation runs without it."""
+    only (synth and ingest do not depend on the model); the final evaluation runs without it.
+    ``train``: TrainConfig fields other than the defaults (development sweeps only)."""
     from faultlens.ingest.store import Store
     from faultlens.models.predictor import TrainConfig, train_failure_model
     from faultlens.models.target import failure_episodes
@@ -149,7 +158,7 @@ def run_seed(
         t_build = time.perf_counter() - t0
         with Store(folder / "db.duckdb", read_only=True) as store:
             end = datetime.fromisoformat(truth["summary"]["window"][1])
-            trained = train_failure_model(store, as_of=end, cfg=TrainConfig())
+            trained = train_failure_model(store, as_of=end, cfg=TrainConfig(**(train or {})))
             lo, hi = trained.split.test
             ceil = ceiling(failure_episodes(store, lo, hi), truth["failures"])
     finally:
@@ -182,6 +191,9 @@ def _child(seed: int, args: argparse.Namespace) -> dict:
         cmd += ["--warning-share", str(args.warning_share)]
     if args.cache is not None:
         cmd += ["--cache", str(args.cache)]
+    for name in TRAIN_KNOBS:
+        if getattr(args, name) is not None:
+            cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     row = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"seed {seed}: {row['seconds']} s", file=sys.stderr, flush=True)
@@ -216,7 +228,8 @@ def markdown(doc: dict) -> str:
         f"{doc['warning_share'] if doc['warning_share'] is not None else 'default'}; "
         f"{s['test_failure_episodes']} test-window failure episodes pooled, ceiling "
         f"{s['ceiling_pooled']}; {doc['wall_s']} s wall, load {doc['load_avg_1m']:.1f}, "
-        f"commit {doc.get('commit') or '?'}.",
+        f"commit {doc.get('commit') or '?'}"
+        + (f", TrainConfig {doc['train_knobs']}." if doc.get("train_knobs") else "."),
         "",
         "| scorer | PR-AUC | precision | recall | median lead h | pooled precision | "
         "pooled recall |",
@@ -242,14 +255,20 @@ def main() -> None:
     ap.add_argument(
         "--cache", type=Path, default=None, help="keep / reuse ingested databases here (dev runs)"
     )
+    for name in TRAIN_KNOBS:
+        ap.add_argument(f"--{name.replace('_', '-')}", type=float, default=None, help="dev sweeps")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        row = run_seed(args.one, args.warning_share, args.nodes, args.days, args.cache)
+        train = {n: getattr(args, n) for n in TRAIN_KNOBS if getattr(args, n) is not None}
+        row = run_seed(args.one, args.warning_share, args.nodes, args.days, args.cache, train)
         print(json.dumps(row, default=str), flush=True)
         return
     named = {"dev": DEV_SEEDS, "eval": EVAL_SEEDS, "retired": RETIRED_SEEDS}
     seeds = named.get(args.seeds) or tuple(int(s) for s in args.seeds.split(","))
+    knobs = {n: getattr(args, n) for n in TRAIN_KNOBS if getattr(args, n) is not None}
+    if knobs and args.seeds == "eval":
+        raise SystemExit("the evaluation seeds run with TrainConfig's defaults only")
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         rows = list(pool.map(lambda s: _child(s, args), seeds))
@@ -263,6 +282,7 @@ def main() -> None:
         "days": args.days,
         "warning_share": args.warning_share,
         "cached": args.cache is not None,
+        "train_knobs": knobs,
         "wall_s": round(time.perf_counter() - t0, 1),
         "load_avg_1m": os.getloadavg()[0],
         "seeds": rows,
@@ -272,6 +292,7 @@ def main() -> None:
     tag = args.seeds if args.seeds in named else "custom"
     if args.warning_share is not None:
         tag += f"-share{args.warning_share:g}"
+    tag += "".join(f"-{n}{v:g}" for n, v in knobs.items())
     (OUT / f"bench_evaluate-{tag}.json").write_text(json.dumps(doc, indent=2, default=str) + "\n")
     (OUT / f"bench_evaluate-{tag}.md").write_text(markdown(doc))
     print(markdown(doc), end="")

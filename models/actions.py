@@ -12,9 +12,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-import numpy as np
 import polars as pl
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class RiskAction(StrEnum):
@@ -48,17 +51,26 @@ class Thresholds:
 
 
 def decide(scores: np.ndarray, features: pl.DataFrame, thresholds: Thresholds) -> list[str]:
-    """One action per row, from its score and the catalog columns of its features."""
-    catalog = np.zeros(len(scores), dtype=bool)
-    for col in CATALOG_DRAIN_COLUMNS:
-        if col in features.columns:
-            catalog |= features[col].to_numpy() > 0
-    out = np.full(len(scores), RiskAction.NONE.value, dtype=object)
-    out[scores >= thresholds.watch] = RiskAction.WATCH.value
-    out[scores >= thresholds.drain_after_jobs] = RiskAction.DRAIN_AFTER_JOBS.value
-    now = (scores >= thresholds.drain_now) | ((scores >= thresholds.drain_after_jobs) & catalog)
-    out[now] = RiskAction.DRAIN_NOW.value
-    return out.tolist()
+    """One action per row, from its score and the catalog columns of its features. A NaN or
+    null score, or a null catalog count, raises nothing. (Polars expressions, not numpy:
+    ``faultlens status`` imports this module through ``drains`` and numpy is 0.2 s of start-up.)"""
+    cols = [c for c in CATALOG_DRAIN_COLUMNS if c in features.columns]
+    frame = pl.DataFrame({"score": pl.Series(scores, dtype=pl.Float64)}).hstack(
+        features.select(cols)
+    )
+    score = pl.col("score").fill_nan(None)
+    catalog = pl.any_horizontal([pl.col(c) > 0 for c in cols]) if cols else pl.lit(False)
+    now = (score >= thresholds.drain_now) | ((score >= thresholds.drain_after_jobs) & catalog)
+    action = (
+        pl.when(now)
+        .then(pl.lit(RiskAction.DRAIN_NOW.value))
+        .when(score >= thresholds.drain_after_jobs)
+        .then(pl.lit(RiskAction.DRAIN_AFTER_JOBS.value))
+        .when(score >= thresholds.watch)
+        .then(pl.lit(RiskAction.WATCH.value))
+        .otherwise(pl.lit(RiskAction.NONE.value))
+    )
+    return frame.select(action.alias("action"))["action"].to_list()
 
 
 def command(node: str, action: str, reason: str, scheduler: str = "slurm") -> str | None:

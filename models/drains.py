@@ -191,8 +191,8 @@ def drain_summary(store: Store) -> dict[str, object]:
         "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'drain_outcomes'"
     )
     if has_table:  # (a database made before the table, opened read-only, has none)
-        frame = store.query("SELECT outcome, count(*) AS n FROM drain_outcomes GROUP BY outcome")
-        counts.update(dict(frame.iter_rows()))
+        rows = store.records("SELECT outcome, count(*) AS n FROM drain_outcomes GROUP BY outcome")
+        counts.update({r["outcome"]: r["n"] for r in rows})  # (records: no Arrow import)
     drained = counts[DrainOutcome.DRAINED_FAILED] + counts[DrainOutcome.DRAINED_NO_FAILURE]
     decided = sum(n for o, n in counts.items() if o != DrainOutcome.PENDING)
     failed = counts[DrainOutcome.DRAINED_FAILED] + counts[DrainOutcome.NOT_DRAINED_FAILED]
