@@ -20,8 +20,8 @@ print(json.dumps({"exit": result.exit_code, "out": result.output,
 """
 
 
-def _probe(*args: str) -> dict:
-    code = f"HEAVY = {HEAVY!r}\n{PROBE}"
+def _probe(*args: str, heavy: tuple[str, ...] = HEAVY) -> dict:
+    code = f"HEAVY = {heavy!r}\n{PROBE}"
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
     )
@@ -49,3 +49,15 @@ def test_cli_site_dataset_is_the_schema_one() -> None:
     from faultlens.ingest.schema import SITE_DATASET
 
     assert cli_site == SITE_DATASET
+
+
+def test_status_loads_only_duckdb_and_polars(tmp_path) -> None:
+    """`faultlens status` (the scheduled job's health check, goal 1 s) reads small tables: no
+    numpy, Arrow or model library, and no pydantic (Typer >= 0.29 builds a pydantic adapter per
+    parameter: 0.2 s)."""
+    db = tmp_path / "t.duckdb"
+    assert _probe("refresh", "--db", str(db), "--json")["exit"] == 0
+    doc = _probe("status", "--db", str(db), "--json", heavy=(*HEAVY, "pydantic"))
+    assert doc["exit"] == 0, doc["out"]
+    assert json.loads(doc["out"])["tables"]["events"] == 0
+    assert {m.split(".")[0] for m in doc["loaded"]} == {"duckdb", "polars"}, doc["loaded"]
