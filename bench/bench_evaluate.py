@@ -12,13 +12,14 @@ Seeds are in fixed lists. ``DEV_SEEDS`` are the ones development may look at as 
 likes (31337 is one: it was the acceptance seed, and its recall was raised from 0.34 to 0.55 by
 changing the threshold rule and features while looking at it, so it is spent; 101, 202 and 303
 were added as development seeds when the threshold rule's fallback was changed). ``EVAL_SEEDS``
-were drawn once (``numpy.random.default_rng(20261203).integers(100_000, 1_000_000, 10)``) and
+were drawn once (``numpy.random.default_rng(20261204).integers(100_000, 1_000_000, 10)``) and
 are run once, at the end of a piece of work; nothing may be chosen by looking at their figures,
 and a change made after looking at them retires them (draw a new list and say so in README).
 ``RETIRED_SEEDS`` are the earlier evaluation lists, development data now: the first
 (``default_rng(20261201)``, same call) was looked at before the threshold rule changed, the
 second (``default_rng(20261202)``) before this bench's ingest got the demo's node pattern
-(``_build``), which changes what every seed's model sees.
+(``_build``), which changes what every seed's model sees; the third (``default_rng(20261203)``)
+before the operating precision target went from 0.9 to 0.85 (chosen on the development seeds).
 
     python -m bench.bench_evaluate --seeds dev [--jobs 2] [--warning-share 0.3]
     python -m bench.bench_evaluate --seeds eval --jobs 2      # once; quote it in README
@@ -43,8 +44,9 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "out"
 DEV_SEEDS = (31337, 90210, 4242, 101, 202, 303)
-EVAL_SEEDS = (975091, 854019, 800947, 640311, 671599, 267698, 508494, 425639, 313158, 580376)
+EVAL_SEEDS = (375932, 421224, 507684, 875798, 866276, 279303, 822044, 290466, 193984, 406612)
 RETIRED_SEEDS = (
+    *(975091, 854019, 800947, 640311, 671599, 267698, 508494, 425639, 313158, 580376),  # 20261203
     *(484559, 699979, 307648, 150561, 586564, 449699, 400249, 417984, 850421, 660776),  # 20261201
     *(214182, 440142, 742880, 243683, 921689, 168795, 558772, 834006, 246208, 431751),  # 20261202
 )

@@ -216,7 +216,11 @@ class TrainConfig:
     test_fraction: float = 0.25
     calib_fraction: float = 0.25
     warmup_h: float = 168.0
-    target_precision: float = 0.9
+    # 0.85 (was 0.9): chosen on the development seeds (bench_evaluate --seeds dev, pooled over
+    # six clusters: 0.9 -> precision 0.941, recall 0.453; 0.87 -> 0.873 / 0.498; 0.85 -> 0.864 /
+    # 0.502; 0.85 with a 0.2 floor -> 0.837 / 0.507), the highest recall whose pooled precision
+    # stayed above the 0.85.
+    target_precision: float = 0.85
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
     # Training rows: every positive, negatives sampled down to about this many rows and
