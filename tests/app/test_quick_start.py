@@ -61,3 +61,15 @@ def test_status_loads_only_duckdb_and_polars(tmp_path) -> None:
     assert doc["exit"] == 0, doc["out"]
     assert json.loads(doc["out"])["tables"]["events"] == 0
     assert {m.split(".")[0] for m in doc["loaded"]} == {"duckdb", "polars"}, doc["loaded"]
+
+
+def test_train_precision_default_is_the_configs() -> None:
+    """`faultlens train` states its default without importing the model code (--help stays
+    light); the number is the one the evaluation bench trains with."""
+    import inspect
+
+    from faultlens.app.cmd_models import train
+    from faultlens.models.predictor import TrainConfig
+
+    default = inspect.signature(train).parameters["target_precision"].default
+    assert default == TrainConfig().target_precision
