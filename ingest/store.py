@@ -82,6 +82,10 @@ class DatabaseBusyError(LockedError, StoreError):
     """Another process holds the database open for writing (DuckDB allows one writer)."""
 
 
+class EmptyDatabaseError(StoreError):
+    """The file opens but holds no faultlens tables."""
+
+
 class Store:
     """One connection to a faultlens database file (or ``:memory:``)."""
 
@@ -118,7 +122,9 @@ class Store:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
         except duckdb.Error as e:
             raise StoreError(f"cannot open database {self.path}: {e}") from e
-        if not read_only:
+        if read_only:
+            self._check_schema()
+        else:
             self._migrate()
             if self.path != ":memory:":
                 from faultlens.ingest import publish  # readers wait for this writer's publish
@@ -149,23 +155,47 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _migrate(self) -> None:
+    def _check_schema(self) -> None:
+        """A reader of a file with no faultlens tables gets told so, not a catalog error."""
         try:
-            self._run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
-            rows = self._fetchall("SELECT max(version) FROM schema_version")
-            current = rows[0][0] if rows and rows[0][0] is not None else 0
-            for table in TABLES.values():
-                self._run(table.ddl())
-            for version in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
-                for stmt in MIGRATIONS.get(version, []):
-                    self._run(stmt)
-            for name in VIEWS:
-                self._run(view_ddl(name))
-            if current < SCHEMA_VERSION:
-                self._run("DELETE FROM schema_version")
-                self._run("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
+            rows = self._fetchall(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+            )
         except duckdb.Error as e:
+            raise StoreError(f"cannot read the schema of {self.path}: {e}") from e
+        if not rows or rows[0][0] == 0:
+            raise EmptyDatabaseError(
+                f"{self.path} holds no faultlens tables (not a faultlens database, or the first "
+                "ingest into it was stopped before it created them): run `faultlens ingest`"
+            )
+
+    def _migrate(self) -> None:
+        # One transaction: a process killed while creating the schema leaves all of it or none.
+        try:
+            self._run("BEGIN TRANSACTION")
+            self._migrate_statements()
+            self._run("COMMIT")
+        except duckdb.Error as e:
+            try:
+                self._run("ROLLBACK")
+            except duckdb.Error:
+                pass
             raise StoreError(f"cannot create or migrate the schema in {self.path}: {e}") from e
+
+    def _migrate_statements(self) -> None:
+        self._run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
+        rows = self._fetchall("SELECT max(version) FROM schema_version")
+        current = rows[0][0] if rows and rows[0][0] is not None else 0
+        for table in TABLES.values():
+            self._run(table.ddl())
+        for version in range(max(current, 1) + 1, SCHEMA_VERSION + 1):
+            for stmt in MIGRATIONS.get(version, []):
+                self._run(stmt)
+        for name in VIEWS:
+            self._run(view_ddl(name))
+        if current < SCHEMA_VERSION:
+            self._run("DELETE FROM schema_version")
+            self._run("INSERT INTO schema_version VALUES (?)", [SCHEMA_VERSION])
 
     # -- transactions ----------------------------------------------------------------------------
     @contextmanager

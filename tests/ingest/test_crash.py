@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from faultlens.ingest.store import Store
+from faultlens.ingest.store import EmptyDatabaseError, Store
 
 NOISE = "Mar  3 10:{m:02d}:{s:02d} {host} CRON[{pid}]: (root) CMD (run-parts /etc/cron.hourly)\n"
 XID = (
@@ -51,7 +51,11 @@ def _ingest_cmd(db: Path, paths: list[Path]) -> list[str]:
 
 
 def _per_file(db: Path) -> tuple[dict[str, int], set[str]]:
-    with Store(db, read_only=True) as store:
+    try:
+        store = Store(db, read_only=True)
+    except EmptyDatabaseError:  # killed before its schema was committed: nothing of any file
+        return {}, set()
+    with store:
         events = dict(store.query("SELECT file, count(*) FROM events GROUP BY file").iter_rows())
         done = set(store.query("SELECT path FROM ingested_files")["path"].to_list())
     return events, done

@@ -11,7 +11,8 @@ import pytest
 
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
-from faultlens.ingest.store import Store
+from faultlens.ingest import store as store_module
+from faultlens.ingest.store import EmptyDatabaseError, Store
 
 
 def test_open_creates_every_declared_table_with_declared_columns(db_path: Path) -> None:
@@ -66,6 +67,35 @@ def test_unknown_column_is_rejected(store: Store) -> None:
 def test_read_only_missing_db_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no database at"):
         Store(tmp_path / "absent.duckdb", read_only=True)
+
+
+def test_reader_of_a_file_without_tables_is_told_so(tmp_path: Path) -> None:
+    path = tmp_path / "bare.duckdb"
+    duckdb.connect(str(path)).close()  # a DuckDB file, no faultlens tables
+    with pytest.raises(EmptyDatabaseError, match="holds no faultlens tables"):
+        Store(path, read_only=True)
+
+
+def test_schema_creation_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "half.duckdb"
+    broken = dict(TABLES)
+    last = list(broken)[-1]
+
+    class Broken:
+        def ddl(self) -> str:
+            return "CREATE TABLE this is not sql"
+
+    broken[last] = Broken()  # type: ignore[assignment]
+    monkeypatch.setattr(store_module, "TABLES", broken)
+    with pytest.raises(StoreError, match="cannot create or migrate the schema"):
+        Store(path)
+    con = duckdb.connect(str(path))
+    tables = con.execute("SELECT table_name FROM information_schema.tables").fetchall()
+    con.close()
+    assert tables == []  # the tables before the broken one were rolled back with it
+    monkeypatch.undo()
+    with Store(path) as store:  # and the next open creates all of it
+        assert store.count("events") == 0
 
 
 def test_read_only_store_cannot_write(db_path: Path) -> None:
