@@ -11,7 +11,9 @@ TEST_STAMP := $(VENV)/.installed-test
 
 # uv installs the wheels in parallel (about 10 s for the runtime dependencies here, against about
 # 5 minutes for pip one at a time); pip stays the fallback when uv cannot reach an index.
-UV_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python
+# --compile-bytecode: the libraries' bytecode written at install, as pip does (uv does not by
+# default), so the first `faultlens dashboard` or `demo` does not compile Streamlit and plotly.
+UV_INSTALL = $(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)

@@ -148,7 +148,7 @@ def dashboard(
     cmd = [
         sys.executable,
         "-m",
-        "streamlit",
+        "faultlens.app.dashboard.serve",  # Streamlit's command line, the first page preloaded
         "run",
         str(DASHBOARD),
         "--server.address",

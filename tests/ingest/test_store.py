@@ -9,9 +9,9 @@ import duckdb
 import polars as pl
 import pytest
 
+from faultlens.ingest import store as store_module
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import SCHEMA_VERSION, TABLES
-from faultlens.ingest import store as store_module
 from faultlens.ingest.store import EmptyDatabaseError, Store
 
 
