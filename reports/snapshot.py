@@ -209,6 +209,7 @@ class SnapshotReader:
         # the first snapshot's warming waits for this (at most ``FIRST_WARM_WAIT_S``): the first
         # page's own queries do not share two cores with every other page's
         self.warm_after = warm_after
+        self._closing = threading.Event()
         self.last_error: str | None = None
         _remove_orphans(base)
         atexit.register(self.close)
@@ -349,9 +350,13 @@ class SnapshotReader:
         return Snapshot(store, target, before, as_of, self._version, build)
 
     def _warm_first(self, snap: Snapshot) -> None:
-        if self.warm_after is not None:
-            self.warm_after.wait(timeout=FIRST_WARM_WAIT_S)
-        self._warm(snap)
+        if self.warm_after is not None:  # (or until the reader closes: then nothing to warm)
+            deadline = time.monotonic() + FIRST_WARM_WAIT_S
+            while not self.warm_after.wait(timeout=0.1) and time.monotonic() < deadline:
+                if self._closing.is_set():
+                    return
+        if not self._closing.is_set():
+            self._warm(snap)
 
     def _warm(self, snap: Snapshot) -> None:
         if self.warm is None:
@@ -377,6 +382,7 @@ class SnapshotReader:
         return True
 
     def close(self) -> None:
+        self._closing.set()  # a warm-up still waiting for the first page run does not start
         if self.warming is not None:
             self.warming.join(timeout=60)  # its queries hold the snapshot's connection
         with self._lock:

@@ -35,6 +35,13 @@ def chart(where: Any, fig: Any, key: str) -> None:
     where.plotly_chart(fig, key=key, config=CHART, theme=None)
 
 
+def vega(where: Any, chart: tuple[Any, dict[str, Any]], key: str, **kw: Any) -> Any:
+    """An ``app.dashboard.vega`` chart (``(data, spec)``) in ``where``, the chart's own look
+    (``theme=None``) across its column."""
+    data, spec = chart
+    return where.vega_lite_chart(data, spec, key=key, theme=None, width="stretch", **kw)
+
+
 @st.cache_resource(show_spinner=False)
 def favicon() -> Any:
     """The page icon, drawn here and served by the dashboard itself: nothing is fetched from
@@ -69,6 +76,15 @@ def _reader(path: str) -> SnapshotReader:
     reader = SnapshotReader(path, warm=warm, published=not copy, warm_after=_first_run(path))
     reader.refresh()  # the first snapshot, under the spinner
     return reader
+
+
+def open_reader() -> None:
+    """Open the reader (its first snapshot and the overview's default view) before anyone asks:
+    ``dashboard.serve`` calls it once the server has started, so the first visitor's page finds
+    it ready. Nothing happens without a database (the page then says what to run)."""
+    path = db_path()
+    if path.exists():
+        _reader(str(path.resolve()))
 
 
 @st.cache_resource(show_spinner=False)

@@ -142,7 +142,9 @@ def _settled(page) -> None:  # noqa: ANN001
     _wait_idle(page)
     page.wait_for_function(
         "() => [...document.querySelectorAll('.js-plotly-plot')]"
-        ".every(p => p.querySelector('.main-svg'))",
+        ".every(p => p.querySelector('.main-svg'))"
+        " && [...document.querySelectorAll('[data-testid=\"stVegaLiteChart\"]')]"
+        ".every(c => c.querySelector('svg.marks'))",
         timeout=60_000,
     )
     assert page.locator("[data-testid='stException']").count() == 0, page.content()[:2000]
@@ -206,22 +208,14 @@ def test_a_click_on_the_fleet_grid_opens_the_node(site: Site, page) -> None:  # 
     if site.name != "demo":
         pytest.skip("one fleet is enough for the click")
     _open(page, site, "overview")
-    # where plotly drew gpu002's square (its customdata), in page pixels
-    x, y = page.evaluate(
-        """node => {
-          const gd = document.querySelector('.js-plotly-plot');
-          const L = gd._fullLayout, box = gd.getBoundingClientRect();
-          for (const t of gd._fullData) {
-            const i = (t.customdata || []).indexOf(node);
-            if (i >= 0) return [box.left + L._size.l + L.xaxis.d2p(t.x[i]),
-                                box.top + L._size.t + L.yaxis.d2p(t.y[i])];
-          }
-          return null;
-        }""",
-        smalldb.RISKY_NODE,
+    # gpu002's square: Vega-Lite draws each node a mark, described by its fields
+    square = page.locator(
+        ".st-key-fleet_grid path[aria-roledescription='square']"
+        f"[aria-label*='node: {smalldb.RISKY_NODE};']"
     )
-    page.mouse.move(x, y)
-    page.mouse.click(x, y)
+    assert square.count() == 1
+    square.hover()
+    square.click()
     page.get_by_role("heading", name="Node").first.wait_for(timeout=60_000)
     page.wait_for_url("**/node?*", timeout=60_000)
     _settled(page)
@@ -252,6 +246,22 @@ CHART_GEOMETRY = """
 })
 """
 
+# Vega-Lite charts (the overview's): every label, legend entry and title within the chart's frame
+VEGA_GEOMETRY = """
+() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(c => {
+  const svg = c.querySelector('svg.marks'), box = svg.getBoundingClientRect();
+  const inside = r => r.width === 0 || (r.left >= box.left - 1 && r.right <= box.right + 1
+                                        && r.top >= box.top - 1 && r.bottom <= box.bottom + 1);
+  const texts = [...svg.querySelectorAll('text')];
+  const title = svg.querySelector('.role-title-text');
+  return {title: title ? title.textContent : '',
+          legend_inside: [...svg.querySelectorAll('.role-legend text')]
+                           .every(t => inside(t.getBoundingClientRect())),
+          ticks_inside: texts.every(t => inside(t.getBoundingClientRect())),
+          legend_over_ticks: false};
+})
+"""
+
 
 def test_every_page_matches_its_reviewed_screenshot(
     site: Site,
@@ -261,7 +271,7 @@ def test_every_page_matches_its_reviewed_screenshot(
     failures = []
     for path in PAGES:
         _open(page, site, path)
-        for chart in page.evaluate(CHART_GEOMETRY):
+        for chart in page.evaluate(CHART_GEOMETRY) + page.evaluate(VEGA_GEOMETRY):
             problems = [k for k in ("legend_inside", "ticks_inside") if not chart[k]]
             problems += ["legend_over_ticks"] if chart["legend_over_ticks"] else []
             if problems:

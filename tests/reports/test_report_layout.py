@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from faultlens.ingest.catalog import load_catalog
-from faultlens.reports import build_report, figures
+from faultlens.reports import build_report, chart_style, figures
 from faultlens.reports.render import find_chromium
 from tests.reports import smalldb
 
@@ -59,7 +59,7 @@ def test_xid_labels_keep_the_distinguishing_words_within_the_margin() -> None:
     for xid, name in names.items():
         label = figures.xid_label(xid, name)
         assert label.startswith(f"Xid {xid}")
-        assert len(label) <= figures.XID_LABEL_CHARS
+        assert len(label) <= chart_style.XID_LABEL_CHARS
         assert "ROBUST_CHANNEL_" not in label
     assert figures.xid_label(79, names[79]).startswith("Xid 79 GPU_HAS_FALLEN")
 

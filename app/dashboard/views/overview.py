@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import panels, ui, urls
+from faultlens.app.dashboard import panels, ui, urls, vega
 from faultlens.app.dashboard.views import on_trace_soon, query
-from faultlens.reports import figures, q_fleet, q_state, reliability, sections
+from faultlens.reports import q_fleet, q_state, reliability, sections
 from faultlens.reports.filters import Filters
 
 INCIDENTS = 15
@@ -36,14 +36,15 @@ def fleet_now(f: Filters, all_nodes: list[str]) -> None:
         + " · hover a square for its GPUs, click it to open the node"
     )
     left, right = st.columns([1, 1])
-    left.plotly_chart(
-        figures.fig_fleet_grid(state),
+    data, spec = vega.fleet_grid(state)
+    left.vega_lite_chart(
+        data,
+        spec,
         key="fleet_grid",
         width="content",
-        config=ui.CHART,
         theme=None,
-        on_select=_picked_node,
-        selection_mode="points",
+        on_select=_picked_node if data is not None else "ignore",
+        selection_mode=vega.PICK if data is not None else None,
     )
     node = st.session_state.pop("goto_node", None)
     if node:
@@ -59,10 +60,10 @@ def fleet_now(f: Filters, all_nodes: list[str]) -> None:
 
 def _picked_node() -> None:
     """A click on a square: open that node's page (on the next run, outside the callback)."""
-    points = (st.session_state.get("fleet_grid") or {}).get("selection", {}).get("points", [])
-    node = points[0].get("customdata") if points else None
+    picked = (st.session_state.get("fleet_grid") or {}).get("selection", {}).get(vega.PICK) or []
+    node = picked[0].get("node") if picked else None
     if node:
-        st.session_state["goto_node"] = node[0] if isinstance(node, list) else node
+        st.session_state["goto_node"] = node
 
 
 def numbers(f: Filters, all_nodes: list[str]) -> None:
@@ -95,14 +96,14 @@ def numbers(f: Filters, all_nodes: list[str]) -> None:
         help=f"latest prediction run, score >= {q_state.WATCH_THRESHOLD}",
     )
     left, right = st.columns(2)
-    ui.chart(
+    ui.vega(
         left,
-        figures.fig_failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
+        vega.failure_trend(q_fleet.failure_trend(rate.failures, f, rate.fleet.nodes)),
         key="trend",
     )
-    ui.chart(right, figures.fig_mtbf(q_fleet.mtbf_by_component(episodes, node_days)), key="mtbf")
+    ui.vega(right, vega.mtbf(q_fleet.mtbf_by_component(episodes, node_days)), key="mtbf")
     left, right = st.columns(2)
-    ui.chart(left, figures.fig_top_xids(query(q_fleet.top_xids, f)), key="xids")
+    ui.vega(left, vega.top_xids(query(q_fleet.top_xids, f)), key="xids")
     at_risk_table(right, f, at_risk)
 
 

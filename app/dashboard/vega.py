@@ -1,0 +1,228 @@
+"""The overview's charts as Vega-Lite specs (``st.vega_lite_chart``), not plotly figures.
+
+The overview is the page every visit starts on, and plotly.js was the largest part of its cold
+first load in the browser (1.4 s of script time of 2.5 s, the fleet grid and three bar charts;
+`bench/bench_first_load.py`). Vega-Lite draws the same charts for a fraction of that, and plotly
+is then not imported to draw the first page at all. The look follows ``reports.figures`` (which
+the report and every other page keep): the same colours, titles, sizes and labels
+(``reports.chart_style``). Each function returns ``(data, spec)``; an empty frame gives a chart
+that says there is nothing to show.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from faultlens.reports.chart_style import (
+    GRID_LABEL_PX,
+    GRID_PX,
+    PALETTE,
+    STATE_COLOR,
+    _group_ticks,
+    grid_columns,
+    grid_positions,
+    xid_label,
+)
+
+HEIGHT = 340
+PICK = "pick"  # the fleet grid's click selection (its node), read by the overview
+# SVG, not canvas, at any size: marks stay elements (their hover, a test's click) and the
+# grid's 2,048 squares draw as fast
+_SVG = {"embedOptions": {"renderer": "svg", "actions": False}}
+_CONFIG = {
+    "view": {"stroke": None},
+    "axis": {"labelFontSize": 12, "titleFontSize": 12, "gridColor": "#eee"},
+    "title": {"fontSize": 16, "anchor": "start", "fontWeight": "normal"},
+}
+
+Chart = tuple[pl.DataFrame | None, dict[str, Any]]
+
+
+def _spec(title: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "title": title,
+        "height": HEIGHT - 110,
+        "width": "container",
+        "padding": 5,
+        "config": _CONFIG,
+        "usermeta": _SVG,
+        **kw,
+    }
+
+
+def empty(title: str, what: str = "no data in this range") -> Chart:
+    return None, _spec(
+        title,
+        data={"values": [{"text": what}]},
+        mark={"type": "text", "fontSize": 14, "color": "#777"},
+        encoding={"text": {"field": "text"}},
+    )
+
+
+def failure_trend(frame: pl.DataFrame) -> Chart:
+    """Failures per 1000 node-days per period, the failure count in the hover."""
+    title = "Failures per 1000 node-days"
+    if frame.height == 0:
+        return empty(title)
+    return frame.select("period", "per_1000_node_days", "failures"), _spec(
+        title,
+        mark={"type": "bar", "color": PALETTE[0]},
+        encoding={
+            "x": {
+                "field": "period",
+                "type": "temporal",
+                "title": None,
+                "axis": {"labelFlush": True, "labelOverlap": True},
+            },
+            "y": {
+                "field": "per_1000_node_days",
+                "type": "quantitative",
+                "title": "per 1000 node-days",
+                "axis": {"format": "~g"},
+            },
+            "tooltip": [
+                {"field": "period", "type": "temporal", "title": "period"},
+                {"field": "per_1000_node_days", "type": "quantitative", "format": ".2f"},
+                {"field": "failures", "type": "quantitative"},
+            ],
+        },
+    )
+
+
+def mtbf(frame: pl.DataFrame) -> Chart:
+    title = "MTBF per node by component (hours)"
+    if frame.height == 0:
+        return empty(title, "no failures in this range")
+    return frame.select("component", "mtbf_node_h", "failures"), _spec(
+        title,
+        mark={"type": "bar", "color": PALETTE[3]},
+        encoding={
+            "x": {"field": "component", "type": "nominal", "sort": None, "title": None},
+            "y": {"field": "mtbf_node_h", "type": "quantitative", "title": "hours"},
+            "tooltip": [
+                {"field": "component", "type": "nominal"},
+                {"field": "mtbf_node_h", "type": "quantitative", "format": ",.0f", "title": "h"},
+                {"field": "failures", "type": "quantitative"},
+            ],
+        },
+    )
+
+
+def top_xids(frame: pl.DataFrame) -> Chart:
+    title = "Top Xids"
+    if frame.height == 0:
+        return empty(title, "no Xid events in this range")
+    labels = [xid_label(x, n) for x, n in zip(frame["xid"], frame["name"], strict=True)]
+    data = frame.select("events").with_columns(pl.Series("xid", labels))
+    return data, _spec(
+        title,
+        mark={"type": "bar", "color": PALETTE[2]},
+        encoding={
+            # the catalog's order (most events first), labels whole (chart_style cuts them)
+            "y": {
+                "field": "xid",
+                "type": "nominal",
+                "sort": None,
+                "title": None,
+                "axis": {"labelLimit": 0},
+            },
+            "x": {
+                "field": "events",
+                "type": "quantitative",
+                "title": "events",
+                "axis": {"tickMinStep": 1, "format": "~s"},
+            },
+            "tooltip": [{"field": "xid"}, {"field": "events", "type": "quantitative"}],
+        },
+    )
+
+
+def fleet_grid(frame: pl.DataFrame) -> Chart:
+    """Every node a square coloured by state, grouped by partition or rack (the group's name
+    left of its first row); hover: the node, its group, state, reason and GPUs' issues; a click
+    selects the node (``PICK``). The legend counts the states present."""
+    title = "Fleet state"
+    if frame.height == 0:
+        return empty(title, "no nodes in the database")
+    columns = grid_columns(frame.height)
+    pitch = GRID_PX / columns
+    cells = grid_positions(frame, columns)
+    n_rows = max(int(cells["row"].max() or 0) + 1, 2)
+    counts = dict(cells.group_by("state").len().iter_rows())
+    present = [s for s in STATE_COLOR if counts.get(s)]
+    legend = {s: f"{s} ({counts[s]:,})" for s in present}
+    data = cells.select(
+        "node",
+        "group",
+        "state",
+        "col",
+        "row",
+        pl.col("state").replace_strict(legend, default=None).alias("legend"),
+        pl.col("reason").fill_null(""),
+        pl.col("gpus").fill_null("").str.replace_all("<br>", "; ", literal=True),
+    )
+    vals, text = _group_ticks(cells, pitch)
+    labels = " : ".join(f"datum.value === {v} ? {_js(t)}" for v, t in zip(vals, text, strict=True))
+    size = max(pitch - 3, 4)
+    return data, {
+        "width": GRID_PX,
+        "height": int(pitch * n_rows),
+        "padding": {"left": 5, "top": 5, "right": 5, "bottom": 5},
+        "autosize": {"type": "pad"},  # width / height are the grid's; labels and legend outside
+        "config": {**_CONFIG, "axis": {**_CONFIG["axis"], "grid": False}},
+        "usermeta": _SVG,
+        "params": [{"name": PICK, "select": {"type": "point", "fields": ["node"], "on": "click"}}],
+        "mark": {"type": "square", "size": size * size, "opacity": 1, "cursor": "pointer"},
+        "encoding": {
+            "x": {
+                "field": "col",
+                "type": "quantitative",
+                "scale": {"domain": [-0.5, columns - 0.5], "nice": False, "zero": False},
+                "axis": None,
+            },
+            "y": {
+                "field": "row",
+                "type": "quantitative",
+                "scale": {
+                    "domain": [-0.5, n_rows - 0.5],
+                    "reverse": True,
+                    "nice": False,
+                    "zero": False,
+                },
+                "axis": {
+                    "title": None,
+                    "values": vals,
+                    "labelExpr": f"{labels} : ''" if vals else "''",
+                    "ticks": False,
+                    "domain": False,
+                    "labelLimit": GRID_LABEL_PX - 10,
+                    "labelFontSize": 11,
+                    "minExtent": GRID_LABEL_PX,
+                    "maxExtent": GRID_LABEL_PX,
+                },
+            },
+            "color": {
+                "field": "legend",
+                "type": "nominal",
+                "scale": {
+                    "domain": [legend[s] for s in present],
+                    "range": [STATE_COLOR[s] for s in present],
+                },
+                "legend": {"orient": "bottom", "title": None, "columns": 3, "labelFontSize": 11},
+            },
+            "tooltip": [
+                {"field": "node"},
+                {"field": "group"},
+                {"field": "state"},
+                {"field": "reason", "title": "why"},
+                {"field": "gpus", "title": "GPUs"},
+            ],
+        },
+    }
+
+
+def _js(text: str) -> str:
+    """``text`` as a Vega expression string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,92 @@
+"""The overview's Vega-Lite charts: what each spec says, before a browser draws it (the browser
+tests in ``test_dashboard_screens`` draw them, click the grid and check every label's frame)."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from faultlens.app.dashboard import vega
+from faultlens.reports.chart_style import STATE_COLOR
+
+
+def _fleet() -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "group": ["b", "a", "a", "a", "o'neil"],
+            "node": ["b1", "a1", "a2", "a3", "c1"],
+            "state": ["healthy", "healthy", "healthy", "down", "degraded"],
+            "reason": ["", "", "", "Xid 79", None],
+            "gpus": ["", "", "", "gpu 3: Xid 79 ×1<br>gpu 5: Xid 48 ×2", None],
+            "score": [None] * 5,
+        }
+    )
+
+
+def test_fleet_grid_has_one_square_per_node_coloured_by_its_state() -> None:
+    data, spec = vega.fleet_grid(_fleet())
+    assert data is not None
+    assert sorted(data["node"]) == ["a1", "a2", "a3", "b1", "c1"]
+    state = dict(zip(data["node"], data["state"], strict=True))
+    assert state["a3"] == "down" and state["c1"] == "degraded" and state["b1"] == "healthy"
+    # the legend counts the states present, each in its state's colour (absent ones left out)
+    scale = spec["encoding"]["color"]["scale"]
+    assert scale["domain"] == ["down (1)", "degraded (1)", "healthy (3)"]
+    assert scale["range"] == [STATE_COLOR["down"], STATE_COLOR["degraded"], STATE_COLOR["healthy"]]
+    legend = dict(zip(data["node"], data["legend"], strict=True))
+    assert legend["a3"] == "down (1)" and legend["a1"] == "healthy (3)"
+
+
+def test_fleet_grid_hover_shows_the_gpus_and_a_click_selects_the_node() -> None:
+    data, spec = vega.fleet_grid(_fleet())
+    row = data.filter(pl.col("node") == "a3").row(0, named=True)
+    assert row["gpus"] == "gpu 3: Xid 79 ×1; gpu 5: Xid 48 ×2"  # one line, no markup
+    assert row["reason"] == "Xid 79"
+    assert data.filter(pl.col("node") == "c1")["reason"].to_list() == [""]  # null shown empty
+    tooltip = [t["field"] for t in spec["encoding"]["tooltip"]]
+    assert tooltip == ["node", "group", "state", "reason", "gpus"]
+    (param,) = spec["params"]
+    assert param["name"] == vega.PICK
+    assert param["select"] == {"type": "point", "fields": ["node"], "on": "click"}
+
+
+def test_fleet_grid_names_each_group_at_its_first_row() -> None:
+    data, spec = vega.fleet_grid(_fleet())
+    axis = spec["encoding"]["y"]["axis"]
+    firsts = data.group_by("group").agg(pl.col("row").min())
+    assert sorted(axis["values"]) == sorted(firsts["row"])
+    for group, row in firsts.iter_rows():
+        quoted = "'" + group.replace("'", "\\'") + "'"
+        assert f"datum.value === {row} ? {quoted}" in axis["labelExpr"]
+    # the group with a down node comes first (rows 0-...), the healthy one last
+    first_row = dict(firsts.iter_rows())
+    assert first_row["a"] == 0 and first_row["b"] == max(first_row.values())
+
+
+def test_every_overview_chart_says_so_when_empty() -> None:
+    empty = pl.DataFrame()
+    for fn, what in (
+        (vega.fleet_grid, "no nodes in the database"),
+        (vega.mtbf, "no failures in this range"),
+        (vega.top_xids, "no Xid events in this range"),
+        (vega.failure_trend, "no data in this range"),
+    ):
+        data, spec = fn(empty)
+        assert data is None
+        assert spec["data"]["values"] == [{"text": what}]
+        assert spec["mark"]["type"] == "text"
+
+
+def test_top_xids_keep_the_queries_order_and_catalog_labels() -> None:
+    frame = pl.DataFrame(
+        {
+            "xid": [79, 13],
+            "name": ["GPU_HAS_FALLEN_OFF_THE_BUS (GPU has fallen off the bus)", None],
+            "events": [9, 4],
+            "nodes": [2, 1],
+        }
+    )
+    data, spec = vega.top_xids(frame)
+    assert data["xid"].to_list()[1] == "Xid 13"
+    assert data["xid"].to_list()[0].startswith("Xid 79 GPU_HAS_FALLEN")
+    assert data["events"].to_list() == [9, 4]
+    assert spec["encoding"]["y"]["sort"] is None  # most events first, as the query orders them
