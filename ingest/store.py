@@ -159,7 +159,7 @@ class Store:
         """A reader of a file with no faultlens tables gets told so, not a catalog error."""
         try:
             rows = self._fetchall(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'events'"
             )
         except duckdb.Error as e:
             raise StoreError(f"cannot read the schema of {self.path}: {e}") from e

@@ -45,7 +45,7 @@ def _spec(title: str, **kw: Any) -> dict[str, Any]:
         "title": title,
         "height": HEIGHT - 110,
         "width": "container",
-        "padding": 5,
+        "padding": {"left": 5, "top": 5, "right": 5, "bottom": 5},
         "config": _CONFIG,
         "usermeta": _SVG,
         **kw,
