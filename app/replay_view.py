@@ -67,9 +67,34 @@ def stage_replay(
     trace = result.trace
     console.print(replay_table(result.ranked, trace))
     value = result.predictor_value_gpu_h
-    console.print(
-        f"failure predictor: {int(trace.predicted.sum())} of {trace.n_events} interruptions "
-        f"predicted, {len(trace.false_alarm_h)} false alarms -> worth {value:,.1f} GPU-hours "
-        f"(${value * result.usd_per_gpu_h:,.0f}) against plain checkpointing"
-    )
+    unpriced = _no_alert_before(store, trace)
+    if unpriced:
+        console.print(unpriced)
+    else:
+        console.print(
+            f"failure predictor: {int(trace.predicted.sum())} of {trace.n_events} interruptions "
+            f"predicted, {len(trace.false_alarm_h)} false alarms -> worth {value:,.1f} GPU-hours "
+            f"(${value * result.usd_per_gpu_h:,.0f}) against plain checkpointing"
+        )
     return result.to_json()
+
+
+def _no_alert_before(store: Store, trace: Trace) -> str | None:
+    """Why the predictor cannot be priced on this trace, when no prediction run came before its
+    last interruption (a predictive-drain row equal to checkpointing would otherwise read as "the
+    predictor is worth nothing"); None when it can."""
+    if trace.n_events == 0 or trace.predicted.any() or trace.start is None:
+        return None
+    first = store.scalar(
+        "SELECT min(made_at) FROM predictions WHERE target = 'failure' AND made_at IS NOT NULL"
+    )
+    last_h = float(trace.t_h.max())
+    if first is not None and (first - trace.start).total_seconds() / 3600.0 < last_h:
+        return None  # predictions were made in time, and predicted none: a real zero
+    since = f"the first at {first:%Y-%m-%d %H:%M}" if first is not None else "none recorded"
+    return (
+        f"failure predictor: not priced -- no prediction run before any of the {trace.n_events} "
+        f"interruptions ({since}); predictive drain is replayed with no alerts, so its row equals "
+        "checkpointing. `faultlens run` records a prediction run each time it is scheduled "
+        "(README: Operating it); a replay of the weeks after that prices it"
+    )
