@@ -14,14 +14,8 @@ import plotly.io as pio
 import polars as pl
 
 from faultlens.reports.chart_style import (  # shared with the overview's Vega-Lite charts
-    GRID_LABEL_PX,
-    GRID_PX,
     PALETTE,
-    STATE_COLOR,
     _cut,
-    _group_ticks,
-    grid_columns,
-    grid_positions,
     xid_label,
 )
 
@@ -478,59 +472,3 @@ def fig_quarantine_reasons(frame: pl.DataFrame) -> go.Figure:
         )
     )
     return _layout(fig, title, left=290, xaxis_title="lines")
-
-
-# -- fleet state -----------------------------------------------------------------------------------
-def fig_fleet_grid(frame: pl.DataFrame) -> go.Figure:
-    """Every node a square, coloured by state, grouped by partition or rack; hover: the node,
-    its group, its state's reason and its GPUs' issues. ``customdata`` holds the node (a click
-    opens it). The legend counts the states present; the page caption counts all five."""
-    title = "Fleet state"
-    if frame.height == 0:
-        return _empty(title, "no nodes in the database")
-    columns = grid_columns(frame.height)
-    pitch = GRID_PX / columns
-    cells = grid_positions(frame, columns)
-    fig = go.Figure()
-    for state, color in STATE_COLOR.items():
-        part = cells.filter(pl.col("state") == state)
-        fig.add_scatter(
-            x=part["col"].to_numpy(),
-            y=part["row"].to_numpy(),
-            mode="markers",
-            name=f"{state} ({part.height:,})",
-            marker={"symbol": "square", "size": max(pitch - 3, 4), "color": color},
-            customdata=part["node"].to_list(),
-            text=[
-                f"<b>{n}</b> ({g}) · {s}<br>{r}<br>{h}"
-                for n, g, s, r, h in zip(
-                    part["node"],
-                    part["group"],
-                    part["state"],
-                    part["reason"],
-                    part["gpus"],
-                    strict=True,
-                )
-            ],
-            hovertemplate="%{text}<extra></extra>",
-        )
-    n_rows = max(int(cells["row"].max() or 0) + 1, 2)
-    vals, text = _group_ticks(cells, pitch)
-    fig.update_layout(
-        height=int(pitch * n_rows) + 75,
-        width=GRID_LABEL_PX + GRID_PX + 20,
-        margin={"l": GRID_LABEL_PX, "r": 20, "t": 10, "b": 65, "autoexpand": False},
-        legend={"orientation": "h", "y": 0, "yanchor": "top", "x": 0, "font": {"size": 11}},
-        dragmode=False,
-        showlegend=True,
-    )
-    fig.update_xaxes(visible=False, range=[-0.5, columns - 0.5], fixedrange=True)
-    fig.update_yaxes(
-        range=[n_rows - 0.5, -0.5],
-        tickvals=vals,
-        ticktext=text,
-        showgrid=False,
-        zeroline=False,
-        fixedrange=True,
-    )
-    return fig

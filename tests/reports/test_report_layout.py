@@ -99,12 +99,8 @@ def test_fleet_grid_puts_groups_needing_a_look_first_each_on_its_own_rows() -> N
             "score": [None] * 5,
         }
     )
-    cells = figures.grid_positions(frame, columns)
+    cells = chart_style.grid_positions(frame, columns)
     where = {n: (r, c) for n, r, c in zip(cells["node"], cells["row"], cells["col"], strict=True)}
     # a (has a down node): rows 0-1; c (degraded): row 2; b (healthy): row 3
     assert where == {"a1": (0, 0), "a2": (0, 1), "a3": (1, 0), "c1": (2, 0), "b1": (3, 0)}
-    fig = figures.fig_fleet_grid(frame)
-    legend = [t.name for t in fig.data]
-    assert legend == ["down (1)", "drained (0)", "at risk (0)", "degraded (1)", "healthy (3)"]
-    hover = next(t for t in fig.data if t.name == "down (1)")
-    assert list(hover.customdata) == ["a3"] and "<b>a3</b> (a) · down" in hover.text[0]
+    # (its squares, legend and hover: tests/app/test_dashboard_vega.py)
