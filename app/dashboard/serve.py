@@ -54,6 +54,7 @@ class _NotThisThread(logging.Filter):
 
 PRELOAD_THREAD = "faultlens-preload"
 READY = "modules imported, database reader open"
+NO_DATABASE = "modules imported; no database yet"
 CONTEXT_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
 
@@ -70,9 +71,9 @@ def preload(modules: tuple[str, ...] = FIRST_PAGE) -> None:
             importlib.import_module(name)
         from faultlens.app.dashboard import ui
 
-        ui.open_reader()
+        what = READY if ui.open_reader() else NO_DATABASE
         print(  # the operator's sign that a first visit will not wait for it
-            f"faultlens dashboard: first page ready in {time.perf_counter() - t0:.1f} s ({READY})",
+            f"faultlens dashboard: first page ready in {time.perf_counter() - t0:.1f} s ({what})",
             file=sys.stderr,
             flush=True,
         )

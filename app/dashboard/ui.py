@@ -78,13 +78,15 @@ def _reader(path: str) -> SnapshotReader:
     return reader
 
 
-def open_reader() -> None:
-    """Open the reader (its first snapshot and the overview's default view) before anyone asks:
-    ``dashboard.serve`` calls it once the server has started, so the first visitor's page finds
-    it ready. Nothing happens without a database (the page then says what to run)."""
+def open_reader() -> bool:
+    """Open the reader (its first snapshot) before anyone asks: ``dashboard.serve`` calls it
+    once the server has started, so the first visitor's page finds it open. False without a
+    database (the page then says what to run)."""
     path = db_path()
-    if path.exists():
-        _reader(str(path.resolve()))
+    if not path.exists():
+        return False
+    _reader(str(path.resolve()))
+    return True
 
 
 @st.cache_resource(show_spinner=False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from faultlens.app.dashboard import server
-from faultlens.app.dashboard.serve import PRELOAD_ENV, READY
+from faultlens.app.dashboard.serve import NO_DATABASE, PRELOAD_ENV, READY
 from tests.reports import smalldb
 
 pytestmark = pytest.mark.integration
@@ -44,3 +44,11 @@ def test_preloading_can_be_turned_off(tmp_path: Path) -> None:
     with log.open("w") as out, server.running(db, output=out, env={PRELOAD_ENV: "0"}) as (url, _):
         time.sleep(3)  # as long as the preload takes on this database: it must not come
         assert READY not in log.read_text(errors="replace")
+
+
+def test_without_a_database_it_says_there_is_none(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with log.open("w") as out, server.running(tmp_path / "absent.duckdb", output=out):
+        text = _wait_for(log, NO_DATABASE)
+        assert NO_DATABASE in text and READY not in text, text
+    assert not (tmp_path / "absent.duckdb").exists()  # a reader never creates the database
