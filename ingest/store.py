@@ -172,14 +172,9 @@ class Store:
     def _migrate(self) -> None:
         # One transaction: a process killed while creating the schema leaves all of it or none.
         try:
-            self._run("BEGIN TRANSACTION")
-            self._migrate_statements()
-            self._run("COMMIT")
+            with self.transaction():
+                self._migrate_statements()
         except duckdb.Error as e:
-            try:
-                self._run("ROLLBACK")
-            except duckdb.Error:
-                pass
             raise StoreError(f"cannot create or migrate the schema in {self.path}: {e}") from e
 
     def _migrate_statements(self) -> None:

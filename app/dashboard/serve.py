@@ -59,10 +59,9 @@ CONTEXT_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
 
 def preload(modules: tuple[str, ...] = FIRST_PAGE) -> None:
-    """Once the server has started: import ``modules``, open the database's reader (its first
-    snapshot, the overview's default view computed), then build and serialize a plotly figure
-    (the other pages' charts; plotly loads its validators on first use). A failure is left to
-    the page, which shows it."""
+    """Once the server has started: import ``modules`` and open the database's reader (its
+    first snapshot), then build and serialize a plotly figure (the other pages' charts; plotly
+    loads its validators on first use). A failure is left to the page, which shows it."""
     logging.getLogger(CONTEXT_LOGGER).addFilter(_NotThisThread())
     try:
         _server_started()

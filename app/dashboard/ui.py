@@ -28,7 +28,8 @@ CHART = {"displayModeBar": False, "displaylogo": False}
 
 
 def chart(where: Any, fig: Any, key: str) -> None:
-    """A ``reports.figures`` chart in ``where`` (``st``, a column, ...), the one way pages draw.
+    """A ``reports.figures`` chart in ``where`` (``st``, a column, ...), the way pages draw
+    plotly (the overview draws Vega-Lite: ``vega`` below).
 
     ``theme=None``: the figure's own template (the report's look) instead of Streamlit's theme,
     which the browser would otherwise merge into every figure on every redraw."""

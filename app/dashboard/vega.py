@@ -37,6 +37,8 @@ _CONFIG = {
     "title": {"fontSize": 16, "anchor": "start", "fontWeight": "normal"},
 }
 
+_PADDING = {"left": 5, "top": 5, "right": 5, "bottom": 5}  # an object: Streamlit sets its bottom
+
 Chart = tuple[pl.DataFrame | None, dict[str, Any]]
 
 
@@ -45,7 +47,7 @@ def _spec(title: str, **kw: Any) -> dict[str, Any]:
         "title": title,
         "height": HEIGHT - 110,
         "width": "container",
-        "padding": {"left": 5, "top": 5, "right": 5, "bottom": 5},
+        "padding": _PADDING,
         "config": _CONFIG,
         "usermeta": _SVG,
         **kw,
@@ -174,7 +176,7 @@ def fleet_grid(frame: pl.DataFrame) -> Chart:
     return data, {
         "width": GRID_PX,
         "height": int(pitch * n_rows),
-        "padding": {"left": 5, "top": 5, "right": 5, "bottom": 5},
+        "padding": _PADDING,
         "autosize": {"type": "pad"},  # width / height are the grid's; labels and legend outside
         "config": {**_CONFIG, "axis": {**_CONFIG["axis"], "grid": False}},
         "usermeta": _SVG,

@@ -37,14 +37,15 @@ def fleet_now(f: Filters, all_nodes: list[str]) -> None:
     )
     left, right = st.columns([1, 1])
     data, spec = vega.fleet_grid(state)
+    squares = data is not None  # an empty fleet is a text chart, nothing to click
     left.vega_lite_chart(
         data,
         spec,
         key="fleet_grid",
         width="content",
         theme=None,
-        on_select=_picked_node if data is not None else "ignore",
-        selection_mode=vega.PICK if data is not None else None,
+        on_select=_picked_node if squares else "ignore",
+        selection_mode=vega.PICK if squares else None,
     )
     node = st.session_state.pop("goto_node", None)
     if node:
