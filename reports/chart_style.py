@@ -5,6 +5,8 @@ grid's layout and the Xid labels. Imports no charting library.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import polars as pl
 
 PALETTE = (
@@ -20,6 +22,30 @@ PALETTE = (
     "#bab0ac",
 )
 XID_LABEL_CHARS = 26
+SEVERITY_COLOR = {
+    "info": "#9ecae1",
+    "warning": "#eeca3b",
+    "error": "#f58518",
+    "critical": "#e45756",
+}
+# telemetry: a few samples per GPU are drawn as points too (a line needs two, one sample alone
+# would leave an empty chart); a span shorter than this gets this much either side (no
+# sub-millisecond axis)
+FEW_SAMPLES = 30
+MIN_TIME_SPAN = timedelta(hours=1)
+GAP_FACTOR = 3.0  # a step this many times the typical one is a hole: the line stops there
+
+
+def gap_segments(frame: pl.DataFrame, factor: float = GAP_FACTOR) -> pl.Series:
+    """For telemetry rows sorted by GPU then time: a segment number per row that changes after
+    each step longer than ``factor`` times the GPU's median step (and with the GPU), so a line
+    drawn per segment stops where the telemetry stops instead of ramping across the hole."""
+    step = pl.col("ts").diff().over("gpu")
+    typical = step.median().over("gpu")
+    new = (pl.col("gpu") != pl.col("gpu").shift()).fill_null(True) | (
+        step > typical * factor
+    ).fill_null(False)
+    return frame.select(new.cum_sum().cast(pl.Int32).alias("segment")).to_series()
 
 
 def xid_label(xid: int, name: str | None) -> str:

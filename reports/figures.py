@@ -6,26 +6,22 @@ frame gives a figure that says there is nothing to show, never an exception.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
 import polars as pl
 
-from faultlens.reports.chart_style import (  # shared with the overview's Vega-Lite charts
+from faultlens.reports.chart_style import (  # shared with the dashboard's Vega-Lite charts
+    FEW_SAMPLES,
+    MIN_TIME_SPAN,
     PALETTE,
+    SEVERITY_COLOR,
     _cut,
     xid_label,
 )
 
 HEIGHT = 340
-SEVERITY_COLOR = {
-    "info": "#9ecae1",
-    "warning": "#eeca3b",
-    "error": "#f58518",
-    "critical": "#e45756",
-}
 
 
 def _lean_template() -> go.layout.Template:
@@ -245,10 +241,6 @@ def fig_telemetry(frame: pl.DataFrame, metric: str = "") -> go.Figure:
     if lo is not None and hi is not None and (hi - lo) < MIN_TIME_SPAN:  # no sub-ms axis
         fig.update_xaxes(range=[lo - MIN_TIME_SPAN, hi + MIN_TIME_SPAN])
     return _layout(fig, title, yaxis_title=metric.removeprefix("DCGM_FI_DEV_").lower() or None)
-
-
-FEW_SAMPLES = 30
-MIN_TIME_SPAN = timedelta(hours=1)
 
 
 def _break_gaps(part: pl.DataFrame, factor: float = 3.0) -> pl.DataFrame:

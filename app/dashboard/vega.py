@@ -1,9 +1,12 @@
-"""The overview's charts as Vega-Lite specs (``st.vega_lite_chart``), not plotly figures.
+"""The overview's and the node page's charts as Vega-Lite specs (``st.vega_lite_chart``), not
+plotly figures.
 
 The overview is the page every visit starts on, and plotly.js was the largest part of its cold
 first load in the browser (1.4 s of script time of 2.5 s, the fleet grid and three bar charts;
 `bench/bench_first_load.py`). Vega-Lite draws the same charts for a fraction of that, and plotly
-is then not imported to draw the first page at all. The look follows ``reports.figures`` (which
+is then not imported to draw the first page at all. The node page, the one a click on the grid or
+an incident opens, redraws its two charts on every node or filter change: plotly's drawing was
+most of that (`bench/bench_dashboard.py --cpu-profile`). The look follows ``reports.figures`` (which
 the report and every other page keep): the same colours, titles, sizes and labels
 (``reports.chart_style``). Each function returns ``(data, spec)``; an empty frame gives a chart
 that says there is nothing to show.
@@ -11,16 +14,21 @@ that says there is nothing to show.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 
 from faultlens.reports.chart_style import (
+    FEW_SAMPLES,
     GRID_LABEL_PX,
     GRID_PX,
+    MIN_TIME_SPAN,
     PALETTE,
+    SEVERITY_COLOR,
     STATE_COLOR,
     _group_ticks,
+    gap_segments,
     grid_columns,
     grid_positions,
     xid_label,
@@ -40,6 +48,10 @@ _CONFIG = {
 _PADDING = {"left": 5, "top": 5, "right": 5, "bottom": 5}  # an object: Streamlit sets its bottom
 
 Chart = tuple[pl.DataFrame | None, dict[str, Any]]
+# The stamps are naive UTC (every page says "UTC"); the browser reads a naive time as its own
+# local time, so axes, hovers and domains stay in local time: they then show the UTC wall clock
+# whatever the browser's time zone (a "utc" scale would shift them by its offset).
+_TIME = {"type": "temporal"}
 
 
 def _spec(title: str, **kw: Any) -> dict[str, Any]:
@@ -85,7 +97,7 @@ def failure_trend(frame: pl.DataFrame) -> Chart:
                 "axis": {"format": "~g"},
             },
             "tooltip": [
-                {"field": "period", "type": "temporal", "title": "period"},
+                {**_TIME, "field": "period", "title": "period"},
                 {"field": "per_1000_node_days", "type": "quantitative", "format": ".2f"},
                 {"field": "failures", "type": "quantitative"},
             ],
@@ -139,6 +151,109 @@ def top_xids(frame: pl.DataFrame) -> Chart:
             "tooltip": [{"field": "xid"}, {"field": "events", "type": "quantitative"}],
         },
     )
+
+
+NODE_EVENT_SEVERITIES = ("warning", "error", "critical")
+
+
+def node_events(
+    frame: pl.DataFrame, since: datetime | None = None, until: datetime | None = None
+) -> Chart:
+    """Warning-or-worse events of one node (``q_detail.node_event_points``): time on x over the
+    range (``since`` .. ``until``), kind on y, coloured by severity; the message in the hover."""
+    title = "Events on this node"
+    if frame.height == 0:
+        return empty(title)
+    present = [s for s in NODE_EVENT_SEVERITIES if s in set(frame["severity"].to_list())]
+    x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
+    if since is not None and until is not None:
+        x["scale"] = {"domain": [_vl_time(since), _vl_time(until)]}
+    return frame.select("ts", "kind", "severity", "gpu", "code", "message"), _spec(
+        title,
+        mark={"type": "point", "filled": True, "size": 70, "opacity": 0.85},
+        encoding={
+            "x": {**x, "axis": {"labelFlush": True, "labelOverlap": True}},
+            "y": {"field": "kind", "type": "nominal", "title": None, "axis": {"labelLimit": 140}},
+            "color": {
+                "field": "severity",
+                "type": "nominal",
+                "scale": {"domain": present, "range": [SEVERITY_COLOR[s] for s in present]},
+                "legend": {"orient": "right", "title": None},
+            },
+            "tooltip": [
+                {**_TIME, "field": "ts", "format": "%Y-%m-%d %H:%M:%S", "title": "time"},
+                {"field": "kind"},
+                {"field": "severity"},
+                {"field": "gpu"},
+                {"field": "code"},
+                {"field": "message"},
+            ],
+        },
+    )
+
+
+def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
+    """One metric of one node per GPU (``q_detail.node_telemetry``), a line per GPU that stops
+    at holes in the samples; few samples are drawn as points too; a span under an hour gets an
+    hour either side (no sub-millisecond axis)."""
+    title = f"{metric or 'Telemetry'} per GPU"
+    if frame.height == 0:
+        return empty(title, "no telemetry for this node and range")
+    rows = frame.filter(pl.col("ts").is_not_null()).sort("gpu", "ts")
+    gpus = rows["gpu"].unique().drop_nulls().to_list()
+    rows = rows.with_columns(
+        gap_segments(rows),
+        pl.format("gpu {}", pl.col("gpu")).alias("series"),
+        pl.col("value").cast(pl.Float64),
+    ).select("ts", "series", "segment", "value")
+    lo, hi = rows["ts"].min(), rows["ts"].max()
+    x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
+    if lo is not None and hi is not None and (hi - lo) < MIN_TIME_SPAN:
+        x["scale"] = {"domain": [_vl_time(lo - MIN_TIME_SPAN), _vl_time(hi + MIN_TIME_SPAN)]}
+    names = [f"gpu {g}" for g in sorted(gpus)]
+    return rows, _spec(
+        title,
+        mark={"type": "line", "point": rows.height <= FEW_SAMPLES * max(len(gpus), 1)},
+        encoding={
+            "x": {**x, "axis": {"labelFlush": True, "labelOverlap": True}},
+            "y": {
+                "field": "value",
+                "type": "quantitative",
+                "title": metric.removeprefix("DCGM_FI_DEV_").lower() or None,
+                "scale": {"zero": False},
+            },
+            "color": {
+                "field": "series",
+                "type": "nominal",
+                "sort": names,
+                "scale": {
+                    "domain": names,
+                    "range": [PALETTE[i % len(PALETTE)] for i in range(len(names))],
+                },
+                "legend": {"orient": "right", "title": None},
+            },
+            "detail": {"field": "segment", "type": "nominal"},
+            "tooltip": [
+                {**_TIME, "field": "ts", "format": "%Y-%m-%d %H:%M", "title": "time"},
+                {"field": "series", "title": "GPU"},
+                {"field": "value", "type": "quantitative", "format": ",.2f"},
+            ],
+        },
+    )
+
+
+def _vl_time(ts: datetime) -> dict[str, Any]:
+    """A naive UTC timestamp as a Vega-Lite DateTime in the browser's local time, as the data
+    are read (a scale domain; a number there is not taken for a time)."""
+    return {
+        "year": ts.year,
+        "month": ts.month,
+        "date": ts.day,
+        "hours": ts.hour,
+        "minutes": ts.minute,
+        "seconds": ts.second,
+        "milliseconds": ts.microsecond // 1000,
+    }
 
 
 def fleet_grid(frame: pl.DataFrame) -> Chart:

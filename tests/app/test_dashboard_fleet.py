@@ -10,11 +10,12 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
 import polars as pl
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -117,11 +118,15 @@ def test_a_shared_node_url_opens_the_node_range_and_evidence_lines(
     context = at.code[-1].value.splitlines()
     assert f">{XID79_LINE:>8} | line {XID79_LINE}" in context
     assert context[0] == f" {XID79_LINE - 5:>8} | line {XID79_LINE - 5}"
-    # the telemetry chart: the range's hourly samples, as lines, on their own span
-    spec = json.loads(at.get("plotly_chart")[-1].proto.spec)
-    xs = sorted(x for trace in spec["data"] for x in trace["x"] if x)
-    assert len(spec["data"]) == 2 and len(spec["data"][0]["x"]) >= 24
-    assert xs[0] >= f"{day2}T00:00:00" and xs[-1] < f"{day4 + timedelta(1)}T00:00:00"
+    # the telemetry chart (Vega-Lite, its rows as Arrow): the range's hourly samples, a line
+    # per GPU, on their own span
+    chart = at.get("vega_lite_chart")[-1].proto
+    assert json.loads(chart.spec)["mark"]["type"] == "line"
+    rows = pl.from_arrow(pa.ipc.open_stream(chart.data.data).read_all())
+    per_gpu = rows.group_by("series").len()
+    assert per_gpu.height == 2 and per_gpu["len"].min() >= 24
+    assert rows["ts"].min() >= datetime.combine(day2, datetime.min.time())
+    assert rows["ts"].max() < datetime.combine(day4 + timedelta(1), datetime.min.time())
 
 
 def test_filters_are_written_to_the_url(
@@ -254,3 +259,18 @@ def test_at_risk_rows_and_events_link_to_the_node_page(
     at.run()
     evidence = quote("/logs/gpu002/kern.log", safe="")
     assert any(f"node=gpu002&file={evidence}&line={XID79_LINE})" in m.value for m in at.markdown)
+
+
+def test_a_cluster_that_leaves_the_urls_node_out_opens_its_node_most_worth_a_look(
+    small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = _app(small, tmp_path, monkeypatch, node="dgx-b-01")
+    at.switch_page("views/node.py").run()
+    assert at.selectbox(key="node_pick").value == "dgx-b-01"
+    at.multiselect(key="f_cluster").set_value(["gpu"]).run()
+    assert not at.exception
+    # gpu002 (Xid 79, Xid 48) rather than the cluster's first name, gpu001 (the node the
+    # dashboard warms for each cluster, so the change finds its queries done)
+    assert at.selectbox(key="node_pick").options[0] == "gpu001"
+    assert at.selectbox(key="node_pick").value == "gpu002"
+    assert at.query_params["node"] in ("gpu002", ["gpu002"])

@@ -1,12 +1,14 @@
-"""The overview's Vega-Lite charts: what each spec says, before a browser draws it (the browser
+"""The overview's and the node page's Vega-Lite charts: what each spec says, before a browser draws it (the browser
 tests in ``test_dashboard_screens`` draw them, click the grid and check every label's frame)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import polars as pl
 
 from faultlens.app.dashboard import vega
-from faultlens.reports.chart_style import STATE_COLOR
+from faultlens.reports.chart_style import SEVERITY_COLOR, STATE_COLOR
 
 
 def _fleet() -> pl.DataFrame:
@@ -90,3 +92,73 @@ def test_top_xids_keep_the_queries_order_and_catalog_labels() -> None:
     assert data["xid"].to_list()[0].startswith("Xid 79 GPU_HAS_FALLEN")
     assert data["events"].to_list() == [9, 4]
     assert spec["encoding"]["y"]["sort"] is None  # most events first, as the query orders them
+
+
+def test_node_events_span_the_range_with_the_severities_present() -> None:
+    frame = pl.DataFrame(
+        {
+            "ts": [datetime(2025, 3, 3, 10), datetime(2025, 3, 6, 3)],
+            "kind": ["xid", "node_drain"],
+            "gpu": ["0000:3b:00.0", ""],
+            "severity": ["critical", "warning"],
+            "code": [79, None],
+            "message": ["NVRM: Xid 79", "drained"],
+        }
+    )
+    since, until = datetime(2025, 3, 1), datetime(2025, 3, 8)
+    data, spec = vega.node_events(frame, since, until)
+    assert data is not None and data.height == 2
+    lo, hi = spec["encoding"]["x"]["scale"]["domain"]
+    assert (lo["year"], lo["month"], lo["date"], lo["hours"]) == (2025, 3, 1, 0)
+    assert (hi["month"], hi["date"]) == (3, 8)
+    assert "utc" not in lo  # naive UTC stamps are read as the browser's local time: so is this
+    color = spec["encoding"]["color"]["scale"]
+    assert color["domain"] == ["warning", "critical"]  # no "error": none in the frame
+    assert color["range"] == [SEVERITY_COLOR["warning"], SEVERITY_COLOR["critical"]]
+    assert "message" in [t["field"] for t in spec["encoding"]["tooltip"]]
+    # without a range the axis is the events' own
+    assert "scale" not in vega.node_events(frame)[1]["encoding"]["x"]
+
+
+def _telemetry(hours: list[float], gpus: tuple[int, ...] = (0, 1)) -> pl.DataFrame:
+    start = datetime(2025, 3, 1)
+    return pl.DataFrame(
+        {
+            "ts": [start + timedelta(hours=h) for _ in gpus for h in hours],
+            "gpu": [g for g in gpus for _ in hours],
+            "value": [50.0 + g for g in gpus for _ in hours],
+        },
+        schema={"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64},
+    )
+
+
+def test_telemetry_draws_a_line_per_gpu_that_stops_at_a_hole() -> None:
+    hours = [*range(40), *range(60, 100)]  # hourly, then 20 hours without samples
+    data, spec = vega.telemetry(_telemetry(hours), "DCGM_FI_DEV_GPU_TEMP")
+    assert data is not None
+    segments = data.group_by("series").agg(pl.col("segment").n_unique())
+    assert dict(segments.iter_rows()) == {"gpu 0": 2, "gpu 1": 2}
+    assert data["segment"].n_unique() == 4  # a GPU's segment is never another's
+    enc = spec["encoding"]
+    assert enc["detail"]["field"] == "segment" and enc["color"]["field"] == "series"
+    assert enc["color"]["scale"]["domain"] == ["gpu 0", "gpu 1"]
+    assert enc["y"]["title"] == "gpu_temp"
+    assert spec["mark"] == {"type": "line", "point": False}  # 80 samples a GPU: a plain line
+    assert "scale" not in enc["x"]  # a span of days: the samples' own axis
+
+
+def test_telemetry_of_a_few_samples_in_minutes_gets_points_and_an_hours_axis() -> None:
+    data, spec = vega.telemetry(_telemetry([0.0, 0.01, 0.02], gpus=(3,)))
+    assert spec["mark"]["point"] is True
+    lo, hi = spec["encoding"]["x"]["scale"]["domain"]
+    assert (lo["date"], lo["hours"]) == (28, 23)  # an hour before the first sample
+    assert (hi["date"], hi["hours"], hi["minutes"]) == (1, 1, 1)  # an hour after the last
+
+
+def test_node_charts_say_so_when_empty() -> None:
+    assert vega.node_events(pl.DataFrame())[1]["data"]["values"] == [
+        {"text": "no data in this range"}
+    ]
+    data, spec = vega.telemetry(pl.DataFrame(), "m")
+    assert data is None
+    assert spec["data"]["values"] == [{"text": "no telemetry for this node and range"}]

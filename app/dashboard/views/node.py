@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import panels, ui
+from faultlens.app.dashboard import panels, ui, vega
 from faultlens.app.dashboard.views import default_metric, query
-from faultlens.reports import figures, q_detail, q_fleet, sections
+from faultlens.reports import q_detail, q_fleet, sections
 from faultlens.reports.filters import Filters
 
 
@@ -23,7 +23,11 @@ def render() -> None:
 def node_view(f: Filters, all_nodes: list[str]) -> None:
     """Everything below the filters: picking a node or a metric reruns this part only."""
     options = list(f.nodes) if f.nodes and f.nodes[0] in all_nodes else all_nodes
-    default = st.query_params.get("node") or query(q_detail.node_to_look_at, f)
+    # the node the URL names; else (none, or one the filters leave out) the one of the
+    # selection most worth a look, as the page opens (warmed for each cluster)
+    default = st.query_params.get("node")
+    if default not in options:
+        default = query(q_detail.node_to_look_at, f)
     index = options.index(default) if default in options else 0
     node = st.selectbox("Node", options, index=index, key="node_pick")
     if node != st.query_params.get("node"):  # the URL names the node shown (a pasteable link)
@@ -48,17 +52,15 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
         ("yes" if lemon["flagged"] else "no") if lemon else "-",
         help="models.lemons over the 28 days before the range's end",
     )
-    fig = figures.fig_node_events(query(q_detail.node_event_points, node, f))
-    if f.since and f.until:
-        fig.update_xaxes(range=[f.since, f.until])
-    ui.chart(st, fig, key="node_events")
+    events = query(q_detail.node_event_points, node, f)
+    ui.vega(st, vega.node_events(events, f.since, f.until), key="node_events")
     metrics = query(q_detail.node_metrics, node)
     if metrics:
         metric = st.selectbox(
             "Telemetry metric", metrics, index=metrics.index(default_metric(metrics)), key="node_m"
         )
         tel = query(q_detail.node_telemetry, node, metric, f)
-        ui.chart(st, figures.fig_telemetry(tel, metric), key="node_tel")
+        ui.vega(st, vega.telemetry(tel, metric), key="node_tel")
         if tel.height:
             lo, hi = tel["ts"].min(), tel["ts"].max()
             st.caption(f"samples from {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
