@@ -156,6 +156,10 @@ def top_xids(frame: pl.DataFrame) -> Chart:
 NODE_EVENT_SEVERITIES = ("warning", "error", "critical")
 
 
+# The node charts' colours are the same on every node (all severities in the legend, GPUs in
+# their number's order).
+
+
 def node_events(
     frame: pl.DataFrame, since: datetime | None = None, until: datetime | None = None
 ) -> Chart:
@@ -164,7 +168,6 @@ def node_events(
     title = "Events on this node"
     if frame.height == 0:
         return empty(title)
-    present = [s for s in NODE_EVENT_SEVERITIES if s in set(frame["severity"].to_list())]
     x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
     if since is not None and until is not None:
         x["scale"] = {"domain": [_vl_time(since), _vl_time(until)]}
@@ -177,7 +180,10 @@ def node_events(
             "color": {
                 "field": "severity",
                 "type": "nominal",
-                "scale": {"domain": present, "range": [SEVERITY_COLOR[s] for s in present]},
+                "scale": {
+                    "domain": list(NODE_EVENT_SEVERITIES),
+                    "range": [SEVERITY_COLOR[s] for s in NODE_EVENT_SEVERITIES],
+                },
                 "legend": {"orient": "right", "title": None},
             },
             "tooltip": [
@@ -205,12 +211,11 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
         gap_segments(rows),
         pl.format("gpu {}", pl.col("gpu")).alias("series"),
         pl.col("value").cast(pl.Float64),
-    ).select("ts", "series", "segment", "value")
+    ).select("ts", "gpu", "series", "segment", "value")
     lo, hi = rows["ts"].min(), rows["ts"].max()
     x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
     if lo is not None and hi is not None and (hi - lo) < MIN_TIME_SPAN:
         x["scale"] = {"domain": [_vl_time(lo - MIN_TIME_SPAN), _vl_time(hi + MIN_TIME_SPAN)]}
-    names = [f"gpu {g}" for g in sorted(gpus)]
     return rows, _spec(
         title,
         mark={"type": "line", "point": rows.height <= FEW_SAMPLES * max(len(gpus), 1)},
@@ -225,11 +230,8 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
             "color": {
                 "field": "series",
                 "type": "nominal",
-                "sort": names,
-                "scale": {
-                    "domain": names,
-                    "range": [PALETTE[i % len(PALETTE)] for i in range(len(names))],
-                },
+                "sort": {"field": "gpu", "op": "min"},  # gpu 2 before gpu 10
+                "scale": {"range": list(PALETTE)},
                 "legend": {"orient": "right", "title": None},
             },
             "detail": {"field": "segment", "type": "nominal"},

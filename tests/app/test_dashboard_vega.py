@@ -113,8 +113,8 @@ def test_node_events_span_the_range_with_the_severities_present() -> None:
     assert (hi["month"], hi["date"]) == (3, 8)
     assert "utc" not in lo  # naive UTC stamps are read as the browser's local time: so is this
     color = spec["encoding"]["color"]["scale"]
-    assert color["domain"] == ["warning", "critical"]  # no "error": none in the frame
-    assert color["range"] == [SEVERITY_COLOR["warning"], SEVERITY_COLOR["critical"]]
+    assert color["domain"] == ["warning", "error", "critical"]  # the same colours on any node
+    assert color["range"] == [SEVERITY_COLOR[s] for s in ("warning", "error", "critical")]
     assert "message" in [t["field"] for t in spec["encoding"]["tooltip"]]
     # without a range the axis is the events' own
     assert "scale" not in vega.node_events(frame)[1]["encoding"]["x"]
@@ -141,7 +141,7 @@ def test_telemetry_draws_a_line_per_gpu_that_stops_at_a_hole() -> None:
     assert data["segment"].n_unique() == 4  # a GPU's segment is never another's
     enc = spec["encoding"]
     assert enc["detail"]["field"] == "segment" and enc["color"]["field"] == "series"
-    assert enc["color"]["scale"]["domain"] == ["gpu 0", "gpu 1"]
+    assert enc["color"]["sort"] == {"field": "gpu", "op": "min"}  # gpu 2 before gpu 10
     assert enc["y"]["title"] == "gpu_temp"
     assert spec["mark"] == {"type": "line", "point": False}  # 80 samples a GPU: a plain line
     assert "scale" not in enc["x"]  # a span of days: the samples' own axis
