@@ -1,12 +1,13 @@
-"""The overview's and the node page's charts as Vega-Lite specs (``st.vega_lite_chart``), not
-plotly figures.
+"""The overview's, the events page's and the node page's charts as Vega-Lite specs
+(``st.vega_lite_chart``), not plotly figures.
 
 The overview is the page every visit starts on, and plotly.js was the largest part of its cold
 first load in the browser (1.4 s of script time of 2.5 s, the fleet grid and three bar charts;
 `bench/bench_first_load.py`). Vega-Lite draws the same charts for a fraction of that, and plotly
 is then not imported to draw the first page at all. The node page, the one a click on the grid or
 an incident opens, redraws its two charts on every node or filter change: plotly's drawing was
-most of that (`bench/bench_dashboard.py --cpu-profile`). The look follows ``reports.figures`` (which
+most of that (`bench/bench_dashboard.py --cpu-profile`). The events page's timeline too: the
+first page to load plotly.js paid about a second for it (its first render over the 2 s target). The look follows ``reports.figures`` (which
 the report and every other page keep): the same colours, titles, sizes and labels
 (``reports.chart_style``). Each function returns ``(data, spec)``; an empty frame gives a chart
 that says there is nothing to show.
@@ -100,6 +101,52 @@ def failure_trend(frame: pl.DataFrame) -> Chart:
                 {**_TIME, "field": "period", "title": "period"},
                 {"field": "per_1000_node_days", "type": "quantitative", "format": ".2f"},
                 {"field": "failures", "type": "quantitative"},
+            ],
+        },
+    )
+
+
+def event_timeline(frame: pl.DataFrame) -> Chart:
+    """Events per time bucket stacked by the frame's group column (kind, source or severity),
+    the largest group at the bottom and first in the legend, as ``figures.fig_event_timeline``."""
+    group = next((c for c in ("kind", "source", "severity") if c in frame.columns), "kind")
+    title = f"Events over time by {group}"
+    if frame.height == 0:
+        return empty(title)
+    totals = frame.group_by(group).agg(pl.col("events").sum()).sort("events", descending=True)
+    order = [str(g) for g in totals[group].to_list()]
+    rank = {g: i for i, g in enumerate(order)}
+    data = frame.select(
+        "bucket",
+        pl.col(group).cast(pl.String).fill_null("None").alias("group"),
+        "events",
+    ).with_columns(pl.col("group").replace_strict(rank, default=len(rank)).alias("order"))
+    return data, _spec(
+        title,
+        mark={"type": "bar"},
+        encoding={
+            "x": {
+                "field": "bucket",
+                "type": "temporal",
+                "title": None,
+                "axis": {"labelFlush": True, "labelOverlap": True},
+            },
+            "y": {"field": "events", "type": "quantitative", "title": "events", "stack": True},
+            "color": {
+                "field": "group",
+                "type": "nominal",
+                "sort": order,
+                "scale": {
+                    "domain": order,
+                    "range": [PALETTE[i % len(PALETTE)] for i in range(len(order))],
+                },
+                "legend": {"orient": "right", "title": None},
+            },
+            "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
+            "tooltip": [
+                {**_TIME, "field": "bucket", "format": "%Y-%m-%d %H:%M", "title": "from"},
+                {"field": "group", "title": group},
+                {"field": "events", "type": "quantitative", "format": ","},
             ],
         },
     )

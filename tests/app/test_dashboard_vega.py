@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 import polars as pl
 
 from faultlens.app.dashboard import vega
-from faultlens.reports.chart_style import SEVERITY_COLOR, STATE_COLOR
+from faultlens.reports.chart_style import PALETTE, SEVERITY_COLOR, STATE_COLOR
 
 
 def _fleet() -> pl.DataFrame:
@@ -162,3 +162,22 @@ def test_node_charts_say_so_when_empty() -> None:
     data, spec = vega.telemetry(pl.DataFrame(), "m")
     assert data is None
     assert spec["data"]["values"] == [{"text": "no telemetry for this node and range"}]
+
+
+def test_event_timeline_stacks_the_largest_group_first() -> None:
+    day = datetime(2025, 3, 1)
+    frame = pl.DataFrame(
+        {
+            "bucket": [day, day, day + timedelta(days=1)],
+            "source": ["nccl", "kernel", "kernel"],
+            "events": [2, 5, 4],
+        }
+    )
+    data, spec = vega.event_timeline(frame)
+    assert spec["title"] == "Events over time by source"
+    color = spec["encoding"]["color"]
+    assert color["scale"]["domain"] == ["kernel", "nccl"]  # 9 events before 2
+    assert color["scale"]["range"][:2] == list(PALETTE[:2])
+    assert dict(zip(data["group"], data["order"], strict=True)) == {"kernel": 0, "nccl": 1}
+    assert spec["encoding"]["y"]["stack"] is True
+    assert vega.event_timeline(pl.DataFrame())[0] is None

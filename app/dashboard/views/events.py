@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui, urls
+from faultlens.app.dashboard import ui, urls, vega
 from faultlens.app.dashboard.views import query
-from faultlens.reports import figures, q_fleet
+from faultlens.reports import q_fleet
 from faultlens.reports.filters import Filters
 
 PAGE_SIZE = 50
@@ -33,7 +33,7 @@ def explorer(f: Filters) -> None:
     by = st.radio("Timeline by", ("kind", "source", "severity"), horizontal=True, key="ev_by")
     total = query(q_fleet.event_count, f, facets, search)
     timeline = query(q_fleet.event_timeline, f, facets, search, by=by)
-    ui.chart(st, figures.fig_event_timeline(timeline), key="timeline")
+    ui.vega(st, vega.event_timeline(timeline), key="timeline")
     st.subheader(f"{total:,} events")
     offset = ui.paginate(total, "ev_page", PAGE_SIZE)
     page = query(q_fleet.event_page, f, facets, search, offset=offset, limit=PAGE_SIZE)
