@@ -4,10 +4,10 @@
 The overview is the page every visit starts on, and plotly.js was the largest part of its cold
 first load in the browser (1.4 s of script time of 2.5 s, the fleet grid and three bar charts;
 `bench/bench_first_load.py`). Vega-Lite draws the same charts for a fraction of that, and plotly
-is then not imported to draw the first page at all. The node page, the one a click on the grid or
-an incident opens, redraws its two charts on every node or filter change: plotly's drawing was
-most of that (`bench/bench_dashboard.py --cpu-profile`). The events page's timeline too: the
-first page to load plotly.js paid about a second for it (its first render over the 2 s target). The look follows ``reports.figures`` (which
+is then not imported to draw the first page at all. The events page's timeline too: the first
+page to load plotly.js paid about a second for it (its first render over the 2 s target). The
+node page's two charts follow (the page a click on the grid or an incident opens; its filter
+changes took as long either way). The look follows ``reports.figures`` (which
 the report and every other page keep): the same colours, titles, sizes and labels
 (``reports.chart_style``). Each function returns ``(data, spec)``; an empty frame gives a chart
 that says there is nothing to show.
