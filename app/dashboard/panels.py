@@ -10,7 +10,7 @@ import polars as pl
 import streamlit as st
 
 from faultlens.app.dashboard import ui, urls
-from faultlens.app.dashboard.views import query
+from faultlens.app.dashboard.views import query, query_soon
 from faultlens.reports import q_state
 from faultlens.reports.filters import Filters
 
@@ -105,7 +105,28 @@ def unplaced_panel(span: pl.DataFrame) -> None:
             "--boot-time 'YYYY-MM-DD HH:MM:SS'` (boot-relative stamps) and/or `--node NODE` "
             "(logs that do not name their host)."
         )
-        st.dataframe(query(q_state.unplaced_events), hide_index=True, key="unplaced")
+        _unplaced_table()
+
+
+def _unplaced_table() -> None:
+    """The per-file table: a scan of every event (a second or more at 50M events), so the page
+    is drawn without waiting for it and the table appears once it is counted."""
+    ready, table = query_soon(q_state.unplaced_events)
+    if ready:
+        st.dataframe(table, hide_index=True, key="unplaced")
+    else:
+        _unplaced_pending()
+
+
+UNPLACED_PENDING = "Counting them per file (a scan of every event)…"
+
+
+@st.fragment(run_every=1.0)
+def _unplaced_pending() -> None:
+    """Looks again every second; once the table is counted the page runs again to show it."""
+    if query_soon(q_state.unplaced_events, wait_s=0.0)[0]:
+        st.rerun()
+    st.caption(UNPLACED_PENDING)
 
 
 def evidence() -> None:

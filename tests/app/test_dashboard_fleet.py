@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -166,6 +167,40 @@ def test_unplaced_events_have_their_own_panel_with_the_fix(
     assert fix == (
         "faultlens ingest --reparse /logs/dmesg.txt --boot-time 'YYYY-MM-DD HH:MM:SS' --node NODE"
     )
+
+
+def test_the_unplaced_table_does_not_hold_the_overview(
+    small: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from faultlens.app.dashboard import panels
+    from faultlens.reports import q_state
+
+    with Store(small) as store:
+        row = {**smalldb.events()[0], "ts": None, "node": None, "file": "/logs/dmesg.txt"}
+        store.insert("events", pl.DataFrame([row]))
+    counted = q_state.unplaced_events
+    release = threading.Event()
+
+    def slow(store, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202 - a full scan at 50M
+        release.wait(timeout=60)
+        return counted(store, *args, **kwargs)
+
+    monkeypatch.setattr(q_state, "unplaced_events", slow)
+    at = _app(small, tmp_path, monkeypatch)
+    at.run()
+    assert not at.exception
+    panel = at.expander[0]
+    assert len(panel.dataframe) == 0
+    assert panels.UNPLACED_PENDING in [c.value for c in panel.caption]
+    assert {m.label for m in at.metric} >= {"Jobs lost", "MTBF per node"}  # the rest is drawn
+    release.set()
+    for _ in range(50):  # the background count finishes; the next run shows the table
+        at.run()
+        if at.expander[0].dataframe:
+            break
+        time.sleep(0.1)
+    table = at.expander[0].dataframe[0].value
+    assert table["file"].tolist() == ["/logs/dmesg.txt"]
 
 
 def test_job_page_shows_the_deciding_events(

@@ -28,6 +28,21 @@ def query(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return ui.snapshot().call(fn, *args, **kwargs)
 
 
+def query_soon(
+    fn: Callable[..., Any], *args: Any, wait_s: float = 0.3, **kwargs: Any
+) -> tuple[bool, Any]:
+    """``(True, query(fn, ...))`` if it is ready within ``wait_s``; else ``(False, None)`` while
+    it is computed in the background (the same result ``query`` then finds): a slow panel of a
+    first screen shows a placeholder instead of holding the whole page."""
+    snap = ui.snapshot()
+    key = (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
+    fut = snap.memo.submit(key, lambda: fn(snap.store, *args, **kwargs))
+    try:
+        return True, fut.result(timeout=wait_s)
+    except TimeoutError:
+        return False, None
+
+
 def _on_trace(
     snap: Snapshot,
     fn: Callable[..., Any],
