@@ -110,6 +110,11 @@ def freeze(value: Any) -> Any:
     return value
 
 
+def call_key(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Hashable:
+    """The memo key of ``fn(store, *args, **kwargs)`` on a snapshot (``Snapshot.call``)."""
+    return (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
+
+
 class Memo:
     """Results computed on one snapshot, each once: a caller asking for a key being computed
     waits for that computation instead of repeating it. Failures are not kept."""
@@ -172,8 +177,7 @@ class Snapshot:
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(store, *args, **kwargs)``, computed once per snapshot and arguments."""
-        key = (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
-        return self.memo.get(key, lambda: fn(self.store, *args, **kwargs))
+        return self.memo.get(call_key(fn, args, kwargs), lambda: fn(self.store, *args, **kwargs))
 
 
 class SnapshotReader:

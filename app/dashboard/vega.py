@@ -85,12 +85,7 @@ def failure_trend(frame: pl.DataFrame) -> Chart:
         title,
         mark={"type": "bar", "color": PALETTE[0]},
         encoding={
-            "x": {
-                "field": "period",
-                "type": "temporal",
-                "title": None,
-                "axis": {"labelFlush": True, "labelOverlap": True},
-            },
+            "x": _time_x("period"),
             "y": {
                 "field": "per_1000_node_days",
                 "type": "quantitative",
@@ -125,12 +120,7 @@ def event_timeline(frame: pl.DataFrame) -> Chart:
         title,
         mark={"type": "bar"},
         encoding={
-            "x": {
-                "field": "bucket",
-                "type": "temporal",
-                "title": None,
-                "axis": {"labelFlush": True, "labelOverlap": True},
-            },
+            "x": _time_x("bucket"),
             "y": {"field": "events", "type": "quantitative", "title": "events", "stack": True},
             "color": {
                 "field": "group",
@@ -215,14 +205,14 @@ def node_events(
     title = "Events on this node"
     if frame.height == 0:
         return empty(title)
-    x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
+    x = _time_x("ts")
     if since is not None and until is not None:
         x["scale"] = {"domain": [_vl_time(since), _vl_time(until)]}
     return frame.select("ts", "kind", "severity", "gpu", "code", "message"), _spec(
         title,
         mark={"type": "point", "filled": True, "size": 70, "opacity": 0.85},
         encoding={
-            "x": {**x, "axis": {"labelFlush": True, "labelOverlap": True}},
+            "x": x,
             "y": {"field": "kind", "type": "nominal", "title": None, "axis": {"labelLimit": 140}},
             "color": {
                 "field": "severity",
@@ -260,14 +250,14 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
         pl.col("value").cast(pl.Float64),
     ).select("ts", "gpu", "series", "segment", "value")
     lo, hi = rows["ts"].min(), rows["ts"].max()
-    x: dict[str, Any] = {"field": "ts", "type": "temporal", "title": None}
+    x = _time_x("ts")
     if lo is not None and hi is not None and (hi - lo) < MIN_TIME_SPAN:
         x["scale"] = {"domain": [_vl_time(lo - MIN_TIME_SPAN), _vl_time(hi + MIN_TIME_SPAN)]}
     return rows, _spec(
         title,
         mark={"type": "line", "point": rows.height <= FEW_SAMPLES * max(len(gpus), 1)},
         encoding={
-            "x": {**x, "axis": {"labelFlush": True, "labelOverlap": True}},
+            "x": x,
             "y": {
                 "field": "value",
                 "type": "quantitative",
@@ -289,6 +279,16 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
             ],
         },
     )
+
+
+def _time_x(field: str) -> dict[str, Any]:
+    """A time axis on ``field``: no title, end labels inside, overlapping ones left out."""
+    return {
+        "field": field,
+        "type": "temporal",
+        "title": None,
+        "axis": {"labelFlush": True, "labelOverlap": True},
+    }
 
 
 def _vl_time(ts: datetime) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from faultlens.app.dashboard import ui
-from faultlens.reports.snapshot import Snapshot, freeze
+from faultlens.reports.snapshot import Snapshot, call_key, freeze
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,12 @@ def query_soon(
     it is computed in the background (the same result ``query`` then finds): a slow panel of a
     first screen shows a placeholder instead of holding the whole page."""
     snap = ui.snapshot()
-    key = (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
-    fut = snap.memo.submit(key, lambda: fn(snap.store, *args, **kwargs))
+    return _soon(snap, call_key(fn, args, kwargs), lambda: fn(snap.store, *args, **kwargs), wait_s)
+
+
+def _soon(snap: Snapshot, key: Any, compute: Callable[[], Any], wait_s: float) -> tuple[bool, Any]:
+    """``compute`` once per ``key`` on ``snap``, in the background; its result if ready in time."""
+    fut = snap.memo.submit(key, compute)
     try:
         return True, fut.result(timeout=wait_s)
     except TimeoutError:
@@ -88,14 +92,8 @@ def on_trace_soon(
     """``(True, on_trace(...))`` if it is ready within ``wait_s``; else ``(False, None)`` while
     it is computed in the background (a lazy panel shows a placeholder and looks again)."""
     snap = ui.snapshot()
-    key = ("soon", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args))
-    fut = snap.memo.submit(
-        (*key, freeze(kwargs)), lambda: _on_trace(snap, fn, since, until, *args, **kwargs)
-    )
-    try:
-        return True, fut.result(timeout=wait_s)
-    except TimeoutError:
-        return False, None
+    key = ("soon", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args), freeze(kwargs))
+    return _soon(snap, key, lambda: _on_trace(snap, fn, since, until, *args, **kwargs), wait_s)
 
 
 def warm(snap: Snapshot) -> None:
