@@ -5,7 +5,8 @@ stdout is data, stderr is diagnostics; exit codes are ``app.common.ExitCode``.
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -21,6 +22,7 @@ from faultlens.app import (
     cmd_synth,
 )
 from faultlens.app.common import setup_logging
+from faultlens.ingest import hooks
 
 app = typer.Typer(
     name="faultlens",
@@ -38,6 +40,15 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logs on stderr.")] = False,
 ) -> None:
     setup_logging(verbose)
+    hooks.after_publish(save_first_screen)  # a command that writes computes the overview ahead
+
+
+def save_first_screen(folder: Path, manifest: dict[str, Any]) -> None:
+    """After a publish: the overview's first screen on the published generation
+    (``reports.first_screen``; imported here, on a write, not at every command's start)."""
+    from faultlens.reports import first_screen
+
+    first_screen.save(folder, manifest)
 
 
 # Each command module registers its commands here, explicitly.

@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from faultlens.ingest import hooks
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.schema import ROLLUP_VIEWS, VIEWS
 
@@ -145,6 +146,26 @@ def now(store: Store) -> None:
         log.info("published for readers: %s", done)
     except (StoreError, OSError, ValueError) as e:
         log.warning("publishing for readers failed (readers keep the previous view): %s", e)
+        return
+    _after(folder_of(Path(store.path).resolve()))
+
+
+def _after(folder: Path) -> None:
+    """The registered ``hooks.AFTER_PUBLISH`` on the generation just published (or kept)."""
+    manifest = read_manifest(folder) if hooks.AFTER_PUBLISH else None
+    if manifest is None:
+        return
+    for hook in hooks.AFTER_PUBLISH:
+        t0 = time.perf_counter()
+        try:
+            hook(folder, manifest)
+        except Exception as e:  # noqa: BLE001 - readers compute it themselves; the write stands
+            log.warning("after publishing, %s failed: %s", getattr(hook, "__name__", hook), e)
+        log.info(
+            "after publishing: %s in %.2f s",
+            getattr(hook, "__name__", hook),
+            time.perf_counter() - t0,
+        )
 
 
 def on_close(store: Store) -> None:

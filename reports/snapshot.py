@@ -41,7 +41,7 @@ import polars as pl
 from faultlens.ingest import publish
 from faultlens.ingest.errors import StoreError
 from faultlens.ingest.store import Store
-from faultlens.reports import rollups
+from faultlens.reports import first_screen, rollups
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,20 @@ class Memo:
     def __contains__(self, key: Hashable) -> bool:
         with self._lock:
             return key in self._items
+
+    def put(self, key: Hashable, value: Any) -> None:
+        """``key``'s result, computed elsewhere (a result already here or being computed stays)."""
+        with self._lock:
+            if key in self._items:
+                return
+            fut = self._items[key] = Future()
+            fut.set_result(value)
+
+    def results(self) -> dict[Hashable, Any]:
+        """The results computed so far (not those being computed, nor failures)."""
+        with self._lock:
+            done = [(k, f) for k, f in self._items.items() if f.done()]
+        return {k: f.result() for k, f in done if f.exception() is None}
 
 
 @dataclass
@@ -327,7 +341,17 @@ class SnapshotReader:
             "rollups": "kept by ingest" if kept else "none: pages read events",
         }
         as_of = datetime.fromisoformat(manifest["published_at"])
-        return Snapshot(store, path, before, as_of, self._version, build, owned=False)
+        snap = Snapshot(store, path, before, as_of, self._version, build, owned=False)
+        # what the writer computed on this generation for the overview's first screen
+        stored = (
+            first_screen.load(self.folder, int(manifest["gen"]), kept)
+            if os.environ.get(first_screen.ENV, "1") != "0"
+            else {}
+        )
+        for key, value in stored.items():
+            snap.memo.put(key, value)
+        build["first_screen"] = len(stored)
+        return snap
 
     def _copy(self, before: tuple[Stat, Stat], target: Path) -> Snapshot:
         self.workdir.mkdir(parents=True, exist_ok=True)

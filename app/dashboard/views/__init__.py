@@ -100,7 +100,7 @@ def warm(snap: Snapshot) -> None:
     """Compute the slow parts of every page's default view on ``snap`` (the overview first), then
     each page's view of each cluster (the first filter people pick)."""
     from faultlens.app.dashboard.views.recovery import defaults as recovery_defaults
-    from faultlens.reports import q_detail, q_fleet, sections
+    from faultlens.reports import first_screen, q_detail, q_fleet, sections
     from faultlens.reports.filters import Filters, default_range
 
     lo, hi = snap.call(q_fleet.data_range)
@@ -109,8 +109,7 @@ def warm(snap: Snapshot) -> None:
     since, until = default_range(lo, hi)
     f = Filters(since=since, until=until)
     all_nodes = snap.call(q_fleet.node_list)
-    _warm_fleet_now(snap, Filters(since=since, until=until), all_nodes)
-    snap.call(q_fleet.episodes_in, since, until)
+    first_screen.compute(snap)  # the overview's default view (the writer may have stored it)
     _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
     snap.call(q_detail.lemons, until, n=None)
@@ -120,16 +119,6 @@ def warm(snap: Snapshot) -> None:
     strategies, kwargs = recovery_defaults(len(all_nodes))
     _on_trace(snap, q_detail.whatif_on, since, until, strategies, **kwargs)
     _warm_clusters(snap, f, all_nodes)
-
-
-def _warm_fleet_now(snap: Snapshot, f: Any, all_nodes: list[str]) -> None:
-    """What the overview opens on: the span banner, the fleet grid, the incidents."""
-    from faultlens.app.dashboard.views.overview import INCIDENTS
-    from faultlens.reports import q_state
-
-    snap.call(q_state.data_span)
-    snap.call(q_state.fleet_state, f, all_nodes)
-    snap.call(q_state.incidents, f, limit=INCIDENTS)
 
 
 MAX_WARM_CLUSTERS = 8

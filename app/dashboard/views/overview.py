@@ -7,10 +7,10 @@ import streamlit as st
 
 from faultlens.app.dashboard import panels, ui, urls, vega
 from faultlens.app.dashboard.views import on_trace_soon, query
-from faultlens.reports import q_fleet, q_state, reliability, sections
+from faultlens.reports import first_screen, q_fleet, q_state, reliability, sections
 from faultlens.reports.filters import Filters
 
-INCIDENTS = 15
+INCIDENTS = first_screen.OVERVIEW_INCIDENTS  # what the writer computes ahead (first_screen)
 
 
 def render() -> None:
