@@ -11,9 +11,9 @@ opens the generation puts them in the snapshot's memo (``load``), under the keys
 
 Results are kept only for the generation they were computed on, by the same code: the file names
 the generation and a digest of the sources that compute them (another version of faultlens, or a
-file edited since, and the reader computes them itself). The file is a pickle: it is written by
-the writer into the readers' folder beside the database, which whoever can write there could
-change as well (the same trust as the database).
+file edited since: the reader computes them itself, and the next writer stores them again). The
+file is a pickle: it is written by the writer into the readers' folder beside the database, which
+whoever can write there could change as well (the same trust as the database).
 """
 
 from __future__ import annotations
@@ -75,7 +75,8 @@ def code_digest() -> str:
 
 
 def path_of(folder: Path, gen: int) -> Path:
-    return folder / f"{PREFIX}{gen}{SUFFIX}"
+    """The file of generation ``gen`` computed by this code (the name says both)."""
+    return folder / f"{PREFIX}{gen}-{code_digest()}{SUFFIX}"
 
 
 def save(folder: Path, manifest: dict[str, Any]) -> bool:
@@ -131,6 +132,6 @@ def load(folder: Path, gen: int, rollups: bool) -> dict[Hashable, Any]:
 def _collect(folder: Path, gen: int) -> None:
     """Remove the files of generations older than the kept ones."""
     for path in folder.glob(f"{PREFIX}*{SUFFIX}"):
-        number = path.name[len(PREFIX) : -len(SUFFIX)]
+        number = path.name[len(PREFIX) :].split("-", 1)[0]
         if number.isdigit() and int(number) <= gen - KEEP:
             path.unlink(missing_ok=True)
