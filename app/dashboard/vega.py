@@ -191,6 +191,20 @@ def top_xids(frame: pl.DataFrame) -> Chart:
 
 
 NODE_EVENT_SEVERITIES = ("warning", "error", "critical")
+NODE_EVENT_COLUMNS: dict[str, Any] = {
+    "ts": pl.Datetime("us"),
+    "kind": pl.String,
+    "severity": pl.String,
+    "gpu": pl.String,
+    "code": pl.Int64,
+    "message": pl.String,
+}
+TELEMETRY_COLUMNS: dict[str, Any] = {"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64}
+
+
+def _with_columns(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
+    """``frame``, or an empty frame of ``schema`` when it has no rows (any columns)."""
+    return frame if frame.height else pl.DataFrame(schema=schema)
 
 
 # The node charts' colours are the same on every node (all severities in the legend, GPUs in
@@ -203,12 +217,13 @@ def node_events(
     """Warning-or-worse events of one node (``q_detail.node_event_points``): time on x over the
     range (``since`` .. ``until``), kind on y, coloured by severity; the message in the hover."""
     title = "Events on this node"
-    if frame.height == 0:
-        return empty(title)
+    # none in the range: the same chart without points (not a text chart), so that going from a
+    # node to another swaps the data of one chart instead of building a new one in the browser
+    frame = _with_columns(frame, NODE_EVENT_COLUMNS)
     x = _time_x("ts")
     if since is not None and until is not None:
         x["scale"] = {"domain": [_vl_time(since), _vl_time(until)]}
-    return frame.select("ts", "kind", "severity", "gpu", "code", "message"), _spec(
+    return frame.select(*NODE_EVENT_COLUMNS), _spec(
         title,
         mark={"type": "point", "filled": True, "size": 70, "opacity": 0.85},
         encoding={
@@ -240,8 +255,8 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
     at holes in the samples; few samples are drawn as points too; a span under an hour gets an
     hour either side (no sub-millisecond axis)."""
     title = f"{metric or 'Telemetry'} per GPU"
-    if frame.height == 0:
-        return empty(title, "no telemetry for this node and range")
+    # no samples: the same chart without lines (see ``node_events``); the page says why
+    frame = _with_columns(frame, TELEMETRY_COLUMNS)
     rows = frame.filter(pl.col("ts").is_not_null()).sort("gpu", "ts")
     gpus = rows["gpu"].unique().drop_nulls().to_list()
     rows = rows.with_columns(
@@ -255,7 +270,7 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
         x["scale"] = {"domain": [_vl_time(lo - MIN_TIME_SPAN), _vl_time(hi + MIN_TIME_SPAN)]}
     return rows, _spec(
         title,
-        mark={"type": "line", "point": rows.height <= FEW_SAMPLES * max(len(gpus), 1)},
+        mark={"type": "line", "point": 0 < rows.height <= FEW_SAMPLES * max(len(gpus), 1)},
         encoding={
             "x": x,
             "y": {

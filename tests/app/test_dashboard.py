@@ -83,6 +83,21 @@ def test_node_page_shows_risk_and_lemon(app: AppTest) -> None:
     assert not app.exception
 
 
+def test_node_page_keeps_the_telemetry_chart_for_a_node_without_telemetry(app: AppTest) -> None:
+    """gpu002 has GPU temperatures, gpu001 none: the chart stays (the same chart, no lines) and
+    the metric picker is disabled, so a change between them swaps the data in the browser."""
+    app.switch_page("views/node.py").run()
+    app.selectbox("node_pick").set_value("gpu002").run()
+    assert app.selectbox("node_m").value == "DCGM_FI_DEV_GPU_TEMP"
+    assert not app.selectbox("node_m").disabled
+    charts = [c.proto.spec for c in app.get("arrow_vega_lite_chart")]
+    app.selectbox("node_pick").set_value("gpu001").run()
+    assert not app.exception
+    assert app.selectbox("node_m").disabled and app.selectbox("node_m").value is None
+    assert "No telemetry for this node." in [c.value for c in app.caption]
+    assert [c.proto.spec for c in app.get("arrow_vega_lite_chart")] == charts  # same specs
+
+
 def test_predictions_without_model_says_what_to_run(app: AppTest) -> None:
     app.switch_page("views/predictions.py").run()
     assert any("faultlens train" in i.value for i in app.info)

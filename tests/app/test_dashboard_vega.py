@@ -155,13 +155,32 @@ def test_telemetry_of_a_few_samples_in_minutes_gets_points_and_an_hours_axis() -
     assert (hi["date"], hi["hours"], hi["minutes"]) == (1, 1, 1)  # an hour after the last
 
 
-def test_node_charts_say_so_when_empty() -> None:
-    assert vega.node_events(pl.DataFrame())[1]["data"]["values"] == [
-        {"text": "no data in this range"}
-    ]
-    data, spec = vega.telemetry(pl.DataFrame(), "m")
-    assert data is None
-    assert spec["data"]["values"] == [{"text": "no telemetry for this node and range"}]
+def test_empty_node_charts_keep_the_drawn_charts_spec() -> None:
+    """No events or no samples: the chart a node with them gets, without rows (the browser
+    then swaps the data of one view, instead of building a text chart and back)."""
+    since, until = datetime(2025, 3, 1), datetime(2025, 3, 8)
+    events = pl.DataFrame(
+        {
+            "ts": [datetime(2025, 3, 3, 10)],
+            "kind": ["xid"],
+            "gpu": [""],
+            "severity": ["critical"],
+            "code": [79],
+            "message": ["NVRM: Xid 79"],
+        }
+    )
+    data, spec = vega.node_events(pl.DataFrame(), since, until)
+    assert (
+        data is not None
+        and data.height == 0
+        and data.columns == vega.node_events(events, since, until)[0].columns
+    )
+    assert spec == vega.node_events(events, since, until)[1]
+    data, spec = vega.telemetry(pl.DataFrame(), "DCGM_FI_DEV_GPU_TEMP")
+    drawn = vega.telemetry(_telemetry([float(h) for h in range(80)]), "DCGM_FI_DEV_GPU_TEMP")
+    assert data is not None and data.height == 0 and data.columns == drawn[0].columns
+    assert spec == drawn[1]
+    assert spec["mark"]["point"] is False  # no samples is not "few samples"
 
 
 def test_event_timeline_stacks_the_largest_group_first() -> None:

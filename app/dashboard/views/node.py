@@ -6,7 +6,7 @@ import polars as pl
 import streamlit as st
 
 from faultlens.app.dashboard import panels, ui, vega
-from faultlens.app.dashboard.views import default_metric, query
+from faultlens.app.dashboard.views import TEMP, default_metric, query
 from faultlens.reports import q_detail, q_fleet, sections
 from faultlens.reports.filters import Filters
 
@@ -55,15 +55,23 @@ def node_view(f: Filters, all_nodes: list[str]) -> None:
     events = query(q_detail.node_event_points, node, f)
     ui.vega(st, vega.node_events(events, f.since, f.until), key="node_events")
     metrics = query(q_detail.node_metrics, node)
-    if metrics:
-        metric = st.selectbox(
-            "Telemetry metric", metrics, index=metrics.index(default_metric(metrics)), key="node_m"
-        )
-        tel = query(q_detail.node_telemetry, node, metric, f)
-        ui.vega(st, vega.telemetry(tel, metric), key="node_tel")
-        if tel.height:
-            lo, hi = tel["ts"].min(), tel["ts"].max()
-            st.caption(f"samples from {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
+    metric = st.selectbox(
+        "Telemetry metric",
+        metrics,
+        index=metrics.index(default_metric(metrics)) if metrics else None,
+        key="node_m",
+        disabled=not metrics,
+        placeholder="no telemetry for this node",
+    )
+    # a node without telemetry keeps the chart, empty (the next node's lines then only swap its
+    # data in the browser, instead of a chart built anew on each change between the two)
+    tel = query(q_detail.node_telemetry, node, metric, f) if metric else pl.DataFrame()
+    ui.vega(st, vega.telemetry(tel, metric or TEMP), key="node_tel")
+    if tel.height:
+        lo, hi = tel["ts"].min(), tel["ts"].max()
+        st.caption(f"samples from {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC")
+    elif metrics:
+        st.caption(f"No {metric} samples for this node in this range.")
     else:
         st.caption("No telemetry for this node.")
     left, right = st.columns(2)
