@@ -115,7 +115,8 @@ def _issues(store: Store, f: Filters, since_resume: pl.DataFrame) -> pl.DataFram
     where, params = Filters(since=f.since, until=f.until).events_where("e")
     frame = store.query(
         "SELECT e.node, coalesce(e.gpu, '') AS gpu, count(*) AS n, max(e.ts) AS last, "
-        "string_agg(DISTINCT e.kind || coalesce(' ' || e.code::VARCHAR, ''), ', ') AS what "
+        "string_agg(DISTINCT e.kind || coalesce(' ' || e.code::VARCHAR, ''), ', ' "
+        "ORDER BY e.kind || coalesce(' ' || e.code::VARCHAR, '')) AS what "
         f"FROM {table} e WHERE {where} AND e.node IS NOT NULL "
         "AND e.severity IN (SELECT unnest(?::VARCHAR[])) GROUP BY ALL",
         [*params, list(INCIDENT_SEVERITIES)],
@@ -147,7 +148,8 @@ def fleet_state(
     scores = dict(zip(score["node"].to_list(), score["score"].to_list(), strict=True))
     slurm_of = {r["node"]: r for r in slurm.iter_rows(named=True) if r["kind"] in SLURM_STATE}
     by_node: dict[str, list[dict[str, Any]]] = {}
-    for r in issues.sort("last", descending=True).iter_rows(named=True):
+    # newest first; the same order on every run (equal times by GPU)
+    for r in issues.sort(["last", "gpu"], descending=[True, False]).iter_rows(named=True):
         by_node.setdefault(r["node"], []).append(r)
     groups = _node_groups(store, nodes)
     rows = []

@@ -124,6 +124,16 @@ def test_fleet_state_colours_each_node_from_slurm_predictions_and_events(store: 
     assert "gpu 0000:1a:00.0: xid 95" in hover["dgx-b-01"]
 
 
+def test_a_gpus_kinds_are_listed_in_one_order_on_every_run(store: Store) -> None:
+    """gpu002's GPU logged an Xid 79 and an Xid 48 (two events): the hover names them sorted,
+    not in whichever order the aggregation met them (it varied from run to run)."""
+    for _ in range(5):
+        state = q_state.fleet_state(
+            store, Filters(since=smalldb.START, until=smalldb.END), ["gpu002"]
+        )
+        assert state["gpus"].to_list() == ["gpu 0000:3b:00.0: xid 48, xid 79 ×2"]
+
+
 def test_a_resume_after_the_errors_leaves_the_node_healthy(store: Store) -> None:
     """gpu002's Xid 79 came before its resume: alone (no prediction) it is not degraded."""
     before_prediction = Filters(since=smalldb.START, until=smalldb.XID48_TS)
