@@ -158,7 +158,12 @@ def build(db: Path, n_events: int) -> None:
 
 def append(db: Path, n_events: int, serial: int) -> dict:
     """A write: ``n_events`` more events (as one ingest would load), then the writer's rollup
-    upkeep (``ingest.rollups.maintain``, incremental: only the new rows)."""
+    upkeep (``ingest.rollups.maintain``, incremental: only the new rows), publishing as a
+    ``faultlens`` command does (with the overview's first screen, ``reports.first_screen``)."""
+    from faultlens.app.cli import save_first_screen
+    from faultlens.ingest import hooks
+
+    hooks.after_publish(save_first_screen)
     with Store(db) as store:
         t0 = time.perf_counter()
         lo = int(store.scalar("SELECT count(*) FROM events")) + serial
