@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import pickle
 from collections.abc import Hashable
 from functools import lru_cache
@@ -39,7 +40,7 @@ KEEP = 3  # as ``publish.KEEP``: a reader still on an older generation keeps its
 def compute(snap: Any) -> None:
     """The overview's default view on ``snap`` (a ``reports.snapshot.Snapshot``), in the order the
     page asks for it, each result in the snapshot's memo: the whole span, no other filter."""
-    from faultlens.reports import q_fleet, q_state, reliability
+    from faultlens.reports import q_fleet, q_state
     from faultlens.reports.filters import Filters, default_range
 
     lo, hi = snap.call(q_fleet.data_range)
@@ -50,8 +51,17 @@ def compute(snap: Any) -> None:
     since, until = default_range(lo, hi)
     f = Filters(since=since, until=until)
     snap.call(q_state.fleet_state, f, nodes)
-    snap.call(q_state.incidents, f, limit=OVERVIEW_INCIDENTS)
     snap.call(q_fleet.episodes_in, since, until)
+    overview_of(snap, f)
+
+
+def overview_of(snap: Any, f: Any) -> None:
+    """The overview's queries that depend on the whole filter ``f`` (the fleet state and the
+    episodes are the range's, shared by every node filter): its default view, and the view of
+    a cluster the dashboard warms."""
+    from faultlens.reports import q_fleet, q_state, reliability
+
+    snap.call(q_state.incidents, f, limit=OVERVIEW_INCIDENTS)
     snap.call(reliability.window_rate, f)
     for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids):
         snap.call(fn, f)
@@ -113,7 +123,10 @@ def save(folder: Path, manifest: dict[str, Any]) -> bool:
 
 def load(folder: Path, gen: int, rollups: bool) -> dict[Hashable, Any]:
     """The results stored for generation ``gen`` if they were computed by this code on the same
-    view (with or without the rollups); else nothing (the reader computes them)."""
+    view (with or without the rollups); else nothing (the reader computes them; also with
+    ``FAULTLENS_FIRST_SCREEN=0``)."""
+    if os.environ.get(ENV, "1") == "0":
+        return {}
     path = path_of(folder, gen)
     try:
         doc = pickle.loads(path.read_bytes())  # noqa: S301 - the writer's own file (see above)

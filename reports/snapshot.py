@@ -343,11 +343,7 @@ class SnapshotReader:
         as_of = datetime.fromisoformat(manifest["published_at"])
         snap = Snapshot(store, path, before, as_of, self._version, build, owned=False)
         # what the writer computed on this generation for the overview's first screen
-        stored = (
-            first_screen.load(self.folder, int(manifest["gen"]), kept)
-            if os.environ.get(first_screen.ENV, "1") != "0"
-            else {}
-        )
+        stored = first_screen.load(self.folder, int(manifest["gen"]), kept)
         for key, value in stored.items():
             snap.memo.put(key, value)
         build["first_screen"] = len(stored)

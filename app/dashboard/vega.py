@@ -202,7 +202,7 @@ NODE_EVENT_COLUMNS: dict[str, Any] = {
 TELEMETRY_COLUMNS: dict[str, Any] = {"ts": pl.Datetime("us"), "gpu": pl.Int32, "value": pl.Float64}
 
 
-def _with_columns(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
+def _or_empty(frame: pl.DataFrame, schema: dict[str, Any]) -> pl.DataFrame:
     """``frame``, or an empty frame of ``schema`` when it has no rows (any columns)."""
     return frame if frame.height else pl.DataFrame(schema=schema)
 
@@ -219,7 +219,7 @@ def node_events(
     title = "Events on this node"
     # none in the range: the same chart without points (not a text chart), so that going from a
     # node to another swaps the data of one chart instead of building a new one in the browser
-    frame = _with_columns(frame, NODE_EVENT_COLUMNS)
+    frame = _or_empty(frame, NODE_EVENT_COLUMNS)
     x = _time_x("ts")
     if since is not None and until is not None:
         x["scale"] = {"domain": [_vl_time(since), _vl_time(until)]}
@@ -256,7 +256,7 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
     hour either side (no sub-millisecond axis)."""
     title = f"{metric or 'Telemetry'} per GPU"
     # no samples: the same chart without lines (see ``node_events``); the page says why
-    frame = _with_columns(frame, TELEMETRY_COLUMNS)
+    frame = _or_empty(frame, TELEMETRY_COLUMNS)
     rows = frame.filter(pl.col("ts").is_not_null()).sort("gpu", "ts")
     gpus = rows["gpu"].unique().drop_nulls().to_list()
     rows = rows.with_columns(

@@ -110,7 +110,8 @@ def warm(snap: Snapshot) -> None:
     f = Filters(since=since, until=until)
     all_nodes = snap.call(q_fleet.node_list)
     first_screen.compute(snap)  # the overview's default view (the writer may have stored it)
-    _warm_clusters(snap, f, all_nodes, _warm_overview)  # the first filter people pick, there
+    # each cluster's overview (the first filter people pick, on the page they open on)
+    _warm_clusters(snap, f, all_nodes, first_screen.overview_of)
     _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
     snap.call(q_detail.lemons, until, n=None)
@@ -141,19 +142,6 @@ def _warm_clusters(
             views(snap, replace(f, nodes=nodes_for(all_nodes, [cluster], [])))
     except Exception:  # the page computes (and reports) it when it is opened
         log.exception("warming the cluster views failed")
-
-
-def _warm_overview(snap: Snapshot, f: Any) -> None:
-    """The overview's own queries for ``f`` (the fleet state and episodes of the range are
-    shared with the default view): what its first cluster change asks for, before the other
-    pages' default views are warmed."""
-    from faultlens.reports import q_fleet, q_state, reliability
-    from faultlens.reports.first_screen import OVERVIEW_INCIDENTS
-
-    snap.call(q_state.incidents, f, limit=OVERVIEW_INCIDENTS)
-    snap.call(reliability.window_rate, f)
-    for fn in (q_fleet.jobs_lost, q_fleet.latest_predictions, q_fleet.top_xids):
-        snap.call(fn, f)
 
 
 def _warm_filters(snap: Snapshot, f: Any) -> None:
