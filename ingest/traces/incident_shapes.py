@@ -128,6 +128,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
         "notes",
         "note",
         "text",
+        "content",
     ),
     "severity": ("severity", "priority", "impact"),
     "event": ("event", "event_type", "transition", "state", "action"),
@@ -186,6 +187,11 @@ HARDWARE_CATEGORIES = (
     IncidentCategory.NETWORK.value,
 )
 WARNING_RE = r"(?i)warn|degrad|minor|low|info|notice"
+# the levels of a log line (syslog's, Java's, BlueGene/L's), as a whole value
+LOG_LEVEL_RE = (
+    r"(?i)^(?:debug|trace|info|notice|warn|warning|error|err|severe|crit|critical|alert|emerg"
+    r"|fatal|failure)$"
+)
 
 _SLUG = re.compile(r"[^0-9a-z]+")
 
@@ -263,6 +269,7 @@ _TIME_FORMATS = (
     "%Y/%m/%d %H:%M:%S",
     "%Y-%m-%d",
     "%m/%d/%Y",
+    "%Y-%m-%d-%H.%M.%S%.f",  # BlueGene/L RAS records
 )
 _PER_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 UNIX_MIN_S = 1e8  # a bare number above this without --epoch is Unix seconds (after 1973)

@@ -15,16 +15,20 @@ reader follows the shape, not one file:
   names the rest. Categories written as one column per level, the cause in the non-empty one
   (LANL: ``Facilities, Hardware, Human Error, Network, Undetermined, Software``), are read
   whole: the column is the level, its text the class.
-- **Times**: ISO stamps, ``m/d/yyyy h:mm``, Unix seconds, or offsets from ``--epoch``
+- **Times**: ISO stamps, ``m/d/yyyy h:mm``, BlueGene/L's ``2005-06-03-15.42.50.675872``,
+  Unix seconds, or offsets from ``--epoch``
   (``ctx.options["epoch"]``) in seconds, hours or days (the column's suffix ``_s`` / ``_h`` /
-  ``_d``, or ``--map time_unit=h``). Durations default to minutes for a ``down time`` column,
+  ``_d``, or ``--map time_unit=h``). Of several columns named like a start (``Time`` and
+  ``Timestamp``), the one whose values read as times for the most rows is the start (Unix
+  seconds before a wall clock of no zone, when both read). Durations default to minutes for a ``down time`` column,
   else hours, unless their suffix or ``--map duration_unit`` says otherwise.
 - **Nodes**: normalized; a bare node number is prefixed with its system / partition
   (``2-n17``). A ``nodes`` column giving the system's size adds the whole system to the fleet.
 
 Every incident gets a category of the taxonomy (``IncidentCategory``) from its level, class and
 description (``categorize``); hardware categories are ``critical`` failures, other failures
-``error``, and a record whose severity says warning / degraded / minor stays a ``warning``.
+``error``, and a record whose severity says warning / degraded / minor stays a ``warning``
+(a ``level`` column of log levels, ``INFO`` / ``FATAL``, is read as the severity).
 A row without a node or a start time is quarantined; header lines and empty lines are noise.
 """
 
@@ -45,6 +49,7 @@ from faultlens.ingest.schema import SITE_DATASET, TS, Kind, Source
 from faultlens.ingest.traces.incident_shapes import (
     ALIASES,
     LEVEL_COLUMNS,
+    LOG_LEVEL_RE,
     categorize_expr,
     duration_unit,
     node_name_expr,
@@ -210,6 +215,8 @@ def incident_frame(
     epoch = _epoch(ctx)
     unit = mapping.get("time_unit")
     frame = table.with_columns(lines.alias("_line"))
+    if "start" not in mapping:  # of the columns that could be the start, the one that reads
+        roles["start"] = _readable_start(frame, cols, roles, epoch, unit)
     start_unit = unit or duration_unit(roles.get("start", ""), default="s")
     start = parse_times(_text(frame, roles.get("start")), epoch, start_unit)
     end = parse_times(_text(frame, roles.get("end")), epoch, unit or start_unit)
@@ -234,7 +241,9 @@ def incident_frame(
         level=level,
         **{"class": klass},
         description=_text(frame, roles.get("description")),
-        sev_text=_text(frame, roles.get("severity")),
+        sev_text=pl.coalesce(
+            [_text(frame, roles.get("severity")), _log_level(_text(frame, roles.get("level")))]
+        ),
         event=_text(frame, roles.get("event")),
         partition=_text(frame, roles.get("partition")),
         rack=_text(frame, roles.get("rack")),
@@ -260,6 +269,43 @@ def incident_frame(
         category=categorize_expr(pl.col("level"), pl.col("class"), pl.col("description")),
     ).with_columns(severity=severity_expr(pl.col("category"), pl.col("sev_text")))
     return good, quarantined
+
+
+def _readable_start(
+    frame: pl.DataFrame, cols: list[str], roles: dict[str, str], epoch: Any, unit: str | None
+) -> str | None:
+    """The start column: of the columns named like one (``ALIASES["start"]``, in its order) and
+    not taken by another role, the one whose values read as times most often. A log table's
+    ``Time`` may hold a form no reader knows beside a ``Timestamp`` of Unix seconds (Loghub's
+    BlueGene/L records); the first name alone would lose every row."""
+    taken = {c for r, c in roles.items() if r != "start"}
+    by_slug = {slug(c): c for c in cols}
+    options = [by_slug[n] for n in ALIASES["start"] if n in by_slug and by_slug[n] not in taken]
+    if len(options) < 2:
+        return roles.get("start")
+    read = frame.select(
+        [
+            parse_times(_text(frame, c), epoch, unit or duration_unit(c, default="s"))
+            .is_not_null()
+            .sum()
+            .alias(f"t{i}")
+            for i, c in enumerate(options)
+        ]
+        + [
+            _text(frame, c).cast(pl.Float64, strict=False).is_not_null().sum().alias(f"n{i}")
+            for i, c in enumerate(options)
+        ]
+    ).row(0, named=True)
+    # as many rows read either way: Unix seconds (or offsets from --epoch) before a wall-clock
+    # form, which names no zone (BlueGene/L's ``Time`` is the site's local time)
+    best = max(range(len(options)), key=lambda i: (read[f"t{i}"], read[f"n{i}"], -i))
+    return options[best] if read[f"t{best}"] else roles.get("start")
+
+
+def _log_level(level: pl.Expr) -> pl.Expr:
+    """A ``level`` column holding log levels (``INFO``, ``WARNING``, ``FATAL``) says the record's
+    severity; a category level (``Hardware``) does not."""
+    return pl.when(level.str.contains(LOG_LEVEL_RE).fill_null(False)).then(level)
 
 
 def pair_events(frame: pl.DataFrame) -> pl.DataFrame:

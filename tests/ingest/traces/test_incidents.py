@@ -204,3 +204,63 @@ def test_sniffing_prefers_the_incident_readers() -> None:
     assert registry.sniff(life, "s.csv")[0] == "unit_lifetimes"
     jobs = ["job_id,user,node_num,gpu_num,state,submit_time,start_time,end_time"]
     assert registry.sniff(jobs, "j.csv")[0] != "incidents"
+
+
+def test_the_start_column_is_the_one_whose_times_read(store, tmp_path: Path) -> None:
+    """A log table (Loghub's BlueGene/L records have this header) holds ``Time`` in its own form,
+    the site's wall clock, beside ``Timestamp`` in Unix seconds: the start is read from the
+    column that gives a time for the rows, Unix seconds before a wall clock of no zone; a
+    ``Level`` of log levels is the severity, ``Content`` the description."""
+    base = datetime(2005, 6, 3, 22, 42, 50)
+    rows = [
+        ("R02-M1-N0-C:J12-U11", 0, "INFO", "instruction cache parity error corrected"),
+        ("R23-M0-NE-C:J05-U01", 3_600, "FATAL", "data TLB error interrupt"),
+        ("R30-M0-N9-C:J16-U01", 7_200, "SEVERE", "ciod: failed to read message prefix"),
+    ]
+    lines = ["LineId,Label,Timestamp,Date,Node,Time,Component,Level,Content"]
+    for i, (node, dt, level, content) in enumerate(rows, 1):
+        utc = base + timedelta(seconds=dt)
+        local = utc - timedelta(hours=7)  # what the Time column of such a file says
+        lines.append(
+            f"{i},-,{int((utc - datetime(1970, 1, 1)).total_seconds())},"
+            f"{local:%Y.%m.%d},{node},{local:%Y-%m-%d-%H.%M.%S}.123456,KERNEL,{level},{content}"
+        )
+    path = tmp_path / "ras_structured.csv"
+    path.write_text("\n".join(lines) + "\n")
+    rep = _ingest(store, path)
+    assert (rep["format"], rep["parsed"], rep["quarantined"]) == ("incidents", 3, 0)
+    got = store.query(
+        "SELECT node, start, severity, description, line FROM incidents ORDER BY line"
+    )
+    assert got["start"].to_list() == [base + timedelta(seconds=r[1]) for r in rows]
+    assert got["description"].to_list() == [r[3] for r in rows]
+    assert got["severity"][0] == "warning"  # an INFO record is not a failure
+    assert "warning" not in got["severity"][1:].to_list()
+    assert got["line"].to_list() == [2, 3, 4]
+
+
+def test_a_wall_clock_in_the_bluegene_form_alone_is_read(store, tmp_path: Path) -> None:
+    path = tmp_path / "ras.csv"
+    path.write_text(
+        "node,time,level,description\n"
+        "R02-M1-N0,2005-06-03-15.42.50.675872,FATAL,machine check interrupt\n"
+        "R02-M1-N1,2005-06-03-16.00.00.000001,ERROR,torus receiver error\n"
+    )
+    rep = _ingest(store, path)
+    assert (rep["parsed"], rep["quarantined"]) == (2, 0)
+    assert store.query("SELECT start FROM incidents ORDER BY line")["start"].to_list() == [
+        datetime(2005, 6, 3, 15, 42, 50, 675872),
+        datetime(2005, 6, 3, 16, 0, 0, 1),
+    ]
+
+
+def test_loghub_bluegene_records_in_place(store, corpus: Path) -> None:
+    """The real file: every record read (its header is noise), none quarantined."""
+    path = corpus / "loghub" / "loghub-BGL_2k.log_structured.csv"
+    n = sum(1 for _ in path.open(encoding="utf-8", errors="replace"))
+    rep = _ingest(store, path)
+    assert (rep["format"], rep["lines"], rep["quarantined"]) == ("incidents", n, 0)
+    assert rep["parsed"] == n - 1
+    lines = store.query("SELECT line FROM incidents ORDER BY line")["line"].to_list()
+    assert lines == list(range(2, n + 1))
+    assert store.scalar("SELECT count(*) FROM incidents WHERE start IS NULL") == 0
