@@ -20,8 +20,9 @@ reader follows the shape, not one file:
   (``ctx.options["epoch"]``) in seconds, hours or days (the column's suffix ``_s`` / ``_h`` /
   ``_d``, or ``--map time_unit=h``). Of several columns named like a start (``Time`` and
   ``Timestamp``), the one whose values read as times for the most rows is the start (Unix
-  seconds before a wall clock of no zone, when both read). Durations default to minutes for a ``down time`` column,
-  else hours, unless their suffix or ``--map duration_unit`` says otherwise.
+  seconds before a wall clock of no zone, when both read). Durations default to minutes for a
+  ``down time`` column, else hours, unless their suffix or ``--map duration_unit`` says
+  otherwise.
 - **Nodes**: normalized; a bare node number is prefixed with its system / partition
   (``2-n17``). A ``nodes`` column giving the system's size adds the whole system to the fleet.
 
