@@ -217,7 +217,9 @@ def incident_frame(
     unit = mapping.get("time_unit")
     frame = table.with_columns(lines.alias("_line"))
     if "start" not in mapping:  # of the columns that could be the start, the one that reads
-        roles["start"] = _readable_start(frame, cols, roles, epoch, unit)
+        chosen = _readable_start(frame, cols, roles, epoch, unit)
+        if chosen is not None:
+            roles["start"] = chosen
     start_unit = unit or duration_unit(roles.get("start", ""), default="s")
     start = parse_times(_text(frame, roles.get("start")), epoch, start_unit)
     end = parse_times(_text(frame, roles.get("end")), epoch, unit or start_unit)
