@@ -216,10 +216,8 @@ def incident_frame(
     epoch = _epoch(ctx)
     unit = mapping.get("time_unit")
     frame = table.with_columns(lines.alias("_line"))
-    if "start" not in mapping:  # of the columns that could be the start, the one that reads
-        chosen = _readable_start(frame, cols, roles, epoch, unit)
-        if chosen is not None:
-            roles["start"] = chosen
+    if "start" not in mapping and (readable := _readable_start(frame, cols, roles, epoch, unit)):
+        roles["start"] = readable  # of the columns that could be the start, the one that reads
     start_unit = unit or duration_unit(roles.get("start", ""), default="s")
     start = parse_times(_text(frame, roles.get("start")), epoch, start_unit)
     end = parse_times(_text(frame, roles.get("end")), epoch, unit or start_unit)
@@ -275,17 +273,22 @@ def incident_frame(
 
 
 def _readable_start(
-    frame: pl.DataFrame, cols: list[str], roles: dict[str, str], epoch: Any, unit: str | None
+    frame: pl.DataFrame,
+    cols: list[str],
+    roles: dict[str, str],
+    epoch: datetime | None,
+    unit: str | None,
 ) -> str | None:
-    """The start column: of the columns named like one (``ALIASES["start"]``, in its order) and
-    not taken by another role, the one whose values read as times most often. A log table's
+    """Of two or more columns named like a start (``ALIASES["start"]``, in its order) and not
+    taken by another role, the one whose values read as times most often; None when there is
+    no choice to make or none reads (``resolve_columns``' pick by name stands). A log table's
     ``Time`` may hold a form no reader knows beside a ``Timestamp`` of Unix seconds (Loghub's
     BlueGene/L records); the first name alone would lose every row."""
     taken = {c for r, c in roles.items() if r != "start"}
     by_slug = {slug(c): c for c in cols}
     options = [by_slug[n] for n in ALIASES["start"] if n in by_slug and by_slug[n] not in taken]
     if len(options) < 2:
-        return roles.get("start")
+        return None
     read = frame.select(
         [
             parse_times(_text(frame, c), epoch, unit or duration_unit(c, default="s"))
@@ -302,7 +305,7 @@ def _readable_start(
     # as many rows read either way: Unix seconds (or offsets from --epoch) before a wall-clock
     # form, which names no zone (BlueGene/L's ``Time`` is the site's local time)
     best = max(range(len(options)), key=lambda i: (read[f"t{i}"], read[f"n{i}"], -i))
-    return options[best] if read[f"t{best}"] else roles.get("start")
+    return options[best] if read[f"t{best}"] else None
 
 
 def _log_level(level: pl.Expr) -> pl.Expr:
