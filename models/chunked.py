@@ -282,6 +282,8 @@ def _thresholds(
 ) -> tuple[Thresholds, dict[str, float], float]:
     """The operating and drain-now thresholds and the baselines', as ``train_failure_model``
     picks them, from the compact calibration rows."""
+    from faultlens.models.predictor import operating_threshold
+
     cal_rows = calib.select("node", "ts", "score")
     pick = {
         "failures": episodes,
@@ -289,8 +291,8 @@ def _thresholds(
         "window": split.calib,
         "min_alerts": cfg.min_alerts,
     }
-    op = max(
-        cfg.min_threshold, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
+    op = operating_threshold(
+        cfg, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
     )
     now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
     baselines = baseline_thresholds(

@@ -21,6 +21,7 @@ from faultlens.models.evaluate import (
 from faultlens.models.predictor import (
     FailurePredictor,
     TrainConfig,
+    operating_threshold,
     predict_failures,
     save_predictions,
     train_failure_model,
@@ -288,6 +289,16 @@ def test_threshold_pick_without_reach_starts_the_top_plateau() -> None:
     pick = {"horizon_h": 24, "window": window, "candidates": cands}
     assert choose_threshold(frame, failures, target_precision=0.95, **pick) == 0.5
     assert choose_threshold(frame, failures, target_precision=0.85, **pick) == 0.5
+
+
+def test_operating_threshold_is_the_pick_within_floor_and_cap() -> None:
+    capped = TrainConfig(min_threshold=0.3, max_threshold=0.4)
+    assert operating_threshold(capped, 0.35) == 0.35  # inside: the calibration window's pick
+    assert operating_threshold(capped, 0.1) == 0.3  # a flat curve's low pick: the floor
+    assert operating_threshold(capped, 0.6) == 0.4  # a few lucky alerts high up: the cap
+    assert operating_threshold(capped, float("inf")) == float("inf")  # nothing supported: none
+    assert operating_threshold(TrainConfig(min_threshold=0.3, max_threshold=None), 0.6) == 0.6
+    assert operating_threshold(TrainConfig(min_threshold=0.5, max_threshold=0.4), 0.9) == 0.5
 
 
 def test_monotone_constraint_never_lowers_the_score() -> None:
