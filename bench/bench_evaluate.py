@@ -55,7 +55,7 @@ RETIRED_SEEDS = (
 )
 # TrainConfig fields a development sweep may set from the command line (the evaluation runs
 # with the defaults: a value chosen on the development seeds becomes the default first).
-TRAIN_KNOBS = ("target_precision", "min_threshold", "max_threshold")
+TRAIN_KNOBS = ("target_precision", "min_threshold", "max_threshold", "min_alerts")
 SCORERS = ("model", "rule_baseline", "lemon_baseline")
 NOT_LOGS = {"topology.csv", "ground_truth.json"}
 
