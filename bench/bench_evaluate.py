@@ -20,8 +20,8 @@ and a change made after looking at them retires them (draw a new list and say so
 second (``default_rng(20261202)``) before this bench's ingest got the demo's node pattern
 (``_build``), which changes what every seed's model sees; the third (``default_rng(20261203)``)
 before the operating precision target went from 0.9 to 0.85 (chosen on the development seeds);
-the fourth (``default_rng(20261204)``) before the trees' L2 regularization and the threshold's
-cap changed (chosen on the development seeds and the first six of the third list).
+the fourth (``default_rng(20261204)``) before the trees' L2 regularization changed (chosen on
+the development seeds and the first six of the third list).
 
     python -m bench.bench_evaluate --seeds dev [--jobs 2] [--warning-share 0.3]
     python -m bench.bench_evaluate --seeds eval --jobs 2      # once; quote it in README
@@ -197,9 +197,10 @@ def _child(seed: int, args: argparse.Namespace) -> dict:
     if args.cache is not None:
         cmd += ["--cache", str(args.cache)]
     for name, value in knobs(args).items():
-        cmd += [f"--{name.replace('_', '-')}", str(value)]
-    if args.params:
-        cmd += ["--params", args.params]
+        cmd += [
+            f"--{name.replace('_', '-')}",
+            json.dumps(value) if name == "params" else str(value),
+        ]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     row = json.loads(done.stdout.strip().splitlines()[-1])
     print(f"seed {seed}: {row['seconds']} s", file=sys.stderr, flush=True)
@@ -210,7 +211,7 @@ def knobs(args: argparse.Namespace) -> dict:
     """The TRAIN_KNOBS given on the command line, and ``--params`` (LightGBM / estimator
     parameters, JSON) as TrainConfig's ``params``."""
     given = {n: getattr(args, n) for n in TRAIN_KNOBS if getattr(args, n) is not None}
-    if getattr(args, "params", None):
+    if args.params:
         given["params"] = json.loads(args.params)
     return given
 

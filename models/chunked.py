@@ -31,12 +31,9 @@ import polars as pl
 
 from faultlens.ingest.errors import ModelError
 from faultlens.ingest.store import Store
-from faultlens.models.actions import Thresholds
 from faultlens.models.evaluate import (
     LEMON_COLUMN,
     Split,
-    baseline_thresholds,
-    choose_threshold,
     metrics,
     rule_score,
     time_split,
@@ -126,7 +123,7 @@ def train_chunked(
 ) -> Any:
     """``train_failure_model`` on ``[lo, hi]`` in node groups of ``group`` (see the module doc);
     returns its ``TrainResult``."""
-    from faultlens.models.predictor import TrainResult, _card, _score
+    from faultlens.models.predictor import TrainResult, _card, _score, pick_thresholds
 
     start = floor_hour(lo)
     nodes = node_universe(store, start, hi)
@@ -199,9 +196,16 @@ def train_chunked(
     test = pl.concat(compact.pop("test"))
     counts["calib"] = (calib.height, int(calib["label"].sum()))
     counts["test"] = (test.height, int(test["label"].sum()))
-    thresholds, baselines, op = _thresholds(calib, all_episodes, split, cfg)
+    thresholds, baselines = pick_thresholds(calib, all_episodes, split, cfg)
     k = cfg.k or max(1, round(0.01 * len(nodes)))
-    found = _evaluate(test, all_episodes, {"model": op, **baselines}, cfg.horizon_h, k, split)
+    found = _evaluate(
+        test,
+        all_episodes,
+        {"model": thresholds.drain_after_jobs, **baselines},
+        cfg.horizon_h,
+        k,
+        split,
+    )
     shape = GridShape(
         start, grid_end, nodes, all_episodes.with_columns(pl.col("node").cast(pl.String))
     )
@@ -275,31 +279,3 @@ def _fit(
     return est.fit(
         X, y, sample_weight=w, X_calib=X_cal, y_calib=y_cal, calib_weight=w_cal, dask_client=client
     )
-
-
-def _thresholds(
-    calib: pl.DataFrame, episodes: pl.DataFrame, split: Split, cfg: Any
-) -> tuple[Thresholds, dict[str, float], float]:
-    """The operating and drain-now thresholds and the baselines', as ``train_failure_model``
-    picks them, from the compact calibration rows."""
-    from faultlens.models.predictor import operating_threshold
-
-    cal_rows = calib.select("node", "ts", "score")
-    pick = {
-        "failures": episodes,
-        "horizon_h": cfg.horizon_h,
-        "window": split.calib,
-        "min_alerts": cfg.min_alerts,
-    }
-    op = operating_threshold(
-        cfg, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
-    )
-    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
-    baselines = baseline_thresholds(
-        calib,
-        episodes,
-        horizon_h=cfg.horizon_h,
-        window=split.calib,
-        target_precision=cfg.target_precision,
-    )
-    return Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr), baselines, op

@@ -274,6 +274,34 @@ def operating_threshold(cfg: TrainConfig, chosen: float) -> float:
     return min(op, max(cfg.max_threshold, cfg.min_threshold))
 
 
+def pick_thresholds(
+    calib: pl.DataFrame, episodes: pl.DataFrame, split: Split, cfg: TrainConfig
+) -> tuple[Thresholds, dict[str, float]]:
+    """The operating (``drain_after_jobs``) and drain-now thresholds and the baselines', from
+    the calibration rows (``calib``: node, ts, score and the baselines' feature columns): the
+    operating one is the calibration window's pick within the floor / cap
+    (``operating_threshold``), drain-now the pick at ``drain_now_precision``, never below it."""
+    cal_rows = calib.select("node", "ts", "score")
+    pick = {
+        "failures": episodes,
+        "horizon_h": cfg.horizon_h,
+        "window": split.calib,
+        "min_alerts": cfg.min_alerts,
+    }
+    op = operating_threshold(
+        cfg, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
+    )
+    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
+    baselines = baseline_thresholds(
+        calib,
+        episodes,
+        horizon_h=cfg.horizon_h,
+        window=split.calib,
+        target_precision=cfg.target_precision,
+    )
+    return Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr), baselines
+
+
 def data_range(store: Store, as_of: datetime) -> tuple[datetime, datetime]:
     row = store.query(
         "SELECT min(ts) AS lo, max(ts) AS hi FROM events WHERE ts <= ? AND ts IS NOT NULL",
@@ -380,26 +408,9 @@ def train_failure_model(
     counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train), ("calib", calib))}
     est = _fit(train, calib, split, cfg, keep, grid.episodes.height, client)
     del train
-    cal_rows = calib.select("node", "ts").with_columns(pl.Series("score", _score(est, calib)))
-    pick = {
-        "failures": grid.episodes,
-        "horizon_h": cfg.horizon_h,
-        "window": split.calib,
-        "min_alerts": cfg.min_alerts,
-    }
-    op = operating_threshold(
-        cfg, choose_threshold(cal_rows, target_precision=cfg.target_precision, **pick)
-    )
-    now_thr = max(op, choose_threshold(cal_rows, target_precision=cfg.drain_now_precision, **pick))
-    thresholds = Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr)
+    calib = calib.with_columns(pl.Series("score", _score(est, calib)))
+    thresholds, baselines = pick_thresholds(calib, grid.episodes, split, cfg)
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
-    baselines = baseline_thresholds(
-        calib,
-        grid.episodes,
-        horizon_h=cfg.horizon_h,
-        window=split.calib,
-        target_precision=cfg.target_precision,
-    )
     del calib
     test = grid.table({"test": masks["test"]})["test"]
     counts["test"] = (test.height, int(test["label"].sum()))
@@ -409,7 +420,7 @@ def train_failure_model(
         grid.episodes,
         horizon_h=cfg.horizon_h,
         k=k,
-        thresholds={"model": op, **baselines},
+        thresholds={"model": thresholds.drain_after_jobs, **baselines},
         window=split.test,
     )
     card = _card(grid, split, cfg, est, thresholds, metrics, counts, k, now or as_of)
