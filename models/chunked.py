@@ -7,9 +7,11 @@ queries read only those nodes), in two passes:
 
 1. per group: the training rows (every positive, negatives sampled at one fleet-wide rate to
    about ``max_train_rows``) and the calibrator's rows (the calibration window, negatives sampled
-   to about ``max_calib_rows``), features kept; then the model is fitted on them;
-2. per group again: the calibration and test windows' rows, scored by the model and kept in a
-   compact form (node, time, label, score and the two baselines' columns), features dropped.
+   to about ``max_calib_rows``), features kept; then the model is fitted on them, and (with
+   ``refit``) its trees again on both sets of rows, the calibrator kept;
+2. per group again: the calibration and test windows' rows, scored and kept in a compact form
+   (node, time, label, score and the two baselines' columns), features dropped: the calibration
+   window by the trees fitted on the training rows alone, the test window by the refitted ones.
 
 Thresholds, baselines and metrics are then computed on the compact rows exactly as the
 unchunked path does. What differs: negatives are sampled at a rate set from the fleet's row
@@ -180,16 +182,29 @@ def train_chunked(
         np.where(y_cal > 0, 1.0, 1.0 / keep_calib),
         client,
     )
+    deployed = est
+    if cfg.refit:  # the trees again on both windows' sampled rows, the calibrator kept
+        deployed = est.refit_trees(
+            np.vstack([train.select(FEATURES).to_numpy(), fit_cal.select(FEATURES).to_numpy()]),
+            np.concatenate([y, y_cal]),
+            np.concatenate(
+                [np.where(y > 0, 1.0, 1.0 / keep_train), np.where(y_cal > 0, 1.0, 1.0 / keep_calib)]
+            ),
+            dask_client=client,
+        )
     counts = {"train": (train.height, int(y.sum()))}
     del train, fit_cal
     compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
     node_type = pl.Enum(nodes)  # 4 bytes a row, sorted like the names
-    for names in groups:  # pass 2: every calibration and test row, scored, features dropped
+    # pass 2: every calibration and test row, scored, features dropped; the calibration window
+    # by the trees that did not see it (the thresholds' rows), the test window by the deployed
+    scorer = {"calib": est, "test": deployed}
+    for names in groups:
         grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
         masks = _window_masks(grid, split, cfg.horizon_h)
         for window in ("calib", "test"):
             table = grid.table({window: masks[window]})[window]
-            compact[window].append(_compact(table, _score(est, table), node_type))
+            compact[window].append(_compact(table, _score(scorer[window], table), node_type))
             del table
         del grid, masks
     calib = pl.concat(compact.pop("calib"))
@@ -209,13 +224,13 @@ def train_chunked(
     shape = GridShape(
         start, grid_end, nodes, all_episodes.with_columns(pl.col("node").cast(pl.String))
     )
-    card = _card(shape, split, cfg, est, thresholds, found, counts, k, created)
+    card = _card(shape, split, cfg, deployed, thresholds, found, counts, k, created)
     card["chunked"] = {"node_group": group, "groups": len(groups)}
     if client is not None:
         from faultlens.models.dask_train import worker_count
 
         card["trained_on"] = {"dask_workers": worker_count(client)}
-    return TrainResult(est, thresholds, split, found, card)
+    return TrainResult(deployed, thresholds, split, found, card)
 
 
 def _compact(table: pl.DataFrame, scores: np.ndarray, node_type: pl.Enum) -> pl.DataFrame:

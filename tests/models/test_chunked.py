@@ -76,3 +76,30 @@ def test_over_the_limit_trains_in_groups_instead_of_stopping(cluster) -> None:
 
 
 FR = {"test_fraction": 0.25, "calib_fraction": 0.25}
+
+
+@pytest.mark.parametrize("group", [None, 5])
+def test_refit_trees_keep_the_thresholds_of_the_trees_that_did_not_see_calibration(
+    cluster, group
+) -> None:
+    """``refit``: the thresholds (and the calibrator) are set by trees fitted on the training
+    window alone, so they are the same with and without the refit; the deployed trees are
+    fitted again on both windows, so they differ, and the card says which windows they saw."""
+    import numpy as np
+
+    from faultlens.models.feature_catalog import FEATURES
+
+    db, truth = cluster
+    alone = _train(db, truth, refit=False, node_group=group)
+    both = _train(db, truth, refit=True, node_group=group)
+    assert alone.card["trees_fitted_on"] == ["train"]
+    assert both.card["trees_fitted_on"] == ["train", "calib"]
+    assert both.thresholds == alone.thresholds
+    assert both.estimator.calibrator_ is not None
+    np.testing.assert_array_equal(
+        both.estimator.calibrator_.coef_, alone.estimator.calibrator_.coef_
+    )
+    X = np.random.default_rng(0).poisson(0.3, size=(200, len(FEATURES))).astype(np.float32)
+    assert not np.allclose(
+        both.estimator.decision_function(X), alone.estimator.decision_function(X)
+    )
