@@ -125,7 +125,13 @@ def train_chunked(
 ) -> Any:
     """``train_failure_model`` on ``[lo, hi]`` in node groups of ``group`` (see the module doc);
     returns its ``TrainResult``."""
-    from faultlens.models.predictor import TrainResult, _card, _score, pick_thresholds
+    from faultlens.models.predictor import (
+        TrainResult,
+        _card,
+        _score,
+        pick_thresholds,
+        stack_features,
+    )
 
     start = floor_hour(lo)
     nodes = node_universe(store, start, hi)
@@ -182,18 +188,18 @@ def train_chunked(
         np.where(y_cal > 0, 1.0, 1.0 / keep_calib),
         client,
     )
+    counts = {"train": (train.height, int(y.sum()))}
     deployed = est
     if cfg.refit:  # the trees again on both windows' sampled rows, the calibrator kept
+        X = stack_features([train, fit_cal])
+        del train, fit_cal  # the fit holds the array and LightGBM's bins only
+        w = np.where(y > 0, 1.0, 1.0 / keep_train), np.where(y_cal > 0, 1.0, 1.0 / keep_calib)
         deployed = est.refit_trees(
-            np.vstack([train.select(FEATURES).to_numpy(), fit_cal.select(FEATURES).to_numpy()]),
-            np.concatenate([y, y_cal]),
-            np.concatenate(
-                [np.where(y > 0, 1.0, 1.0 / keep_train), np.where(y_cal > 0, 1.0, 1.0 / keep_calib)]
-            ),
-            dask_client=client,
+            X, np.concatenate([y, y_cal]), np.concatenate(w), dask_client=client
         )
-    counts = {"train": (train.height, int(y.sum()))}
-    del train, fit_cal
+        del X
+    else:
+        del train, fit_cal
     compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
     node_type = pl.Enum(nodes)  # 4 bytes a row, sorted like the names
     # pass 2: every calibration and test row, scored, features dropped; the calibration window

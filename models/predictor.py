@@ -519,14 +519,24 @@ def _refit(
     inside = calib.select(pl.col("ts") >= split.calib[0]).to_series().to_numpy()
     rng = np.random.default_rng(cfg.seed + 1)
     pick = inside & (labels | (rng.random(labels.size) < keep))
-    X = np.vstack(
-        [
-            train.select(FEATURES).to_numpy().astype(np.float32, copy=False),
-            calib.filter(pl.Series(pick)).select(FEATURES).to_numpy().astype(np.float32),
-        ]
-    )
-    y = np.concatenate([train["label"].to_numpy(), calib["label"].to_numpy()[pick]])
+    cal = calib.filter(pl.Series(pick))
+    X = stack_features([train, cal])
+    y = np.concatenate([train["label"].to_numpy(), cal["label"].to_numpy()])
+    del cal
     return est.refit_trees(X, y, np.where(y > 0, 1.0, 1.0 / keep), dask_client=client)
+
+
+def stack_features(frames: list[pl.DataFrame]) -> np.ndarray:
+    """The ``FEATURES`` columns of ``frames``, one under the other, as one float32 array filled a
+    column at a time: no whole-table temporary beside the tables and the result (the memory
+    plan's budget for the sampled rows, ``models.plan``)."""
+    X = np.empty((sum(f.height for f in frames), len(FEATURES)), dtype=np.float32)
+    row = 0
+    for f in frames:
+        for j, name in enumerate(FEATURES):
+            X[row : row + f.height, j] = f[name].to_numpy()
+        row += f.height
+    return X
 
 
 def _card(
