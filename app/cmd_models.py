@@ -113,6 +113,13 @@ def train(
         float,
         typer.Option(help="Stop before building the features if they would need more (GB)."),
     ] = 8.0,
+    refit: Annotated[
+        bool,
+        typer.Option(
+            help="Once the calibrator and thresholds are set, fit the trees again on the "
+            "training and calibration windows together (the deployed model).",
+        ),
+    ] = True,  # TrainConfig.refit (a test keeps the two equal)
     dask: DaskOption = None,
     workers: Annotated[int, typer.Option(help="Worker processes of a --dask local cluster.")] = 2,
     dataset: Annotated[
@@ -129,7 +136,9 @@ def train(
     """Train the failure predictor and compare it with the SRE rule and the lemon count.
 
     Builds node x hour features from the database, splits them in time (train / calibration /
-    test, each a horizon apart), fits a calibrated LightGBM model, and reports PR-AUC,
+    test, each a horizon apart), fits a calibrated LightGBM model (its trees fitted again on
+    the training and calibration windows once the thresholds are set: --no-refit keeps the
+    first trees), and reports PR-AUC,
     precision and recall at the operating threshold, precision@k and median lead time for the
     model and both baselines. The model and its card are saved in the model registry.
     Memory is planned first: a history whose feature tables would exceed --max-memory-gb
@@ -161,6 +170,7 @@ def train(
         seed=seed,
         since=since.replace(tzinfo=None) if since else None,
         max_memory_gb=max_memory_gb,
+        refit=refit,
     )
     path = db_path(db)
     now = utc_now()

@@ -63,7 +63,7 @@ def test_status_loads_only_duckdb_and_polars(tmp_path) -> None:
     assert {m.split(".")[0] for m in doc["loaded"]} == {"duckdb", "polars"}, doc["loaded"]
 
 
-def test_train_precision_default_is_the_configs() -> None:
+def test_train_precision_and_refit_defaults_are_the_configs() -> None:
     """`faultlens train` states its default without importing the model code (--help stays
     light); the number is the one the evaluation bench trains with."""
     import inspect
@@ -71,5 +71,6 @@ def test_train_precision_default_is_the_configs() -> None:
     from faultlens.app.cmd_models import train
     from faultlens.models.predictor import TrainConfig
 
-    default = inspect.signature(train).parameters["target_precision"].default
-    assert default == TrainConfig().target_precision
+    params = inspect.signature(train).parameters
+    assert params["target_precision"].default == TrainConfig().target_precision
+    assert params["refit"].default is TrainConfig().refit
