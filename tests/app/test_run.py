@@ -140,6 +140,13 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     # Without --as-of the prediction is as of the newest data, not the wall clock.
     res = runner.invoke(app, ["predict", "--db", str(db), "--json"])
     assert res.exit_code == 0, res.stderr
+    # predict stores its predictions too: its drain suggestions are recorded with the run's
+    suggested = {
+        a["node"]
+        for doc in (pred, json.loads(res.stdout))
+        for a in doc["alerts"]
+        if a["action"].startswith("drain")
+    }
     with Store(db, read_only=True) as store:
         newest = store.scalar("SELECT max(ts) FROM events")
     as_of = datetime.fromisoformat(json.loads(res.stdout)["as_of"])
@@ -160,10 +167,15 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     with Store(db, read_only=True) as store:
         recorded = store.query("SELECT node, made_at, outcome FROM drain_outcomes")
     assert drains  # the model asks for drains on this cluster
-    assert set(recorded["node"].to_list()) == drains
-    assert recorded.height == len(drains)
-    # the data runs on past the horizon: every suggestion is already decided
-    assert set(recorded["outcome"].to_list()) <= {
+    # every suggestion is recorded once: the run's, made as of its --as-of, and predict's
+    at_run = recorded.filter(pl.col("made_at") == at)
+    assert sorted(at_run["node"].to_list()) == sorted(drains)
+    assert set(recorded.filter(pl.col("made_at") != at)["node"].to_list()) == suggested
+    assert recorded.select("node", "made_at").is_unique().all()
+    # predict's were made as of the end of the data: their horizon has not passed yet
+    assert set(recorded.filter(pl.col("made_at") != at)["outcome"].to_list()) <= {"pending"}
+    # the data runs on past the run's horizon: each of its suggestions is already decided
+    assert set(at_run["outcome"].to_list()) <= {
         "drained_failed",
         "drained_no_failure",
         "not_drained_failed",
