@@ -235,23 +235,24 @@ def metrics_table(metrics: dict[str, dict[str, Any]], title: str) -> Table:
         t.add_row(
             name,
             _fmt(m["pr_auc"]) if m["pr_auc"] is not None else "no failures",
-            _ratio(m, "precision", "true_alerts", "alerts", "alerts"),
-            _ratio(m, "recall", "caught", "failure_episodes", "failures"),
+            _ratio(m, "precision", "true_alerts", "alerts", "alerts", "true"),
+            _ratio(m, "recall", "caught", "failure_episodes", "failures", "caught"),
             _fmt(m["precision_at_k"]),
             _fmt(m["median_lead_time_h"]) if m["median_lead_time_h"] is not None else "none caught",
         )
     return t
 
 
-def _ratio(m: dict[str, Any], key: str, num: str, den: str, what: str) -> str:
-    """The ratio ``m[key]`` with its counts; only the counts below ``MIN_SUPPORT``."""
+def _ratio(m: dict[str, Any], key: str, num: str, den: str, what: str, counted: str) -> str:
+    """The ratio ``m[key]`` with its counts; only the counts below ``MIN_SUPPORT`` ("2 of 3
+    alerts true")."""
     if den not in m:  # an older model card without the counts
         return _fmt(m[key])
     n, d = int(m[num]), int(m[den])
     if d == 0:
         return f"no {what}"
     if d < MIN_SUPPORT:
-        return f"{n} of {d} {what} (too few)"
+        return f"{n} of {d} {what} {counted} (too few)"
     return f"{m[key]:.3f} ({n}/{d})"
 
 

@@ -33,8 +33,8 @@ def test_small_counts_are_shown_as_counts_not_ratios() -> None:
     # caught
     text = _render({"model": _m(2, 1, 3, 0)})
     assert "0.500" not in text and "0.000" not in text
-    assert "1 of 2 alerts (too few)" in text
-    assert "0 of 3 failures (too few)" in text
+    assert "1 of 2 alerts true (too few)" in text
+    assert "0 of 3 failures caught (too few)" in text
     assert "none caught" in text
 
 
