@@ -189,17 +189,17 @@ def train_chunked(
         client,
     )
     counts = {"train": (train.height, int(y.sum()))}
+    # with refit, the trees again on both windows' sampled rows, the calibrator kept; the tables
+    # are dropped first, so the fit holds the array and LightGBM's bins only
+    X = stack_features([train, fit_cal]) if cfg.refit else None
+    del train, fit_cal
     deployed = est
-    if cfg.refit:  # the trees again on both windows' sampled rows, the calibrator kept
-        X = stack_features([train, fit_cal])
-        del train, fit_cal  # the fit holds the array and LightGBM's bins only
+    if X is not None:
         w = np.where(y > 0, 1.0, 1.0 / keep_train), np.where(y_cal > 0, 1.0, 1.0 / keep_calib)
         deployed = est.refit_trees(
             X, np.concatenate([y, y_cal]), np.concatenate(w), dask_client=client
         )
         del X
-    else:
-        del train, fit_cal
     compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
     node_type = pl.Enum(nodes)  # 4 bytes a row, sorted like the names
     # pass 2: every calibration and test row, scored, features dropped; the calibration window

@@ -149,14 +149,7 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
                 fit_idx = np.arange(len(y) - n_cal)
                 cal_X, cal_y = X[len(y) - n_cal :], tail
         weights = None if sample_weight is None else sample_weight[fit_idx]
-        if dask_client is not None:
-            from faultlens.models.dask_train import fit_on_dask
-
-            self.model_ = fit_on_dask(
-                dask_client, X[fit_idx], y[fit_idx], weights, self._lgbm().get_params()
-            )
-        else:
-            self.model_ = self._lgbm().fit(X[fit_idx], y[fit_idx], sample_weight=weights)
+        self.model_ = self._fit_trees(X[fit_idx], y[fit_idx], weights, dask_client)
         self.calibrator_ = None
         if self.classes_.size == 2 and cal_X is not None and np.unique(cal_y).size == 2:
             margin = self._raw(cal_X).reshape(-1, 1)
@@ -179,13 +172,18 @@ class FailurePredictor(ClassifierMixin, BaseEstimator):
         y = np.asarray(y)
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         out = copy.copy(self)
+        out.model_ = self._fit_trees(X, y, w, dask_client)
+        return out
+
+    def _fit_trees(
+        self, X: np.ndarray, y: np.ndarray, w: np.ndarray | None, dask_client: Any
+    ) -> lgb.LGBMClassifier:
+        """The trees on these rows, on ``dask_client``'s workers when given."""
         if dask_client is not None:
             from faultlens.models.dask_train import fit_on_dask
 
-            out.model_ = fit_on_dask(dask_client, X, y, w, self._lgbm().get_params())
-        else:
-            out.model_ = self._lgbm().fit(X, y, sample_weight=w)
-        return out
+            return fit_on_dask(dask_client, X, y, w, self._lgbm().get_params())
+        return self._lgbm().fit(X, y, sample_weight=w)
 
     def _raw(self, X: np.ndarray) -> np.ndarray:
         """Raw scores, each run of identical consecutive rows scored once: hourly rows of a quiet

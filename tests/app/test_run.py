@@ -168,12 +168,15 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
         recorded = store.query("SELECT node, made_at, outcome FROM drain_outcomes")
     assert drains  # the model asks for drains on this cluster
     # every suggestion is recorded once: the run's, made as of its --as-of, and predict's
-    at_run = recorded.filter(pl.col("made_at") == at)
+    at_run, others = (
+        recorded.filter(pl.col("made_at") == at),
+        recorded.filter(pl.col("made_at") != at),
+    )
     assert sorted(at_run["node"].to_list()) == sorted(drains)
-    assert set(recorded.filter(pl.col("made_at") != at)["node"].to_list()) == suggested
+    assert set(others["node"].to_list()) == suggested
     assert recorded.select("node", "made_at").is_unique().all()
     # predict's were made as of the end of the data: their horizon has not passed yet
-    assert set(recorded.filter(pl.col("made_at") != at)["outcome"].to_list()) <= {"pending"}
+    assert set(others["outcome"].to_list()) <= {"pending"}
     # the data runs on past the run's horizon: each of its suggestions is already decided
     assert set(at_run["outcome"].to_list()) <= {
         "drained_failed",

@@ -6,9 +6,11 @@ written to hold them), not off the program's output."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pytest
 from typer.testing import CliRunner
 
 from faultlens.app.cli import app
@@ -18,15 +20,19 @@ SAMPLES = REPO / "data" / "samples"
 runner = CliRunner()
 
 
-def _ingest(tmp_path: Path) -> tuple[duckdb.DuckDBPyConnection, str]:
-    db = tmp_path / "samples.duckdb"
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory) -> Iterator[tuple[duckdb.DuckDBPyConnection, str]]:
+    """The samples ingested once for the module, as README's quick start does."""
+    db = tmp_path_factory.mktemp("samples") / "samples.duckdb"
     result = runner.invoke(app, ["ingest", str(SAMPLES), "--db", str(db)])
     assert result.exit_code == 0, result.output
-    return duckdb.connect(str(db), read_only=True), result.output
+    con = duckdb.connect(str(db), read_only=True)
+    yield con, result.output
+    con.close()
 
 
-def test_every_sample_file_is_ok_and_every_line_is_accounted_for(tmp_path: Path) -> None:
-    con, _ = _ingest(tmp_path)
+def test_every_sample_file_is_ok_and_every_line_is_accounted_for(ingested) -> None:
+    con, _ = ingested
     files = con.execute(
         "SELECT path, status, lines, parsed, noise, quarantined FROM ingested_files"
     ).fetchall()
@@ -39,8 +45,8 @@ def test_every_sample_file_is_ok_and_every_line_is_accounted_for(tmp_path: Path)
         assert quarantined == 0, file
 
 
-def test_kernel_sample_events_are_on_the_lines_that_carry_them(tmp_path: Path) -> None:
-    con, _ = _ingest(tmp_path)
+def test_kernel_sample_events_are_on_the_lines_that_carry_them(ingested) -> None:
+    con, _ = ingested
     rows = con.execute(
         "SELECT line, node, kind, code, gpu FROM events WHERE file LIKE '%kern.log' ORDER BY line"
     ).fetchall()
@@ -57,8 +63,8 @@ def test_kernel_sample_events_are_on_the_lines_that_carry_them(tmp_path: Path) -
     assert {r[0] for r in rows} == {3, 5, 6, 7, 8, 10}
 
 
-def test_nccl_line_without_a_time_is_kept_and_flagged(tmp_path: Path) -> None:
-    con, output = _ingest(tmp_path)
+def test_nccl_line_without_a_time_is_kept_and_flagged(ingested) -> None:
+    con, output = ingested
     rows = con.execute(
         "SELECT line, node, kind, ts FROM events WHERE file LIKE '%nccl-job4812.log'"
     ).fetchall()
@@ -69,8 +75,8 @@ def test_nccl_line_without_a_time_is_kept_and_flagged(tmp_path: Path) -> None:
     assert row.split()[-2:] == ["1", "0"]
 
 
-def test_jobs_and_incidents_from_the_samples(tmp_path: Path) -> None:
-    con, _ = _ingest(tmp_path)
+def test_jobs_and_incidents_from_the_samples(ingested) -> None:
+    con, _ = ingested
     jobs = con.execute("SELECT job_id, state, n_gpus FROM jobs ORDER BY job_id").fetchall()
     assert jobs == [("4812", "NODE_FAIL", 16), ("4813", "COMPLETED", 8), ("4814", "FAILED", 8)]
     incidents = con.execute("SELECT node FROM incidents ORDER BY node").fetchall()
