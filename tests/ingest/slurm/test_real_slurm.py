@@ -83,7 +83,9 @@ def run(cluster: slurm_helper.Slurm, tmp_path_factory: pytest.TempPathFactory) -
     jobs["failed"] = s.sbatch("-J", "exit3", "--wrap", "sleep 1; exit 3")
     jobs["signal"] = s.sbatch("-J", "segv", "--wrap", "kill -SEGV $$")
     jobs["cancelled"] = s.sbatch("-J", "cancel", "--wrap", "sleep 600")
-    jobs["requeued"] = s.sbatch("-J", "requeue", "--requeue", "--wrap", "sleep 5")
+    # long enough that the requeue always meets it running, short enough to end within the wait
+    # for the TIMEOUT job (its one minute limit)
+    jobs["requeued"] = s.sbatch("-J", "requeue", "--requeue", "--wrap", "sleep 20")
     jobs["array"] = s.sbatch("-J", "arr", "--array=1-3", "--wrap", "exit 0")
     _running(s, jobs["cancelled"])
     s.run("scancel", jobs["cancelled"])
@@ -92,6 +94,14 @@ def run(cluster: slurm_helper.Slurm, tmp_path_factory: pytest.TempPathFactory) -
     # A requeued job waits ~2 minutes (BeginTime); let it start again at once.
     slurm_helper.wait_for(
         "the requeued job to be pending", lambda: s.squeue_state(jobs["requeued"]) == "PENDING", 30
+    )
+    # Release it only once the first run's step daemon has ended: a completion message of the
+    # killed first run that reaches slurmctld after the second run started ends that second run
+    # as FAILED (seen in CI on a slower machine).
+    slurm_helper.wait_for(
+        "the requeued job's first run to end",
+        lambda: f"[{jobs['requeued']}.batch] done with job" in s.log("slurmd").read_text(),
+        60,
     )
     s.run("scontrol", "update", f"JobId={jobs['requeued']}", "StartTime=now")
     _final(s, list(jobs.values()), 180)
@@ -111,7 +121,7 @@ def run(cluster: slurm_helper.Slurm, tmp_path_factory: pytest.TempPathFactory) -
     files["fixed"].write_text(s.run(*base).stdout)
     files["json"].write_text(s.run("sacct", "-a", "-j", ids, "--json").stdout)
     shutil.copy(s.log("slurmctld"), files["ctld"])
-    return {"jobs": jobs, "files": files}
+    return {"jobs": jobs, "files": files, "slurmd_log": s.log("slurmd").read_text()}
 
 
 def _sacct_rows(path: Path) -> list[dict[str, str]]:
@@ -147,6 +157,14 @@ def _exit(code: str) -> tuple[int | None, int | None]:
     return int(c), int(sig)
 
 
+def _requeue_story(run: dict) -> str:
+    """What sacct -D and slurmd said of the requeued job (a failure's message)."""
+    job = run["jobs"]["requeued"]
+    rows = [r for r in _sacct_rows(run["files"]["dup"]) if r["JobID"].split(".")[0] == job]
+    said = [ln for ln in run["slurmd_log"].splitlines() if f"job {job}" in ln or f"[{job}." in ln]
+    return "\n".join([*map(str, rows), *said])
+
+
 def test_every_job_and_state_arrives_as_sacct_printed_it(run: dict, db: Path) -> None:
     rows = [r for r in _sacct_rows(run["files"]["p2"]) if "." not in r["JobID"]]
     got = _jobs(db, run["files"]["p2"])
@@ -167,14 +185,15 @@ def test_every_job_and_state_arrives_as_sacct_printed_it(run: dict, db: Path) ->
     assert states[ids["timeout"]] == "TIMEOUT"
     assert states[ids["cancelled"]] == "CANCELLED by 0"
     assert states[ids["node_fail"]] == "NODE_FAIL"
-    assert states[ids["requeued"]] == "COMPLETED"
+    assert states[ids["requeued"]] == "COMPLETED", _requeue_story(run)
     assert {f"{ids['array']}_{i}" for i in (1, 2, 3)} <= set(got)
 
 
 def test_duplicates_keep_the_requeue(run: dict, db: Path) -> None:
     rows = [r for r in _sacct_rows(run["files"]["dup"]) if "." not in r["JobID"]]
     requeued = run["jobs"]["requeued"]
-    assert [r["State"] for r in rows if r["JobID"] == requeued] == ["REQUEUED", "COMPLETED"]
+    got_states = [r["State"] for r in rows if r["JobID"] == requeued]
+    assert got_states == ["REQUEUED", "COMPLETED"], _requeue_story(run)
     got = _jobs(db, run["files"]["dup"])
     assert got[requeued]["state"] == "COMPLETED"
     assert got[requeued]["restarts"] == 1
