@@ -21,6 +21,7 @@ message with the outer prefix removed (``body``). Times are UTC.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from functools import cache
 
@@ -65,13 +66,24 @@ CAPTURES: dict[str, str] = {
     .replace("{2,12}", "+")
     .replace("{1,10}", "+"),
 }
+# The most common head by far (RFC 3164 with an English month, a host and a tag: rsyslog's
+# default, journald ``short``), read by slicing at fixed offsets instead of capturing groups. A
+# line it matches has no other shape (it starts with a month name) and these same parts under
+# ``SHAPES["syslog"]``: every part ends at a character it cannot hold, and the bounds are the same.
+_ENGLISH_MONTH_NAMES = (
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+)  # fmt: skip
+FAST_SYSLOG = (
+    "^(?:" + "|".join(_ENGLISH_MONTH_NAMES) + ") "
+    r"[ 0-9][0-9] [0-9]{2}:[0-9]{2}:[0-9]{2} "
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,62} [^\s:\[\]]{1,64}(?:\[[0-9]{1,10}\])?: "
+)
+# Any shape at all (one match per line: most messages have none, and are then done)
+_ANY_SHAPE = "|".join(
+    f"(?:{rx})" for rx in (re.sub(r"\(\?P<[a-z]+>", "(?:", v) for v in SHAPES.values())
+)
 # RFC 3164 month names (English whatever the node's locale): read without loading babel's data
-_ENGLISH_MONTHS = {
-    m: i + 1
-    for i, m in enumerate(
-        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-    )
-}
+_ENGLISH_MONTHS = {m.lower(): i + 1 for i, m in enumerate(_ENGLISH_MONTH_NAMES)}
 _COLS = ("p_ts", "p_host", "p_flag", "body")
 PREFIX_SCHEMA = {
     "line": pl.Int64,
@@ -124,33 +136,65 @@ def _month_of(token: str) -> int | None:
     return _ENGLISH_MONTHS.get(key) or month_numbers().get(key)
 
 
-def _syslog_ts(g: pl.Expr, tokens: list[str], ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
-    """Time and flag of the syslog shape's groups ``g``; ``tokens``: the month tokens seen
-    (a file holds a handful, so each is looked up once, not once per line)."""
+_TS_PARTS = ("_mo", "_dd", "_hh", "_mi", "_ss", "_us", "_stamp")
+
+
+def _with_syslog_ts(
+    frame: pl.DataFrame,
+    parts: dict[str, pl.Expr],
+    tokens: list[str],
+    ctx: ParseContext,
+    hms_at: int = 0,
+) -> pl.DataFrame:
+    """``frame`` with ``_ts`` and ``_flag`` from the syslog shape's parts (``mon``, ``day``,
+    ``hms`` (``HH:MM:SS`` at offset ``hms_at``) and ``frac``, which may be absent); ``tokens``:
+    the month tokens seen (a file holds a handful, so each is looked up once, not once per
+    line). The parts are columns first: an eager expression repeating them would compute each
+    again."""
+    if ctx.year is None and ctx.mtime is None:
+        return frame.with_columns(
+            _ts=pl.lit(None, pl.Datetime("us")), _flag=pl.lit(None, pl.String)
+        )
     months = {t: _month_of(t) for t in tokens}
-    month = g.struct.field("mon").replace_strict(months, default=None, return_dtype=pl.Int32)
+    hms = parts["hms"]
+    micros: pl.Expr = pl.lit(0, pl.Int64)
+    if "frac" in parts:
+        micros = parts["frac"].str.slice(0, 6).str.pad_end(6, "0").cast(pl.Int64).fill_null(0)
+    f = frame.with_columns(
+        _mo=parts["mon"].replace_strict(months, default=None, return_dtype=pl.Int32),
+        _dd=parts["day"].cast(pl.Int32),
+        **{
+            k: hms.str.slice(hms_at + i, 2).cast(pl.Int32)
+            for k, i in (("_hh", 0), ("_mi", 3), ("_ss", 6))
+        },
+        _us=micros,
+    )
+    month, day = pl.col("_mo"), pl.col("_dd")
     if ctx.year is not None:
         year, flag = pl.lit(ctx.year), pl.lit(None, pl.String)
-    elif ctx.mtime is not None:
+    else:
         year = pl.lit(ctx.mtime.year) - (month > ctx.mtime.month).cast(pl.Int32)
         flag = pl.lit("year_from_mtime")
-    else:
-        return pl.lit(None, pl.Datetime("us")), pl.lit("no_year")
-    day = g.struct.field("day").cast(pl.Int32)
-    hms = g.struct.field("hms")
-    hour, minute, second = (hms.str.slice(k, 2).cast(pl.Int32) for k in (0, 3, 6))
-    micros = g.struct.field("frac").str.slice(0, 6).str.pad_end(6, "0").cast(pl.Int64)
-    first = pl.date(year, month, 1).cast(pl.Datetime("us"))
-    stamp = first + pl.duration(
-        days=day - 1,
-        hours=hour,
-        minutes=minute,
-        seconds=second,
-        microseconds=micros.fill_null(0),
+    f = f.with_columns(
+        _stamp=pl.date(year, month, 1).cast(pl.Datetime("us"))
+        + pl.duration(
+            days=day - 1,
+            hours=pl.col("_hh"),
+            minutes=pl.col("_mi"),
+            seconds=pl.col("_ss"),
+            microseconds=pl.col("_us"),
+        )
     )
-    valid = (day >= 1) & (stamp.dt.month() == month) & (hour < 24) & (minute < 60) & (second <= 60)
-    ts = pl.when(valid).then(stamp)  # a leap second (:60) is the next minute, as chrono reads it
-    return ts, pl.when(ts.is_not_null()).then(flag)
+    valid = (
+        (day >= 1)
+        & (pl.col("_stamp").dt.month() == month)
+        & (pl.col("_hh") < 24)
+        & (pl.col("_mi") < 60)
+        & (pl.col("_ss") <= 60)
+    )
+    # a leap second (:60) is the next minute, as chrono reads it
+    f = f.with_columns(_ts=pl.when(valid).then("_stamp"))
+    return f.with_columns(_flag=pl.when(pl.col("_ts").is_not_null()).then(flag)).drop(_TS_PARTS)
 
 
 _LAYER = {"_ts": pl.Datetime("us"), "_host": pl.String, "_flag": pl.String, "_body": pl.String}
@@ -158,38 +202,77 @@ _LAYER = {"_ts": pl.Datetime("us"), "_host": pl.String, "_flag": pl.String, "_bo
 
 def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
     """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body`` (null
-    where none does). Which shape a line has is a plain match (a DFA, no groups); the groups are
-    extracted only on that shape's lines, over the head alone. Row order is not kept."""
+    where none does). The common syslog head is read by slicing (``FAST_SYSLOG``); of the other
+    lines, those with any shape are told apart by plain matches (DFAs, no groups), and the groups
+    extracted only on each shape's lines, over the head alone. Row order is not kept."""
     col = pl.col(text)
+    f = frame.with_columns(_head=col.str.extract(FAST_SYSLOG, 0))
+    fast = f.filter(pl.col("_head").is_not_null())
+    f = f.filter(pl.col("_head").is_null()).drop("_head")
+    shaped = col.str.contains(_ANY_SHAPE).fill_null(False)
+    f = f.with_columns(_any=shaped)
+    parts = [
+        f.filter(~pl.col("_any"))
+        .drop("_any")
+        .with_columns(pl.lit(None, dtype).alias(name) for name, dtype in _LAYER.items())
+    ]
+    if fast.height:
+        parts.append(_fast_syslog(fast, text, ctx))
+    f = f.filter("_any").drop("_any")
     which = pl.coalesce(
         [pl.when(col.str.contains(rx)).then(pl.lit(i)) for i, rx in enumerate(SHAPES.values())]
     )
-    f = frame.with_columns(_which=which)
-    parts = [
-        f.filter(pl.col("_which").is_null()).with_columns(
-            pl.lit(None, dtype).alias(name) for name, dtype in _LAYER.items()
-        )
-    ]
+    f = f.with_columns(_which=which)
     for i, name in enumerate(SHAPES):
         sub = f.filter(pl.col("_which") == i)
-        if not sub.height:
-            continue
-        sub = sub.with_columns(_g=col.str.extract_groups(CAPTURES[name]))
-        g = pl.col("_g")
-        if name == "syslog":
-            tokens = sub.get_column("_g").struct.field("mon").drop_nulls().unique().to_list()
-            ts, flag = _syslog_ts(g, tokens, ctx)
-        else:
-            ts, flag = _iso_ts(g), pl.lit(None, pl.String)
-        sub = sub.with_columns(_ts=ts).with_columns(
-            _host=g.struct.field("host")
-            if "(?P<host>" in SHAPES[name]
-            else pl.lit(None, pl.String),
-            _flag=pl.when(pl.col("_ts").is_not_null()).then(flag),
-            _body=col.str.strip_prefix(g.struct.field("head")),
-        )
-        parts.append(sub.drop("_g"))
-    return pl.concat(parts, how="vertical_relaxed").drop("_which")
+        if sub.height:
+            parts.append(_shape_groups(sub, name, text, ctx).drop("_which"))
+    return pl.concat([p.select(*frame.columns, *_LAYER) for p in parts], how="vertical_relaxed")
+
+
+def _fast_syslog(fast: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
+    """``_one_layer``'s columns of lines matching ``FAST_SYSLOG`` (their head in ``_head``): month,
+    day and time at fixed offsets, the host up to the space after it."""
+    col = pl.col(text)
+    after_stamp = pl.col("_head").str.slice(16)
+    parts = {
+        "mon": col.str.slice(0, 3),
+        "day": col.str.slice(4, 2).str.strip_chars_start(" "),
+        "hms": col,
+    }
+    return _with_syslog_ts(fast, parts, list(_ENGLISH_MONTH_NAMES), ctx, hms_at=7).with_columns(
+        _host=after_stamp.str.slice(0, after_stamp.str.find(" ", literal=True)),
+        _body=col.str.strip_prefix(pl.col("_head")),
+    )
+
+
+def _shape_groups(sub: pl.DataFrame, name: str, text: str, ctx: ParseContext) -> pl.DataFrame:
+    """``_one_layer``'s columns of lines of shape ``name``, from its regex groups."""
+    col = pl.col(text)
+    sub = sub.with_columns(_g=col.str.extract_groups(CAPTURES[name]))
+    g = pl.col("_g")
+    if name == "syslog":
+        tokens = sub.get_column("_g").struct.field("mon").drop_nulls().unique().to_list()
+        fields = {k: g.struct.field(k) for k in ("mon", "day", "hms", "frac")}
+        sub = _with_syslog_ts(sub, fields, tokens, ctx)
+    else:
+        sub = sub.with_columns(_ts=_iso_ts(g), _flag=pl.lit(None, pl.String))
+    sub = sub.with_columns(
+        _host=g.struct.field("host") if "(?P<host>" in SHAPES[name] else pl.lit(None, pl.String),
+        _body=col.str.strip_prefix(g.struct.field("head")),
+    )
+    return sub.drop("_g")
+
+
+def _nodes(frame: pl.DataFrame, host: str) -> pl.Series:
+    """``node_expr`` of a host column, computed once per distinct value (a file names few hosts:
+    the regexes are then run a handful of times, not on every row)."""
+    hosts = frame.get_column(host)
+    values = hosts.drop_nulls().unique()
+    if not values.len():
+        return pl.Series(hosts.name, [None] * hosts.len(), dtype=pl.String)
+    nodes = pl.DataFrame({"h": values}).select(node_expr(pl.col("h"))).to_series()
+    return hosts.replace_strict(values, nodes, default=None, return_dtype=pl.String)
 
 
 def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:
@@ -203,19 +286,17 @@ def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") ->
     outer = f.filter(pl.col("_b1").is_not_null())  # only these can hold a second prefix
     inner = _one_layer(outer, "_b1", ctx)
     rest = f.filter(pl.col("_b1").is_null()).with_columns(
-        _ts=pl.lit(None, pl.Datetime("us")),
-        _host=pl.lit(None, pl.String),
-        _flag=pl.lit(None, pl.String),
-        _body=pl.lit(None, pl.String),
+        pl.lit(None, dtype).alias(name) for name, dtype in _LAYER.items()
     )
     f = pl.concat([inner, rest], how="vertical_relaxed").sort("_row")
+    f = f.with_columns(_hosts=pl.coalesce("_h1", "_host"))
     return f.with_columns(
         p_ts=pl.coalesce("_ts1", "_ts"),
-        p_host=node_expr(pl.coalesce("_h1", "_host")),
+        p_host=_nodes(f, "_hosts"),
         p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
         body=pl.coalesce("_body", "_b1", column),
         p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
-    ).drop("_row", "_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body")
+    ).drop("_row", "_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body", "_hosts")
 
 
 def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:

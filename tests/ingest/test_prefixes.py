@@ -1,0 +1,85 @@
+"""The prefix library's fast path: lines with the common RFC 3164 head (``FAST_SYSLOG``) are read by
+slicing; the reference is the general syslog shape's regex groups on the same lines."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import polars as pl
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from faultlens.ingest import prefixes
+from faultlens.ingest.base import ParseContext
+
+CTXS = (
+    ParseContext(file="f", mtime=datetime(2025, 3, 2)),
+    ParseContext(file="f", year=2024),
+    ParseContext(file="f"),
+)
+# pieces of syslog heads: (valid, odd). A line has valid pieces but for at most one odd piece;
+# the fast path must take exactly the lines it reads as the general shape does.
+PIECES = {
+    "mon": (["Jan", "Feb", "Nov", "Dec"], ["Mär", "nov", "Sept", "Okt", "May."]),
+    "day": ([" 1", "01", "29", "30", "31"], [" 0", "1", "7,", "  3", "123"]),
+    "time": (["00:00:00", "23:59:59", "23:59:60", "24:00:00", "12:60:00"], ["1:02:03", "12:00"]),
+    "frac": ([""], [".5", ",123456789", "."]),
+    "host": (["gpu-07", "Node.Example.COM", "10.0.0.1", "h_1", "h" * 63], ["-x", "", "h" * 64]),
+    "sep": ([" "], ["  ", "", "\t"]),
+    "tag": (["kernel", "python[4004]", "täg[2]", "t" * 64], ["t[x]", "t[12345678901]", "t" * 65]),
+    "end": ([": ", ": [rank1]: "], [":", " : ", ":x"]),
+}
+MESSAGES = st.sampled_from(["NVRM: Xid 79", "Nov  2 01:02:03 inner t: x", "", "[2024-05-01] x"])
+
+
+@st.composite
+def syslog_lines(draw: st.DrawFn) -> str:
+    odd = draw(st.one_of(st.none(), st.sampled_from(list(PIECES))))
+    part = {k: draw(st.sampled_from(v[k == odd])) for k, v in PIECES.items()}
+    if odd is None and draw(st.integers(0, 3)) == 0:  # any host / tag text
+        part["host"] = draw(st.text("ab1.-_", min_size=1, max_size=70))
+        part["tag"] = draw(st.text("ab:[]1ü ", min_size=1, max_size=70))
+    head = f"{part['mon']} {part['day']} {part['time']}{part['frac']} "
+    return head + part["host"] + part["sep"] + part["tag"] + part["end"] + draw(MESSAGES)
+
+
+def _layers(lines: list[str], ctx: ParseContext) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The fast path's columns and the syslog shape's, on the lines ``FAST_SYSLOG`` matches."""
+    frame = pl.DataFrame({"raw": lines}, schema={"raw": pl.String})
+    fast = frame.with_columns(_head=pl.col("raw").str.extract(prefixes.FAST_SYSLOG, 0)).filter(
+        pl.col("_head").is_not_null()
+    )
+    for rx in list(prefixes.SHAPES.values())[:-1]:  # no earlier shape takes these lines
+        assert not fast.select(pl.col("raw").str.contains(rx)).to_series().any()
+    assert fast.select(pl.col("raw").str.contains(prefixes.SHAPES["syslog"])).to_series().all()
+    got = prefixes._fast_syslog(fast, "raw", ctx).drop("_head")
+    want = prefixes._shape_groups(fast.drop("_head"), "syslog", "raw", ctx)
+    return got, want
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(syslog_lines(), min_size=1, max_size=30))
+def test_the_fast_syslog_head_reads_as_the_general_shape(lines: list[str]) -> None:
+    for ctx in CTXS:
+        got, want = _layers(lines, ctx)
+        assert_frame_equal(got, want)
+
+
+def test_the_fast_path_takes_the_common_heads() -> None:
+    lines = [
+        "Nov  1 00:00:28 gpu-028 python[4004]: NCCL WARN x",
+        "Nov 11 23:59:60 gpu-028 kernel: NVRM: Xid 79",
+        "Feb 29 00:00:00 Node.Example.COM slurmd[12]: error: x",
+    ]
+    got, want = _layers(lines, CTXS[0])
+    assert got.height == 3
+    assert_frame_equal(got, want)
+    assert got["_ts"].to_list() == [
+        datetime(2024, 11, 1, 0, 0, 28),
+        datetime(2024, 11, 12, 0, 0, 0),  # a leap second is the next minute
+        None,  # 2025 has no Feb 29
+    ]
+    out = prefixes.prefix_frame(pl.DataFrame({"raw": lines}), CTXS[0])
+    assert out["p_host"].to_list() == ["gpu-028", "gpu-028", "node"]
+    assert out["body"].to_list() == ["NCCL WARN x", "NVRM: Xid 79", "error: x"]
