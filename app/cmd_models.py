@@ -75,6 +75,7 @@ def train_doc(card: dict[str, Any]) -> dict[str, Any]:
         "test_window": card["windows"]["test"],
         "metrics": {name: {k: m[k] for k in keys if k in m} for name, m in card["metrics"].items()},
         "thresholds": card["thresholds"],
+        "calibration": card.get("calibration"),
         "k": card["k"],
     }
 
@@ -120,6 +121,15 @@ def train(
             "training and calibration windows together (the deployed model).",
         ),
     ] = True,  # TrainConfig.refit (a test keeps the two equal)
+    cross_fit_folds: Annotated[
+        int,
+        typer.Option(
+            "--cross-fit-folds",
+            help="Fit the calibrator and the thresholds on out-of-fold scores of this many "
+            "node groups over the training and calibration windows (0: on the calibration "
+            "window alone, scored by trees fitted on the training window).",
+        ),
+    ] = 0,  # TrainConfig.cross_fit_folds (a test keeps the two equal)
     dask: DaskOption = None,
     workers: Annotated[int, typer.Option(help="Worker processes of a --dask local cluster.")] = 2,
     dataset: Annotated[
@@ -171,6 +181,7 @@ def train(
         since=since.replace(tzinfo=None) if since else None,
         max_memory_gb=max_memory_gb,
         refit=refit,
+        cross_fit_folds=cross_fit_folds,
     )
     path = db_path(db)
     now = utc_now()

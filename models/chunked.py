@@ -13,6 +13,11 @@ queries read only those nodes), in two passes:
    (node, time, label, score and the two baselines' columns), features dropped: the calibration
    window by the trees fitted on the training rows alone, the test window by the refitted ones.
 
+With cross-fitting (``TrainConfig.cross_fit_folds``, ``models.crossfit``), pass 1 keeps the
+sampled rows of the whole fitting span instead; one estimator per fold of nodes and the deployed
+trees are fitted on them; pass 2 scores each node's span rows with its fold's trees (out of fold)
+and the test rows with the deployed ones, and the calibrator is fitted on the out-of-fold rows.
+
 Thresholds, baselines and metrics are then computed on the compact rows exactly as the
 unchunked path does. What differs: negatives are sampled at a rate set from the fleet's row
 count (not its exact negative count), and per group with its own random stream; with one group
@@ -23,7 +28,9 @@ fits the memory limit.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,15 +40,26 @@ import polars as pl
 
 from faultlens.ingest.errors import ModelError
 from faultlens.ingest.store import Store
+from faultlens.models.crossfit import (
+    calibrated,
+    compact,
+    fit_folds,
+    margins,
+    node_folds,
+    oof_window,
+    platt,
+    row_folds,
+    span_window,
+    usable,
+)
 from faultlens.models.evaluate import (
     LEMON_COLUMN,
     Split,
     metrics,
-    rule_score,
     time_split,
 )
 from faultlens.models.feature_catalog import FEATURES
-from faultlens.models.features import FeatureGrid, floor_hour, node_universe
+from faultlens.models.features import FeatureGrid, floor_hour, node_universe, stack_features
 from faultlens.models.plan import check_chunked_plan, plan_training
 
 log = logging.getLogger(__name__)
@@ -63,7 +81,11 @@ def node_group_for(store: Store, lo: datetime, hi: datetime, cfg: Any) -> int | 
     ``ConfigError`` (with the ``--since`` that fits) when not even one node does."""
     if cfg.node_group:
         return int(cfg.node_group)
-    fractions = {"test_fraction": cfg.test_fraction, "calib_fraction": cfg.calib_fraction}
+    fractions = {
+        "test_fraction": cfg.test_fraction,
+        "calib_fraction": cfg.calib_fraction,
+        "folds": cfg.cross_fit_folds,
+    }
     nodes = len(node_universe(store, floor_hour(lo), hi))
     plan = plan_training(nodes, lo, hi, limit_gb=cfg.max_memory_gb, **fractions)
     if plan.fits:
@@ -73,6 +95,7 @@ def node_group_for(store: Store, lo: datetime, hi: datetime, cfg: Any) -> int | 
         hi,
         max_train_rows=cfg.max_train_rows,
         max_calib_rows=cfg.max_calib_rows,
+        max_oof_rows=cfg.max_oof_rows,
         **fractions,
     )
     log.info(
@@ -88,14 +111,27 @@ def _groups(nodes: list[str], size: int) -> list[list[str]]:
     return [nodes[i : i + size] for i in range(0, len(nodes), max(size, 1))]
 
 
-def _window_masks(grid: FeatureGrid, split: Split, horizon_h: float) -> dict[str, np.ndarray]:
+def _window_masks(
+    grid: FeatureGrid,
+    split: Split,
+    horizon_h: float,
+    oof: tuple[datetime, datetime] | None = None,
+) -> dict[str, np.ndarray]:
     """Per window, the labelable rows (calibration and test with a horizon of lead-in, as in
-    ``predictor._masks``), and ``calib_fit``: the calibration window proper."""
+    ``predictor._masks``), ``calib_fit``: the calibration window proper, ``span``: the
+    cross-fitting span (``crossfit.span_window``) and ``oof``: its scored part."""
     times = grid.row_times()
     h = np.timedelta64(int(round(horizon_h * 3600)), "s")
+    bounds = {
+        "train": split.train,
+        "calib": split.calib,
+        "test": split.test,
+        "calib_fit": split.calib,
+        "span": span_window(split),
+        "oof": oof or span_window(split),
+    }
     out = {}
-    for name in ("train", "calib", "test", "calib_fit"):
-        lo, hi = getattr(split, "calib" if name == "calib_fit" else name)
+    for name, (lo, hi) in bounds.items():
         lead = name in ("calib", "test")
         lo64 = np.datetime64(lo, "us") - (h if lead else np.timedelta64(0, "s"))
         inside = (times >= lo64) & (times <= np.datetime64(hi, "us")) & grid.labelable
@@ -113,6 +149,22 @@ def _sampled(mask: np.ndarray, labels: np.ndarray, keep: float, rng: np.random.G
     return mask & (labels | (rng.random(mask.shape, dtype=np.float32) < keep))
 
 
+@dataclass
+class _Plan:
+    """What both passes of a chunked run share."""
+
+    lo: datetime
+    hi: datetime
+    nodes: list[str]
+    group: int
+    groups: list[list[str]]
+    split: Split
+    keep_train: float
+    keep_calib: float
+    grid_end: datetime
+    oof: tuple[datetime, datetime]  # the cross-fitting's scored window (crossfit.oof_window)
+
+
 def train_chunked(
     store: Store,
     lo: datetime,
@@ -125,16 +177,7 @@ def train_chunked(
 ) -> Any:
     """``train_failure_model`` on ``[lo, hi]`` in node groups of ``group`` (see the module doc);
     returns its ``TrainResult``."""
-    from faultlens.models.predictor import (
-        TrainResult,
-        _card,
-        _score,
-        pick_thresholds,
-        stack_features,
-    )
-
-    start = floor_hour(lo)
-    nodes = node_universe(store, start, hi)
+    nodes = node_universe(store, floor_hour(lo), hi)
     probe = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=nodes[:1])
     split = time_split(
         probe.start,
@@ -145,47 +188,115 @@ def train_chunked(
         warmup_h=cfg.warmup_h,
     )
     times = _window_masks(probe, split, cfg.horizon_h)
-    keep_train = _rate(cfg.max_train_rows, len(nodes) * int(times["train"][0].sum()))
-    keep_calib = _rate(cfg.max_calib_rows, len(nodes) * int(times["calib_fit"][0].sum()))
-    grid_end = probe.end
+    plan = _Plan(
+        lo,
+        hi,
+        nodes,
+        group,
+        _groups(nodes, group),
+        split,
+        _rate(cfg.max_train_rows, len(nodes) * int(times["train"][0].sum())),
+        _rate(cfg.max_calib_rows, len(nodes) * int(times["calib_fit"][0].sum())),
+        probe.end,
+        oof_window(split, len(nodes), cfg.max_oof_rows),
+    )
     del probe
-    groups = _groups(nodes, group)
-    log.info("chunked training: %d nodes in %d groups of %d", len(nodes), len(groups), group)
-    train_parts, fit_parts, episodes = [], [], []
-    for gi, names in enumerate(groups):  # pass 1: sampled rows with their features
-        grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
-        masks = _window_masks(grid, split, cfg.horizon_h)
+    log.info("chunked training: %d nodes in %d groups of %d", len(nodes), len(plan.groups), group)
+    fitted = None
+    if cfg.cross_fit_folds >= 2 and len(nodes) >= cfg.cross_fit_folds:
+        fitted = _cross_fitted(store, cfg, plan, client)
+    if fitted is None:
+        fitted = _time_split_fitted(store, cfg, plan, client)
+    return _result(cfg, plan, fitted, created, client)
+
+
+def _sampled_rows(
+    store: Store, cfg: Any, plan: _Plan, picks: dict[str, tuple[str, float]]
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
+    """Pass 1: per group, the rows of each window in ``picks`` (name -> (window mask, keep
+    rate)) with their features, negatives sampled; and every group's failure episodes."""
+    parts: dict[str, list[pl.DataFrame]] = {name: [] for name in picks}
+    episodes = []
+    for gi, names in enumerate(plan.groups):
+        grid = FeatureGrid(store, plan.lo, plan.hi, horizon_h=cfg.horizon_h, nodes=names)
+        masks = _window_masks(grid, plan.split, cfg.horizon_h, plan.oof)
         rng = np.random.default_rng([cfg.seed, gi])
         picked = {
-            "train": _sampled(masks["train"], grid.labels, keep_train, rng),
-            "calib_fit": _sampled(masks["calib_fit"], grid.labels, keep_calib, rng),
+            name: _sampled(masks[window], grid.labels, keep, rng)
+            for name, (window, keep) in picks.items()
         }
-        tables = grid.table(picked)
-        train_parts.append(tables["train"])
-        fit_parts.append(tables["calib_fit"])
+        for name, table in grid.table(picked).items():
+            parts[name].append(table)
         episodes.append(grid.episodes)
-        del grid, masks, tables
-    train = pl.concat(train_parts)
-    fit_cal = pl.concat(fit_parts)
-    del train_parts, fit_parts
+        del grid, masks
     all_episodes = pl.concat(episodes).sort("node", "ts")
-    all_episodes = all_episodes.with_columns(pl.col("node").cast(pl.Enum(nodes)))
-    for name, t in (("training", train), ("calibration", fit_cal)):
+    all_episodes = all_episodes.with_columns(pl.col("node").cast(pl.Enum(plan.nodes)))
+    return {name: pl.concat(p) for name, p in parts.items()}, all_episodes
+
+
+def _scored_rows(
+    store: Store, cfg: Any, plan: _Plan, scorers: dict[str, Callable[[pl.DataFrame], np.ndarray]]
+) -> dict[str, pl.DataFrame]:
+    """Pass 2: per group, every row of each window in ``scorers`` (window -> margin function),
+    kept in compact form (``crossfit.compact``: margins, features dropped)."""
+    node_type = pl.Enum(plan.nodes)  # 4 bytes a row, sorted like the names
+    out: dict[str, list[pl.DataFrame]] = {w: [] for w in scorers}
+    for names in plan.groups:
+        grid = FeatureGrid(store, plan.lo, plan.hi, horizon_h=cfg.horizon_h, nodes=names)
+        masks = _window_masks(grid, plan.split, cfg.horizon_h, plan.oof)
+        for window, margin_of in scorers.items():
+            table = grid.table({window: masks[window]})[window]
+            out[window].append(compact(table, margin_of(table), node_type))
+            del table
+        del grid, masks
+    return {w: pl.concat(parts) for w, parts in out.items()}
+
+
+def _no_failure_check(tables: dict[str, pl.DataFrame], episodes: pl.DataFrame) -> None:
+    for name, t in tables.items():
         if t["label"].sum() == 0:
             raise ModelError(
-                f"no failure in the {name} window ({all_episodes.height} failure "
+                f"no failure in the {name} window ({episodes.height} failure "
                 "episodes in all): more history is needed to train"
             )
-    y = train["label"].to_numpy()
-    y_cal = fit_cal["label"].to_numpy()
+
+
+@dataclass
+class _Fitted:
+    """A chunked fit: the deployed estimator and the compact scored rows."""
+
+    deployed: Any
+    calib: pl.DataFrame  # the rows the calibrator and the thresholds were fitted on, scored
+    test: pl.DataFrame
+    episodes: pl.DataFrame
+    counts: dict[str, tuple[int, int]]
+    window: tuple[datetime, datetime]  # ``calib``'s window
+    crossed: bool
+
+
+def _time_split_fitted(store: Store, cfg: Any, plan: _Plan, client: Any) -> _Fitted:
+    """Trees on the training window's sampled rows, calibrator on the calibration window's;
+    with ``refit`` the trees again on both, the calibrator kept. The calibration window is
+    scored by the trees that did not see it (the thresholds' rows), the test by the deployed."""
+    rows, episodes = _sampled_rows(
+        store,
+        cfg,
+        plan,
+        {"train": ("train", plan.keep_train), "calib_fit": ("calib_fit", plan.keep_calib)},
+    )
+    train, fit_cal = rows.pop("train"), rows.pop("calib_fit")
+    _no_failure_check({"training": train, "calibration": fit_cal}, episodes)
+    y, y_cal = train["label"].to_numpy(), fit_cal["label"].to_numpy()
+    w = np.where(y > 0, 1.0, 1.0 / plan.keep_train)
+    w_cal = np.where(y_cal > 0, 1.0, 1.0 / plan.keep_calib)
     est = _fit(
         cfg,
         train.select(FEATURES).to_numpy(),
         y,
-        np.where(y > 0, 1.0, 1.0 / keep_train),
+        w,
         fit_cal.select(FEATURES).to_numpy(),
         y_cal,
-        np.where(y_cal > 0, 1.0, 1.0 / keep_calib),
+        w_cal,
         client,
     )
     counts = {"train": (train.height, int(y.sum()))}
@@ -195,64 +306,104 @@ def train_chunked(
     del train, fit_cal
     deployed = est
     if X is not None:
-        w = np.where(y > 0, 1.0, 1.0 / keep_train), np.where(y_cal > 0, 1.0, 1.0 / keep_calib)
-        deployed = est.refit_trees(
-            X, np.concatenate([y, y_cal]), np.concatenate(w), dask_client=client
-        )
+        y_all, w_all = np.concatenate([y, y_cal]), np.concatenate([w, w_cal])
+        deployed = est.refit_trees(X, y_all, w_all, dask_client=client)
         del X
-    compact: dict[str, list[pl.DataFrame]] = {"calib": [], "test": []}
-    node_type = pl.Enum(nodes)  # 4 bytes a row, sorted like the names
-    # pass 2: every calibration and test row, scored, features dropped; the calibration window
-    # by the trees that did not see it (the thresholds' rows), the test window by the deployed
-    scorer = {"calib": est, "test": deployed}
-    for names in groups:
-        grid = FeatureGrid(store, lo, hi, horizon_h=cfg.horizon_h, nodes=names)
-        masks = _window_masks(grid, split, cfg.horizon_h)
-        for window in ("calib", "test"):
-            table = grid.table({window: masks[window]})[window]
-            compact[window].append(_compact(table, _score(scorer[window], table), node_type))
-            del table
-        del grid, masks
-    calib = pl.concat(compact.pop("calib"))
-    test = pl.concat(compact.pop("test"))
+    scored = _scored_rows(
+        store,
+        cfg,
+        plan,
+        {"calib": lambda t: margins(est, t), "test": lambda t: margins(deployed, t)},
+    )
+    calib, test = (calibrated(scored[w], est.calibrator_) for w in ("calib", "test"))
+    return _Fitted(deployed, calib, test, episodes, counts, plan.split.calib, False)
+
+
+def _cross_fitted(store: Store, cfg: Any, plan: _Plan, client: Any) -> _Fitted | None:
+    """Cross-fitting (``models.crossfit``) in node groups: the span's sampled rows gathered
+    from every group, one estimator per fold and the deployed trees fitted on them; pass 2
+    scores each node's span rows with its fold's trees and the test rows with the deployed
+    ones; the calibrator is fitted on the out-of-fold margins. None when ``crossfit.usable``
+    says no (the caller then runs the time split)."""
+    from faultlens.models.predictor import _estimator
+
+    rows, episodes = _sampled_rows(store, cfg, plan, {"fit": ("span", plan.keep_train)})
+    fit = rows.pop("fit")
+    folds = int(cfg.cross_fit_folds)
+    folds_of = node_folds(plan.nodes, folds)
+    row_fold = row_folds(fit["node"], folds_of)
+    y = fit["label"].to_numpy()
+    if not usable(plan.nodes, y, row_fold, folds):
+        return None
+    w = np.where(y > 0, 1.0, 1.0 / plan.keep_train)
+    X = stack_features([fit])
+    counts = {"train": (fit.height, int(y.sum()))}
+    del fit
+    make = functools.partial(_estimator, cfg, calibration_fraction=0.0)
+    models = fit_folds(make, X, y, w, row_fold, folds, client)
+    deployed = make().fit(X, y, sample_weight=w, dask_client=client)
+    del X
+
+    def out_of_fold(table: pl.DataFrame) -> np.ndarray:
+        fold = row_folds(table["node"], folds_of)
+        out = np.zeros(table.height)
+        for g, model in enumerate(models):
+            at = np.flatnonzero(fold == g)
+            if at.size:
+                out[at] = margins(model, table[at])
+        return out
+
+    scored = _scored_rows(
+        store, cfg, plan, {"oof": out_of_fold, "test": lambda t: margins(deployed, t)}
+    )
+    cal = platt(
+        scored["oof"]["margin"].to_numpy(),
+        scored["oof"]["label"].to_numpy(),
+        cfg.max_calib_rows,
+        cfg.seed,
+    )
+    deployed.calibrator_ = cal
+    calib, test = calibrated(scored["oof"], cal), calibrated(scored["test"], cal)
+    return _Fitted(deployed, calib, test, episodes, counts, plan.oof, True)
+
+
+def _result(cfg: Any, plan: _Plan, fitted: _Fitted, created: datetime, client: Any) -> Any:
+    """Thresholds, baselines, metrics and the model card from the compact scored rows, as the
+    unchunked path computes them."""
+    from faultlens.models.predictor import (
+        TrainResult,
+        _card,
+        calibration_note,
+        pick_thresholds,
+    )
+
+    calib, test, episodes, counts = fitted.calib, fitted.test, fitted.episodes, fitted.counts
     counts["calib"] = (calib.height, int(calib["label"].sum()))
     counts["test"] = (test.height, int(test["label"].sum()))
-    thresholds, baselines = pick_thresholds(calib, all_episodes, split, cfg)
-    k = cfg.k or max(1, round(0.01 * len(nodes)))
+    thresholds, baselines = pick_thresholds(calib, episodes, fitted.window, cfg)
+    k = cfg.k or max(1, round(0.01 * len(plan.nodes)))
     found = _evaluate(
         test,
-        all_episodes,
+        episodes,
         {"model": thresholds.drain_after_jobs, **baselines},
         cfg.horizon_h,
         k,
-        split,
+        plan.split,
     )
+    start = floor_hour(plan.lo)
     shape = GridShape(
-        start, grid_end, nodes, all_episodes.with_columns(pl.col("node").cast(pl.String))
+        start, plan.grid_end, plan.nodes, episodes.with_columns(pl.col("node").cast(pl.String))
     )
-    card = _card(shape, split, cfg, deployed, thresholds, found, counts, k, created)
-    card["chunked"] = {"node_group": group, "groups": len(groups)}
+    how = calibration_note(cfg, fitted.window, fitted.crossed)
+    card = _card(
+        shape, plan.split, cfg, fitted.deployed, thresholds, found, counts, k, created, how
+    )
+    card["chunked"] = {"node_group": plan.group, "groups": len(plan.groups)}
     if client is not None:
         from faultlens.models.dask_train import worker_count
 
         card["trained_on"] = {"dask_workers": worker_count(client)}
-    return TrainResult(deployed, thresholds, split, found, card)
-
-
-def _compact(table: pl.DataFrame, scores: np.ndarray, node_type: pl.Enum) -> pl.DataFrame:
-    """A scored row without its features: node, ts, label, the model's score and the two
-    baselines' (``evaluate.rule_score``, and the lemon count under its own column name, which
-    ``baseline_thresholds`` reads)."""
-    return pl.DataFrame(
-        [
-            table["node"].cast(node_type),
-            table["ts"],
-            table["label"].cast(pl.Int8),
-            pl.Series("score", scores),
-            pl.Series("rule", rule_score(table), dtype=pl.Float32),
-            table[LEMON_COLUMN].cast(pl.Float32),
-        ]
-    )
+    return TrainResult(fitted.deployed, thresholds, plan.split, found, card)
 
 
 def _evaluate(

@@ -577,6 +577,19 @@ class FeatureGrid:
         return out
 
 
+def stack_features(frames: list[pl.DataFrame]) -> np.ndarray:
+    """The ``FEATURES`` columns of ``frames``, one under the other, as one float32 array filled a
+    column at a time: no whole-table temporary beside the tables and the result (the memory
+    plan's budget for the sampled rows, ``models.plan``)."""
+    X = np.empty((sum(f.height for f in frames), len(FEATURES)), dtype=np.float32)
+    row = 0
+    for f in frames:
+        for j, name in enumerate(FEATURES):
+            X[row : row + f.height, j] = f[name].to_numpy()
+        row += f.height
+    return X
+
+
 # -- prediction: one row per node and per GPU as of a time ----------------------------------------
 
 

@@ -11,6 +11,7 @@ GPU as of a time and explains each alert with LightGBM's per-prediction contribu
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import logging
@@ -29,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from faultlens.ingest.errors import ModelError
 from faultlens.ingest.store import Store
 from faultlens.models.actions import RiskAction, Thresholds, decide
+from faultlens.models.crossfit import cross_fit_grid
 from faultlens.models.evaluate import (
     METRIC_DEFINITIONS,
     Split,
@@ -39,7 +41,13 @@ from faultlens.models.evaluate import (
 )
 from faultlens.models.explain import build_alerts
 from faultlens.models.feature_catalog import FEATURES, monotone_constraints
-from faultlens.models.features import FeatureGrid, floor_hour, node_universe, point_features
+from faultlens.models.features import (
+    FeatureGrid,
+    floor_hour,
+    node_universe,
+    point_features,
+    stack_features,
+)
 from faultlens.models.plan import check_plan, plan_training
 from faultlens.models.target import DEFAULT_HORIZON_H
 
@@ -268,6 +276,15 @@ class TrainConfig:
     # and the first six of the retired 20261203 list, 442 test episodes): mean PR-AUC 0.442 ->
     # 0.461, pooled precision 0.855 -> 0.890, recall 0.516 -> 0.550 (same thresholds).
     refit: bool = True
+    # Cross-fitting (``models.crossfit``): with 2 or more, the calibrator and the thresholds come
+    # from out-of-fold scores of this many node groups over the training and calibration windows
+    # (about three times the calibration window's alert episodes), and the deployed trees are
+    # fitted on both windows; ``refit`` then does not apply. 0: the time split alone.
+    cross_fit_folds: int = 0
+    # Out-of-fold rows scored for the calibrator and the thresholds: the last part of the span
+    # with at most this many node-hours (never less than the calibration window); a long history
+    # of a big fleet holds plenty of alerts in its last part, and these rows are kept in memory.
+    max_oof_rows: int = 20_000_000
     # LightGBM monotone constraints on warning counts (features.MONOTONE_FEATURES). Off: on the
     # development clusters they lowered PR-AUC (90210: 0.41 -> 0.35) and recall at 0.85 precision.
     monotone: bool = False
@@ -302,17 +319,21 @@ def operating_threshold(cfg: TrainConfig, chosen: float) -> float:
 
 
 def pick_thresholds(
-    calib: pl.DataFrame, episodes: pl.DataFrame, split: Split, cfg: TrainConfig
+    calib: pl.DataFrame,
+    episodes: pl.DataFrame,
+    window: tuple[datetime, datetime],
+    cfg: TrainConfig,
 ) -> tuple[Thresholds, dict[str, float]]:
     """The operating (``drain_after_jobs``) and drain-now thresholds and the baselines', from
-    the calibration rows (``calib``: node, ts, score and the baselines' feature columns): the
-    operating one is the calibration window's pick within the floor / cap
-    (``operating_threshold``), drain-now the pick at ``drain_now_precision``, never below it."""
+    the scored rows of ``window`` (``calib``: node, ts, score and the baselines' columns; the
+    calibration window's, or the whole fitting span's out-of-fold ones with cross-fitting): the
+    operating one is the window's pick within the floor / cap (``operating_threshold``),
+    drain-now the pick at ``drain_now_precision``, never below it."""
     cal_rows = calib.select("node", "ts", "score")
     pick = {
         "failures": episodes,
         "horizon_h": cfg.horizon_h,
-        "window": split.calib,
+        "window": window,
         "min_alerts": cfg.min_alerts,
     }
     op = operating_threshold(
@@ -323,7 +344,7 @@ def pick_thresholds(
         calib,
         episodes,
         horizon_h=cfg.horizon_h,
-        window=split.calib,
+        window=window,
         target_precision=cfg.target_precision,
     )
     return Thresholds(watch=op / 2, drain_after_jobs=op, drain_now=now_thr), baselines
@@ -428,16 +449,17 @@ def train_failure_model(
         warmup_h=cfg.warmup_h,
     )
     masks, keep = _masks(grid, split, cfg)
-    # The test table is built after the calibration table is scored and dropped: the two
-    # full-window tables are the largest objects of the run.
-    tables = grid.table({k: masks[k] for k in ("train", "calib")})
-    train, calib = tables.pop("train"), tables.pop("calib")
-    counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train), ("calib", calib))}
-    est = _fit(train, calib, split, cfg, keep, grid.episodes.height, client)
-    deployed = _refit(est, train, calib, split, cfg, keep, client) if cfg.refit else est
-    del train
-    calib = calib.with_columns(pl.Series("score", _score(est, calib)))
-    thresholds, baselines = pick_thresholds(calib, grid.episodes, split, cfg)
+    crossed = None
+    if cfg.cross_fit_folds >= 2:
+        make = functools.partial(_estimator, cfg, calibration_fraction=0.0)
+        crossed = cross_fit_grid(grid, split, cfg, keep, make, client)
+    if crossed is not None:
+        deployed, calib, window = crossed.deployed, crossed.oof, crossed.window
+        counts = {"train": crossed.fit_rows, "calib": (calib.height, int(calib["label"].sum()))}
+    else:
+        deployed, calib, counts = _time_split_fit(grid, split, masks, cfg, keep, client)
+        window = split.calib
+    thresholds, baselines = pick_thresholds(calib, grid.episodes, window, cfg)
     k = cfg.k or max(1, round(0.01 * len(grid.nodes)))
     del calib
     test = grid.table({"test": masks["test"]})["test"]
@@ -451,7 +473,8 @@ def train_failure_model(
         thresholds={"model": thresholds.drain_after_jobs, **baselines},
         window=split.test,
     )
-    card = _card(grid, split, cfg, deployed, thresholds, metrics, counts, k, now or as_of)
+    how = calibration_note(cfg, window, crossed is not None)
+    card = _card(grid, split, cfg, deployed, thresholds, metrics, counts, k, now or as_of, how)
     if client is not None:
         from faultlens.models.dask_train import worker_count
 
@@ -459,8 +482,43 @@ def train_failure_model(
     return TrainResult(deployed, thresholds, split, metrics, card)
 
 
+def _time_split_fit(
+    grid: FeatureGrid,
+    split: Split,
+    masks: dict[str, np.ndarray],
+    cfg: TrainConfig,
+    keep: float,
+    client: Any,
+) -> tuple[FailurePredictor, pl.DataFrame, dict[str, tuple[int, int]]]:
+    """Without cross-fitting: trees on the training window, calibrator on the calibration
+    window (scored by those trees, the thresholds' rows), the trees refitted on both windows
+    with ``refit``. Returns the deployed estimator, the scored calibration rows and the counts."""
+    tables = grid.table({k: masks[k] for k in ("train", "calib")})
+    train, calib = tables.pop("train"), tables.pop("calib")
+    counts = {k: (t.height, int(t["label"].sum())) for k, t in (("train", train), ("calib", calib))}
+    est = _fit(train, calib, split, cfg, keep, grid.episodes.height, client)
+    deployed = _refit(est, train, calib, split, cfg, keep, client) if cfg.refit else est
+    del train
+    return deployed, calib.with_columns(pl.Series("score", _score(est, calib))), counts
+
+
+def calibration_note(cfg: TrainConfig, window: tuple[datetime, datetime], crossed: bool) -> dict:
+    """The model card's account of where the calibrator and the thresholds were fitted."""
+    how = {
+        "window": [window[0].isoformat(), window[1].isoformat()],
+        "method": "cross_fit" if crossed else "time_split",
+    }
+    if crossed:
+        how["folds"] = int(cfg.cross_fit_folds)
+    return how
+
+
 def _check_memory(store: Store, lo: datetime, hi: datetime, cfg: TrainConfig) -> None:
-    fractions = {"test_fraction": cfg.test_fraction, "calib_fraction": cfg.calib_fraction}
+    fractions = {
+        "test_fraction": cfg.test_fraction,
+        "calib_fraction": cfg.calib_fraction,
+        "folds": cfg.cross_fit_folds,
+    }
     nodes = len(node_universe(store, floor_hour(lo), hi))
     plan = plan_training(nodes, lo, hi, limit_gb=cfg.max_memory_gb, **fractions)
     log.info("training plan: %d nodes x %d h, about %.1f GB", nodes, plan.hours, plan.estimate_gb)
@@ -485,10 +543,7 @@ def _fit(
                 f"no failure in the {name} window ({n_episodes} failure "
                 "episodes in all): more history is needed to train"
             )
-    params = {"n_jobs": cfg.n_jobs, **cfg.params}
-    if cfg.monotone:
-        params.setdefault("monotone_constraints", monotone_constraints())
-    est = FailurePredictor(random_state=cfg.seed, **params)
+    est = _estimator(cfg)
     y = train["label"].to_numpy()
     return est.fit(
         train.select(FEATURES).to_numpy(),
@@ -499,6 +554,14 @@ def _fit(
         calib_weight=cal_w,
         dask_client=client,
     )
+
+
+def _estimator(cfg: TrainConfig, **fixed: Any) -> FailurePredictor:
+    """An unfitted ``FailurePredictor`` with the configured parameters (and ``fixed`` ones)."""
+    params = {"n_jobs": cfg.n_jobs, **cfg.params, **fixed}
+    if cfg.monotone:
+        params.setdefault("monotone_constraints", monotone_constraints())
+    return FailurePredictor(random_state=cfg.seed, **params)
 
 
 def _refit(
@@ -524,19 +587,6 @@ def _refit(
     return est.refit_trees(X, y, np.where(y > 0, 1.0, 1.0 / keep), dask_client=client)
 
 
-def stack_features(frames: list[pl.DataFrame]) -> np.ndarray:
-    """The ``FEATURES`` columns of ``frames``, one under the other, as one float32 array filled a
-    column at a time: no whole-table temporary beside the tables and the result (the memory
-    plan's budget for the sampled rows, ``models.plan``)."""
-    X = np.empty((sum(f.height for f in frames), len(FEATURES)), dtype=np.float32)
-    row = 0
-    for f in frames:
-        for j, name in enumerate(FEATURES):
-            X[row : row + f.height, j] = f[name].to_numpy()
-        row += f.height
-    return X
-
-
 def _card(
     grid: FeatureGrid,
     split: Split,
@@ -547,6 +597,7 @@ def _card(
     counts: dict[str, tuple[int, int]],
     k: int,
     created: datetime,
+    calibration: dict[str, Any],
 ) -> dict[str, Any]:
     gain = est.model_.booster_.feature_importance(importance_type="gain")
     top = sorted(zip(FEATURES, gain.tolist(), strict=True), key=lambda x: -x[1])[:15]
@@ -565,9 +616,14 @@ def _card(
         "top_features_by_gain": [{"feature": f, "gain": round(g, 2)} for f, g in top],
         "params": {**est.get_params(), "lightgbm": lgb.__version__},
         "thresholds": thresholds.to_json(),
-        # Windows the deployed trees were fitted on; the calibrator and the thresholds are
-        # always from trees fitted on the training window alone (``TrainConfig.refit``).
-        "trees_fitted_on": ["train", "calib"] if cfg.refit else ["train"],
+        # Windows the deployed trees were fitted on, and where the calibrator and the
+        # thresholds were fitted: the calibration window scored by trees fitted on the training
+        # window alone (``TrainConfig.refit``), or out-of-fold scores over both windows
+        # (``TrainConfig.cross_fit_folds``, ``calibration_note``).
+        "trees_fitted_on": (
+            ["train", "calib"] if cfg.refit or calibration["method"] == "cross_fit" else ["train"]
+        ),
+        "calibration": calibration,
         "k": k,
         "target_precision": cfg.target_precision,
         "metrics": metrics,

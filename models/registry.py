@@ -100,6 +100,19 @@ def model_card_markdown(card: dict[str, Any]) -> str:
     for w in ("train", "calib", "test"):
         lo, hi = card["windows"][w]
         lines.append(f"| {w} | {lo} | {hi} | {card['rows'][w]:,} | {card['positives'][w]:,} |")
+    how = card.get("calibration")
+    if how:
+        where = (
+            f"out-of-fold scores of {how['folds']} node groups"
+            if how["method"] == "cross_fit"
+            else "the calibration window"
+        )
+        lines += [
+            "",
+            f"Calibrator and thresholds fitted on {where}, {how['window'][0]} .. "
+            f"{how['window'][1]}; deployed trees fitted on "
+            f"{' + '.join(card.get('trees_fitted_on', []))}.",
+        ]
     lines += [
         "",
         f"Operating thresholds: {card['thresholds']}; k = {card['k']} nodes per day.",

@@ -63,7 +63,7 @@ def test_status_loads_only_duckdb_and_polars(tmp_path) -> None:
     assert {m.split(".")[0] for m in doc["loaded"]} == {"duckdb", "polars"}, doc["loaded"]
 
 
-def test_train_precision_and_refit_defaults_are_the_configs() -> None:
+def test_train_precision_refit_and_cross_fit_defaults_are_the_configs() -> None:
     """`faultlens train` states its default without importing the model code (--help stays
     light); the number is the one the evaluation bench trains with."""
     import inspect
@@ -74,3 +74,4 @@ def test_train_precision_and_refit_defaults_are_the_configs() -> None:
     params = inspect.signature(train).parameters
     assert params["target_precision"].default == TrainConfig().target_precision
     assert params["refit"].default is TrainConfig().refit
+    assert params["cross_fit_folds"].default == TrainConfig().cross_fit_folds
