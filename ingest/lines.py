@@ -95,6 +95,7 @@ SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
 _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
+_K8S_WORDS = r"Ready|Rebooted|Pressure|Insufficient|Node became not ready|Name:"
 FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel")
 # Candidates gathered over chunks before the families parse them (a 64 MiB block of a node log
 # holds ~30k): every family call has a fixed cost of dozens of expressions, paid once per batch.
@@ -116,24 +117,22 @@ class LinesState:
     batch_last: int = 0  # the last line of the batch's last chunk
 
 
-def route_expr() -> pl.Expr:
-    """The family of each candidate line (``raw``, ``follows``): nccl, slurm, kernel or null."""
+def route_rules() -> list[tuple[pl.Expr, str]]:
+    """The routing rules (``raw``, ``follows``), first that applies: (condition, family)."""
     raw = pl.col("raw")
-    rules = (
+    return [
         (~pl.col("follows") & raw.str.contains(KERNEL_WATCHDOG), "kernel"),
         (~pl.col("follows") & raw.str.contains(ras.ANCHOR), "ras"),
         (pl.col("follows") | raw.str.contains(NCCL_ANCHOR), "nccl"),
         (raw.str.contains(SLURM_ANCHOR), "slurm"),
-        (raw.str.contains(k8s.ANCHOR), "k8s"),
+        # the k8s anchor has no literal a search could start from: only lines holding one of
+        # its words are matched against it
+        (raw.str.contains(_K8S_WORDS) & raw.str.contains(k8s.ANCHOR), "k8s"),
         (raw.str.contains(_KERNEL_STRONG), "kernel"),
         (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
         (raw.str.contains(_KERNEL), "kernel"),
         (raw.str.contains(_NCCL), "nccl"),
-    )
-    expr: Any = pl
-    for cond, family in rules:
-        expr = expr.when(cond).then(pl.lit(family))
-    return expr.otherwise(pl.lit(None, dtype=pl.String))
+    ]
 
 
 # Wrappings the kernel parser's own prefix forms do not cover: a collector's bracketed stamp, a
@@ -180,11 +179,21 @@ def _filled(result: ChunkResult, pre: pl.DataFrame) -> ChunkResult:
 
 
 def route(cand: pl.DataFrame) -> pl.DataFrame:
-    """``cand`` (``line``, ``raw``[, ``follows``]) with a ``family`` column."""
+    """``cand`` (``line``, ``raw``[, ``follows``]) with a ``family`` column. Each rule is tried
+    only on the lines no earlier rule took (most are NCCL or kernel lines, taken early)."""
     if "follows" not in cand.columns:
         cand = cand.with_columns(follows=pl.lit(False))
     cand = cand.with_columns(pl.col("follows").fill_null(False))
-    return cand.with_columns(family=route_expr().cast(pl.String))
+    family = pl.Series("family", [None] * cand.height, dtype=pl.String)
+    rest = cand.select("raw", "follows").with_row_index("_i")
+    for cond, name in route_rules():
+        if not rest.height:
+            break
+        hit = rest.select(cond.fill_null(False)).to_series()
+        if hit.any():
+            family = family.scatter(rest.get_column("_i").filter(hit), name)
+            rest = rest.filter(~hit)
+    return cand.with_columns(family)
 
 
 class LinesParser:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -76,6 +77,28 @@ def test_routing_prefers_the_anchor_over_a_stray_literal() -> None:
         "kernel",
         None,
     ]
+
+
+def test_routing_is_the_first_rule_that_applies() -> None:
+    """``route`` tries each rule on the lines no earlier rule took; the reference is one
+    when / then chain over every rule, on every line of the hand-written fixtures."""
+    texts = [
+        line
+        for path in sorted(DATA.parent.rglob("*"))
+        if path.is_file()
+        for line in path.read_text(errors="replace").splitlines()
+    ]
+    texts += ["h:1:2 [0] NCCL WARN RAS peer lost", "watchdog: BUG: soft lockup - CPU#3 stuck"]
+    cand = pl.DataFrame({"raw": texts}).with_columns(
+        line=pl.int_range(pl.len()), follows=pl.int_range(pl.len()) % 5 == 0
+    )
+    chain: Any = pl
+    for cond, family in lines.route_rules():
+        chain = chain.when(cond).then(pl.lit(family))
+    want = cand.select(chain.otherwise(pl.lit(None, pl.String)))
+    got = lines.route(cand)["family"]
+    assert got.to_list() == want.to_series().to_list()
+    assert set(got.drop_nulls()) == {"kernel", "nccl", "ras", "slurm", "k8s"}
 
 
 _MIXED_PARTS = (
