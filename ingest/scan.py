@@ -150,13 +150,15 @@ def _hs_chunks(
         sinks[pattern](end)
 
     line_no, offset, prev_follow = start_line, start_byte, False
+    bitmaps: dict[str, np.ndarray] = {}  # the newline bitmap's arrays, reused block after block
     for buf, body_len, real_len in _blocks(path, gzipped, start_byte, block_bytes, live_since):
         ends.clear()
         follow_ends.clear()
         db.scan(memoryview(buf)[:body_len], match_event_handler=on_match, scratch=scratch)
         offset += real_len
+        follows = follow_ends if follow else None
         chunk, prev_follow = block_candidates(
-            buf, body_len, ends, follow_ends if follow else None, line_no, offset, prev_follow
+            buf, body_len, ends, follows, line_no, offset, prev_follow, bitmaps
         )
         line_no += chunk.n_lines
         yield chunk
@@ -206,21 +208,27 @@ def _fill(f: Any, block_bytes: int) -> Iterator[tuple[bytearray, int, int]]:
 class NewlineBits:
     """The ``\\n`` bytes of a block as a bitmap (bit ``j`` of word ``w`` is byte ``64 w + j``)
     with running counts per word: the line count, line numbers and line starts of chosen lines,
-    without listing every newline. Built in ``SUB_BYTES`` pieces (the byte mask stays in cache)."""
+    without listing every newline. Built in ``SUB_BYTES`` pieces (the byte mask stays in cache).
+    ``scratch``: arrays kept from the previous block, reused (fresh ones of a block's size cost
+    page faults every block); the bitmap is then only valid until the next block's."""
 
-    def __init__(self, data: np.ndarray) -> None:
+    def __init__(self, data: np.ndarray, scratch: dict[str, np.ndarray] | None = None) -> None:
         n_words = (len(data) + 63) // 64
-        self.words = np.zeros(n_words, np.uint64)
+        self.words = _array(scratch, "words", n_words, np.uint64)
+        self.words[-1:] = 0  # the bytes past the data in the last word
         packed = self.words.view(np.uint8)
         sub = max(64, SUB_BYTES // 64 * 64)  # whole words per piece
-        mask = np.empty(min(sub, len(data)), np.bool_)
+        mask = _array(scratch, "mask", min(sub, len(data)), np.bool_)
         for k in range(0, len(data), sub):
             piece = data[k : k + sub]
             m = mask[: len(piece)]
             np.equal(piece, 10, out=m)
             packed[k // 8 : k // 8 + (len(piece) + 7) // 8] = np.packbits(m, bitorder="little")
-        self.counts = np.bitwise_count(self.words)
-        self.cum = np.cumsum(self.counts, dtype=np.int64)  # newlines up to the end of each word
+        self.counts = np.bitwise_count(self.words, out=_array(scratch, "counts", n_words, np.uint8))
+        # newlines up to the end of each word
+        self.cum = np.cumsum(
+            self.counts, dtype=np.int64, out=_array(scratch, "cum", n_words, np.int64)
+        )
         self.total = int(self.cum[-1]) if n_words else 0
 
     def before(self, pos: np.ndarray) -> np.ndarray:
@@ -240,6 +248,16 @@ class NewlineBits:
             w[far] = np.where(first, 0, prev_w)
             word[far] = np.where(first, 0, self.words[np.minimum(prev_w, len(self.words) - 1)])
         return (w << 6) + _high_bit(word) + 1  # 0 for the first line (w = 0, no bit)
+
+
+def _array(scratch: dict[str, np.ndarray] | None, name: str, size: int, dtype: type) -> np.ndarray:
+    """An uninitialized array of ``size``: ``scratch[name]`` (grown when too small) if given."""
+    if scratch is None:
+        return np.empty(size, dtype)
+    kept = scratch.get(name)
+    if kept is None or len(kept) < size:
+        kept = scratch[name] = np.empty(size, dtype)
+    return kept[:size]
 
 
 def _below(pos: np.ndarray) -> np.ndarray:
@@ -263,12 +281,14 @@ def block_candidates(
     first_line: int,
     end_byte: int,
     prev_follow: bool,
+    scratch: dict[str, np.ndarray] | None = None,
 ) -> tuple[CandidateChunk, bool]:
     """The candidates of one block of whole lines, given the end offsets of its lines holding a
     literal (and of those holding the ``follow`` literal). Also returns whether the block's last
-    line holds ``follow`` (its successor, in the next block, is then a candidate)."""
+    line holds ``follow`` (its successor, in the next block, is then a candidate). ``scratch``:
+    see ``NewlineBits``."""
     data = np.frombuffer(buf, np.uint8, count=body_len)
-    bits = NewlineBits(data)
+    bits = NewlineBits(data, scratch)
     too_long, long_ends = _too_long(buf, body_len, bits, first_line)
     cand_ends = _unique_ends(ends, long_ends)
     follows, next_follow = None, False
