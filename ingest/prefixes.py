@@ -264,7 +264,7 @@ def _shape_groups(sub: pl.DataFrame, name: str, text: str, ctx: ParseContext) ->
     return sub.drop("_g")
 
 
-def _nodes(frame: pl.DataFrame, host: str) -> pl.Series:
+def nodes_of(frame: pl.DataFrame, host: str) -> pl.Series:
     """``node_expr`` of a host column, computed once per distinct value (a file names few hosts:
     the regexes are then run a handful of times, not on every row)."""
     hosts = frame.get_column(host)
@@ -292,7 +292,7 @@ def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") ->
     f = f.with_columns(_hosts=pl.coalesce("_h1", "_host"))
     return f.with_columns(
         p_ts=pl.coalesce("_ts1", "_ts"),
-        p_host=_nodes(f, "_hosts"),
+        p_host=nodes_of(f, "_hosts"),
         p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
         body=pl.coalesce("_body", "_b1", column),
         p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
@@ -301,11 +301,24 @@ def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") ->
 
 def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
     """Events whose parser found no time or node get the prefix's (``pre``: ``line``, ``p_ts``,
-    ``p_host``, ``p_flag``); a time so found takes the prefix's flag."""
+    ``p_host``, ``p_flag``; the first row of a line counts); a time so found takes the prefix's
+    flag."""
     if events.height == 0:
         return events
-    lookup = pre.select("line", *_COLS[:3]).unique("line", keep="first")
-    joined = events.join(lookup, on="line", how="left")
+    lines = pre.get_column("line")
+    if pre.height and not lines.null_count() and (lines.diff().drop_nulls() > 0).all():
+        # in line order, each line once: each event's prefix row by binary search (not a hash
+        # join copying every event column)
+        at = lines.search_sorted(events.get_column("line"), side="left").cast(pl.Int64)
+        at = at.clip(upper_bound=pre.height - 1)
+        hit = (lines.gather(at) == events.get_column("line")).fill_null(False)
+        found = pre.select(pl.col(c).gather(at) for c in _COLS[:3])
+        joined = events.with_columns(
+            found.select(pl.when(hit).then(pl.col(c)) for c in _COLS[:3]).get_columns()
+        )
+    else:
+        lookup = pre.select("line", *_COLS[:3]).unique("line", keep="first")
+        joined = events.join(lookup, on="line", how="left")
     filled = pl.col("ts").is_null() & pl.col("p_ts").is_not_null()
     return joined.with_columns(
         ts=pl.coalesce("ts", "p_ts"),

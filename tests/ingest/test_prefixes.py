@@ -83,3 +83,40 @@ def test_the_fast_path_takes_the_common_heads() -> None:
     out = prefixes.prefix_frame(pl.DataFrame({"raw": lines}), CTXS[0])
     assert out["p_host"].to_list() == ["gpu-028", "gpu-028", "node"]
     assert out["body"].to_list() == ["NCCL WARN x", "NVRM: Xid 79", "error: x"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(1, 60), max_size=30, unique=True),
+    st.lists(st.integers(0, 70), min_size=1, max_size=30),
+    st.randoms(use_true_random=False),
+)
+def test_events_take_their_prefix_by_line(pre_lines: list[int], ev_lines: list[int], rng) -> None:
+    """The prefixes in line order are found by binary search; the reference is the join that
+    any other order takes."""
+    from faultlens.ingest.schema import TABLES
+
+    n = len(pre_lines)
+    pre = pl.DataFrame(
+        {
+            "line": sorted(pre_lines),
+            "p_ts": [datetime(2024, 1, 1, k % 24) if k % 3 else None for k in range(n)],
+            "p_host": ["a" if k % 2 else None for k in range(n)],
+            "p_flag": ["year_from_mtime" if k % 3 else None for k in range(n)],
+        },
+        schema=prefixes.PREFIX_SCHEMA,
+    )
+    schema = TABLES["events"].polars_schema
+    events = pl.DataFrame({c: [None] * len(ev_lines) for c in schema}, schema=schema)
+    events = events.with_columns(
+        line=pl.Series(ev_lines, dtype=schema["line"]),
+        ts=pl.Series([datetime(2023, 5, 5) if k % 4 == 0 else None for k in ev_lines]),
+        node=pl.Series(["n" if k % 5 == 0 else None for k in ev_lines], dtype=pl.String),
+        ts_flag=pl.Series(["no_ts" if k % 2 else None for k in ev_lines], dtype=pl.String),
+    )
+    order = list(range(n))
+    rng.shuffle(order)
+    shuffled = pre[order]
+    if n > 1 and order != sorted(order):  # the reference path
+        assert not (shuffled["line"].diff().drop_nulls() > 0).all()
+    assert_frame_equal(prefixes.fill_events(events, pre), prefixes.fill_events(events, shuffled))
