@@ -28,6 +28,8 @@ import polars as pl
 from faultlens.ingest.base import ChunkResult, ParseContext, fmt, line_series, node_expr
 from faultlens.ingest.nccl import line as nccl
 from faultlens.ingest.nccl import pytorch
+from faultlens.ingest.nccl.attrs import with_json
+from faultlens.ingest.prefixes import nodes_of
 from faultlens.ingest.schema import TABLES, Kind, Severity, Source
 
 _EVENT_SCHEMA = TABLES["events"].polars_schema
@@ -44,6 +46,9 @@ WATCHDOG_FAST = (
     r"(?:, TensorShape=\[[^\]]*\])?, Timeout\(ms\)=(?P<timeout_ms>[0-9]+)\) ran for "
     r"(?P<ran_for_ms>[0-9]+) milliseconds.*)$"
 )
+# ``WATCHDOG_FAST`` without the rest of the line after "milliseconds" (capturing it character by
+# character is costly): the message is what it matched from ``body`` on, and the rest of the line.
+_WATCHDOG_HEAD = "^(?P<_head>" + WATCHDOG_FAST.removeprefix("^").removesuffix(".*)$") + "))"
 # Lines the per-line handler treats specially even though they hold a watchdog timeout.
 _WATCHDOG_SLOW = (
     r"NCCL WARN|NCCL ABORT|_perf|ChildFailedError|Root Cause|what\(\)|terminated with exception"
@@ -179,24 +184,22 @@ def _groups_by_line(frame: pl.DataFrame, cols: list[str] | None) -> dict[int, di
     return dict(zip(frame["line"].to_list(), groups, strict=True))
 
 
+# ``nccl.NCCL_LINE`` up to its message, which is the rest of the line (``.*$`` on a line without a
+# newline): capturing it character by character took most of the regex's time.
+NCCL_HEAD = "^(?P<_head>" + nccl.NCCL_LINE.removeprefix("^").removesuffix("(?P<msg>.*)$") + ")"
+
+
 def nccl_groups(cand: pl.DataFrame) -> pl.DataFrame:
     """``cand`` with the groups of ``nccl.NCCL_LINE`` as columns (null where it does not match);
     lines without "NCCL " cannot match and are not tried."""
     raw = pl.col("raw")
-    return cand.with_columns(
-        ng=pl.when(raw.str.contains("NCCL ", literal=True))
-        .then(raw)
-        .str.extract_groups(nccl.NCCL_LINE),
+    f = cand.with_columns(
+        ng=pl.when(raw.str.contains("NCCL ", literal=True)).then(raw).str.extract_groups(NCCL_HEAD),
     ).unnest("ng")
+    return f.with_columns(msg=raw.str.strip_prefix(pl.col("_head"))).drop("_head")
 
 
 # -- expressions shared by the fast shapes --------------------------------------------------------
-
-
-def _json(fields: dict[str, pl.Expr]) -> pl.Expr:
-    """``pytorch.attrs_json`` as an expression: compact JSON, sorted keys, nulls dropped."""
-    encoded = pl.struct([fields[k].alias(k) for k in sorted(fields)]).struct.json_encode()
-    return encoded.str.replace_all(r',"[a-z_]+":null', "").str.replace(r'^\{"[a-z_]+":null,?', "{")
 
 
 def _int(expr: pl.Expr) -> pl.Expr:
@@ -259,25 +262,20 @@ def warn_events(
         part = rows.select(*_WARN_COLS, *([groups] if groups else [])).filter(mask)
         fields = {**common, **(attrs() if attrs else {})}
         parts.append(
-            part.select(
-                "line",
-                "host",
-                "pid",
-                "dev",
-                "msg",
-                sub=pl.lit(sub, dtype=pl.String),
-                attrs=_json(fields),
+            with_json(part, fields).select(
+                "line", "host", "pid", "dev", "msg", "attrs", sub=pl.lit(sub, dtype=pl.String)
             )
         )
     if not parts:
         return _empty_events(), taken
     is_err = pl.col("sub").is_not_null()
+    warns = pl.concat(parts)
     return _events(
-        pl.concat(parts),
+        warns,
         ctx,
         {
             "ts_flag": pl.lit("no_ts"),
-            "node": node_expr(pl.col("host")),
+            "node": nodes_of(warns, "host"),
             "gpu": pl.col("dev").cast(pl.Int64).cast(pl.String),
             "gpu_index": _int(pl.col("dev")),
             "source": pl.lit(Source.NCCL.value),
@@ -494,7 +492,7 @@ def error_blocks(
         "peer_port": _int(peer.field("port")),
     }
     events = _events(
-        blocks,
+        with_json(blocks, attrs),
         ctx,
         {
             "ts_flag": pl.lit("no_ts"),
@@ -507,7 +505,7 @@ def error_blocks(
             "severity": pl.lit(Severity.ERROR.value),
             "job_id": pl.lit(st.job_id, dtype=pl.String),
             "message": pl.col("message"),
-            "attrs": _json(attrs),
+            "attrs": pl.col("attrs"),
         },
     )
     return events, taken
@@ -713,22 +711,24 @@ def watchdog_events(
         & ~pl.col("is_row")
         & raw.str.contains("Watchdog caught", literal=True)
     )
-    wd = (
-        pl.when(maybe & ~raw.str.contains(_WATCHDOG_SLOW))
-        .then(raw)
-        .str.extract_groups(WATCHDOG_FAST)
-    )
-    cand = cand.with_columns(wd=wd)
-    taken = _mask(cand, pl.col("wd").struct.field("body").is_not_null())
-    if not taken.any():
+    # the regex only on the lines that may hold the shape (not a when / then over all rows)
+    tried = _mask(cand, maybe & ~raw.str.contains(_WATCHDOG_SLOW))
+    if not tried.any():
+        return _empty_events(), tried
+    rows = cand.filter(tried).select("line", "raw", wd=raw.str.extract_groups(_WATCHDOG_HEAD))
+    ok = rows.get_column("wd").struct.field("body").is_not_null()
+    taken = tried.clone().scatter(tried.arg_true(), ok)  # back to all rows
+    if not ok.any():
         return _empty_events(), taken
-    rows = cand.filter(taken).select("line", "wd").unnest("wd")
+    rows = rows.filter(ok).unnest("wd")
+    body_at = pl.col("_head").str.len_chars() - pl.col("body").str.len_chars()
+    rows = rows.with_columns(body=raw.str.slice(body_at)).drop("raw", "_head")
     attrs = {
         k: _int(pl.col(k))
         for k in ("rank", "seq_num", "numel_in", "numel_out", "timeout_ms", "ran_for_ms")
     }
     attrs["op_type"] = pl.col("op_type")
-    rows = with_glog_ts(rows, ctx)
+    rows = with_json(with_glog_ts(rows, ctx), attrs)
     events = _events(
         rows,
         ctx,
@@ -742,7 +742,7 @@ def watchdog_events(
             "severity": pl.lit(Severity.ERROR.value),
             "job_id": pl.lit(job_id, dtype=pl.String),
             "message": pl.col("body").str.strip_chars(WS).str.slice(0, pytorch.MESSAGE_CHARS),
-            "attrs": _json(attrs),
+            "attrs": pl.col("attrs"),
         },
     )
     return events, taken
