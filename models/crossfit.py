@@ -108,10 +108,11 @@ def fit_folds(
 
 def platt(margin: np.ndarray, labels: np.ndarray, limit: int, seed: int) -> LogisticRegression:
     """The Platt calibrator (as ``FailurePredictor.fit`` fits it) on out-of-fold margins, the
-    negatives beyond ``limit`` rows sampled and weighted back."""
+    negatives beyond ``limit`` rows sampled and weighted back (at least half of ``limit`` of
+    them, however many failures there are: both classes are always there)."""
     y = labels.astype(bool)
     n_neg = int((~y).sum())
-    keep = min(1.0, max(limit - int(y.sum()), 1) / max(n_neg, 1))
+    keep = min(1.0, max(limit - int(y.sum()), limit // 2, 1) / max(n_neg, 1))
     pick = y | (np.random.default_rng(seed).random(y.size) < keep)
     weight = np.where(y[pick], 1.0, 1.0 / keep)
     return LogisticRegression(C=1e4).fit(margin[pick].reshape(-1, 1), y[pick], sample_weight=weight)

@@ -29,8 +29,9 @@ the model card):
   within the horizon of a row that day (an SRE who can drain ``k`` nodes a day).
 - ``alerts`` / ``failure_episodes`` / ``caught``: the counts behind precision and recall.
 
-The operating threshold is chosen on the calibration window with the same alert episodes
-(``choose_threshold``).
+The operating threshold is chosen with the same alert episodes (``choose_threshold``) on
+out-of-fold scores over the training and calibration windows (``models.crossfit``), or on the
+calibration window.
 """
 
 from __future__ import annotations
@@ -67,9 +68,11 @@ METRIC_DEFINITIONS = {
     "median_lead_time_h": "median over caught failures of failure time - start of the "
     "earliest matching alert",
     "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the horizon",
-    "threshold": "max(min_threshold, lowest threshold whose calibration-window alert "
-    "precision, isotonic-smoothed over thresholds with at least min_alerts alerts, "
-    "reaches the target; if none does, the lowest threshold of the smoothed curve's top)",
+    "threshold": "max(min_threshold, lowest threshold whose alert precision on the scored "
+    "rows it is fitted on (out-of-fold over the training and calibration windows, or the "
+    "calibration window: the card's calibration), isotonic-smoothed over thresholds with at "
+    "least min_alerts alerts, reaches the target; if none does, the lowest threshold of the "
+    "smoothed curve's top)",
 }
 
 

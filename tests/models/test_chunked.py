@@ -55,10 +55,14 @@ def test_over_the_limit_trains_in_groups_instead_of_stopping(cluster) -> None:
     rows = 500
     plan = plan_training(36, truth["start"], truth["end"], limit_gb=8.0, **FR)
     per_node = (plan.estimate_gb - BASE_GB) / 36
+    # the scored rows: the test window's and, cross-fitting by default, the whole span's (no
+    # cap at this size: 1 - test share) in place of the calibration window's
+    assert TrainConfig().cross_fit_folds >= 2
+    scored = FR["test_fraction"] + (1 - FR["test_fraction"])
     fixed = (
         BASE_GB
         + 2.2 * 2 * rows * (len(FEATURES) + 4) * 4 / GB
-        + 36 * plan.hours * 0.5 * COMPACT_ROW_B / GB
+        + 36 * plan.hours * scored * COMPACT_ROW_B / GB
     )
     limit = fixed + 12.5 * per_node  # room for 12 nodes a group; the unchunked plan is over it
     assert limit < plan.estimate_gb
@@ -82,16 +86,17 @@ FR = {"test_fraction": 0.25, "calib_fraction": 0.25}
 def test_refit_trees_keep_the_thresholds_of_the_trees_that_did_not_see_calibration(
     cluster, group
 ) -> None:
-    """``refit``: the thresholds (and the calibrator) are set by trees fitted on the training
-    window alone, so they are the same with and without the refit; the deployed trees are
-    fitted again on both windows, so they differ, and the card says which windows they saw."""
+    """``refit`` (the time split, without cross-fitting): the thresholds (and the calibrator)
+    are set by trees fitted on the training window alone, so they are the same with and
+    without the refit; the deployed trees are fitted again on both windows, so they differ,
+    and the card says which windows they saw."""
     import numpy as np
 
     from faultlens.models.feature_catalog import FEATURES
 
     db, truth = cluster
-    alone = _train(db, truth, refit=False, node_group=group)
-    both = _train(db, truth, refit=True, node_group=group)
+    alone = _train(db, truth, refit=False, node_group=group, cross_fit_folds=0)
+    both = _train(db, truth, refit=True, node_group=group, cross_fit_folds=0)
     assert alone.card["trees_fitted_on"] == ["train"]
     assert both.card["trees_fitted_on"] == ["train", "calib"]
     assert both.thresholds == alone.thresholds
