@@ -98,7 +98,9 @@ def train(
     ] = None,
     target_precision: Annotated[
         float,
-        typer.Option(help="Precision the operating threshold aims for on the calibration window."),
+        typer.Option(
+            help="Alert precision the operating threshold aims for, on the rows it is fitted on."
+        ),
     ] = 0.85,  # TrainConfig.target_precision (a test keeps the two equal)
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
