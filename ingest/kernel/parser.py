@@ -121,6 +121,12 @@ _SYSLOG = re.compile(
     r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(?:\.[0-9]+)?(?:Z|[+-][0-9:]{4,5})?)"
     r"(?:\.[0-9]+)? [^ ]+ (?P<tag>[^ :\[]+)(?:\[[0-9]+\])?: "
 )
+# RFC 5424 (rsyslog's RSYSLOG_SyslogProtocol23Format, syslog-ng): "<pri>1 ISO host app procid
+# msgid sd message"; the app name is the tag, no colon after it
+_SYSLOG_5424 = re.compile(
+    r"^[ \t]*<[0-9]{1,3}>1 [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(?:\.[0-9]+)?(?:Z|[+-][0-9:]{4,5})"
+    r" [^ ]+ (?P<tag>[^ ]+) [^ ]+ [^ ]+ (?:-|\[)"
+)
 _GO_STAMP = re.compile(r"^[0-9]{4}/[0-9]{2}/[0-9]{2} [0-9:]{8}")
 _NAME_HINT = re.compile(r"(dmesg|kern|syslog|messages|kmsg|journal)", re.IGNORECASE)
 
@@ -132,7 +138,7 @@ def sniff_text(head_lines: list[str], path: str) -> float:
     n = len(lines)
     kernel = syslog = slurm = 0
     for ln in lines:
-        m = _SYSLOG.match(ln)
+        m = _SYSLOG.match(ln) or _SYSLOG_5424.match(ln)
         if m:
             tag = m["tag"]
             if tag == "kernel" or "NVRM" in ln:

@@ -416,6 +416,17 @@ def test_sniff_scores(corpus):
     assert sniff_text(kern, "x.log") >= 0.9
 
 
+def test_sniff_rfc5424_syslog():
+    """RFC 5424 lines (no colon after the app name) are syslog, not an unknown format."""
+    kern = "<4>1 2026-12-01T06:11:02.123Z gpu-a03 kernel - - - NVRM: Xid (PCI:0000:3b:00): 63, x"
+    other = '<6>1 2026-12-01T06:11:05+01:00 gpu-a03 sshd 991 - [meta x="1"] Accepted publickey'
+    assert sniff_text([kern, kern, other], "x.log") >= 0.9
+    assert sniff_text([kern, other, other, other], "x.log") == 0.8
+    assert sniff_text([other, other], "x.log") == 0.5
+    slurm = "<6>1 2026-12-01T06:11:05Z gpu-a03 slurmd 77 - - launch task StepId=1.0"
+    assert sniff_text([slurm, slurm], "x.log") == 0.2
+
+
 # -- exactly once, growth, rotation, gzip, failures -----------------------------------------------
 
 
