@@ -108,7 +108,7 @@ class LinesState:
     nccl: Any
     k8s: k8s.K8sState = field(default_factory=k8s.K8sState)
     slurm: slurm_daemon.DaemonState = field(default_factory=slurm_daemon.DaemonState)
-    # the prefixes (line, p_ts, p_host, p_flag) of candidates that had one: NCCL / PyTorch
+    # the prefixes (line, p_ts, p_host, p_flag, p_up) of candidates that had one: NCCL / PyTorch
     # events and multi-line kernel records come out chunks after their lines
     prefixes: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PREFIX_SCHEMA))
     # prepared candidates of chunks not parsed yet (``BATCH_ROWS``)
@@ -154,13 +154,20 @@ _TAG_BEFORE = (
 )
 
 
+# journalctl stamps the kernel family's own prefix parser does not read (short-full, with-unit,
+# short-unix, short-monotonic / short-delta with a host): it reads the message after them, and
+# the time, host or boot-relative seconds come from the prefix library.
+JOURNAL_SHAPES = ("full", "unix", "mono")
+
+
 def kernel_text() -> pl.Expr:
     """What the kernel family reads of a line: the line itself in the forms its own prefix
     parser knows; the message after the outer prefix (``body``) and any launcher tag behind
     a foreign or a nested wrapping (whose time and host the prefix library supplies)."""
     raw = pl.col("raw")
     locale = raw.str.contains(_SYSLOG_ANY) & ~raw.str.contains(_ENGLISH_SYSLOG)
-    foreign = raw.str.contains(_FOREIGN) | locale | pl.col("p_nested")
+    journal = pl.col("p_shape").is_in(JOURNAL_SHAPES).fill_null(False)
+    foreign = raw.str.contains(_FOREIGN) | locale | pl.col("p_nested") | journal
     inner = pl.col("body").str.replace(_LAUNCHER, "").str.replace(_TAG_BEFORE, "${1}")
     return pl.when(foreign).then(inner).otherwise(raw)
 
@@ -290,7 +297,11 @@ class LinesParser:
             result = result.merge(
                 slurm_daemon.daemon_rows(s.select("line", "raw"), ctx, state.slurm)
             )
-        known = routed.filter(pl.col("p_ts").is_not_null() | pl.col("p_host").is_not_null())
+        known = routed.filter(
+            pl.col("p_ts").is_not_null()
+            | pl.col("p_host").is_not_null()
+            | pl.col("p_flag").is_not_null()
+        )
         if known.height:
             state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
         return _filled(result, state.prefixes)

@@ -12,7 +12,14 @@ a syslog line). ``prefix_frame`` reads them over a whole frame of lines with pol
   tag[pid]:``, the host possibly left out) with month names in any of ``LOCALES`` (taken from
   babel's CLDR data, not hand tables); the year is ``ctx.year`` or the file's mtime year
   (flagged ``year_from_mtime``);
-- container platforms' kernel log: ``<host>: kern: warning: [2024-05-01T10:00:00.123456789Z]:``.
+- container platforms' kernel log: ``<host>: kern: warning: [2024-05-01T10:00:00.123456789Z]:``;
+- journalctl ``short-full`` / ``with-unit`` (``Tue 2024-05-01 10:00:00 UTC host tag[pid]:``; the
+  zone is read when it is ``UTC`` / ``GMT`` / ``UT`` or numeric (``+03``, ``-0530``); any other
+  abbreviation (``CET``, ``EST``, ``IST``: several zones share some) leaves the time unknown,
+  flagged ``tz_unknown``), ``short-unix`` (``1714557600.123456 host tag:``), ``short-monotonic``
+  and ``short-delta`` (``[  123.456789 <    0.000123>] host kernel:``: boot-relative seconds,
+  ``p_up`` flagged ``boot_relative``; the tag must be ``kernel`` or carry a pid, so that a dmesg
+  message such as ``EDAC MC0: ...`` is not read as a host and a tag).
 
 Launcher tags after these (``[rankN]:``, pdsh ``host:``, Ray actors) and the families' own stamps
 (dmesg uptime, glog ``E0419 12:00:00.123456``) are read by the family parsers, which see the
@@ -41,6 +48,18 @@ _ISO = (
 )
 _HOST = r"(?P<host>[A-Za-z0-9][A-Za-z0-9._-]{0,62})"
 _TAG = r"(?:[^\s:\[\]]{1,64})(?:\[[0-9]{1,10}\])?: "
+# journalctl's weekday names are English whatever the locale (systemd formats them itself)
+_WEEKDAY = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+# short-full / verbose: ``%a %Y-%m-%d %H:%M:%S[.usec] %Z`` (an abbreviation or a numeric offset)
+FULL_STAMP = (
+    rf"{_WEEKDAY} (?P<date>[0-9]{{4}}-[0-9]{{2}}-[0-9]{{2}}) "
+    r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})"
+    r"(?:\.(?P<frac>[0-9]{1,9}))? (?P<zone>[A-Za-z]{1,6}|[+-][0-9]{2}(?::?[0-9]{2})?)"
+)
+# short-monotonic ``[  123.456789]`` and short-delta ``[  123.456789 <    0.000123 >]`` (``*``
+# for a delta across boots; blanks when there is none)
+_MONO = r"\[ *(?P<up>[0-9]{1,10}\.[0-9]{6})(?: <[ 0-9.]{1,24}\*?>| {1,16})?\]"
+_MONO_TAG = r"(?:kernel|[^\s:\[\]]{1,64}\[[0-9]{1,10}\]): "
 # Each shape's head (up to its message), as a regex with named groups; the message (``body``) is
 # what follows the head, so no regex scans a line past its prefix.
 SHAPES: dict[str, str] = {
@@ -49,6 +68,9 @@ SHAPES: dict[str, str] = {
     # a collector's bracketed stamp carries no host: ``[stamp] EDAC MC3: ...`` is a message
     "collector": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?\[{_ISO}\]:? )",
     "iso": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?{_ISO}:? (?:{_HOST} {_TAG})?)",
+    "full": rf"^(?P<head>{FULL_STAMP} (?:{_HOST} )?{_TAG})",
+    "unix": rf"^(?P<head>(?P<epoch>[0-9]{{9,11}})\.(?P<frac>[0-9]{{6}}) (?:{_HOST} )?{_TAG})",
+    "mono": rf"^(?P<head>{_MONO} (?:{_HOST} )?{_MONO_TAG})",
     "syslog": (
         r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
         r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
@@ -84,13 +106,16 @@ _ANY_SHAPE = "|".join(
 )
 # RFC 3164 month names (English whatever the node's locale): read without loading babel's data
 _ENGLISH_MONTHS = {m.lower(): i + 1 for i, m in enumerate(_ENGLISH_MONTH_NAMES)}
-_COLS = ("p_ts", "p_host", "p_flag", "body")
+_FILL = ("p_ts", "p_host", "p_flag", "p_up")
 PREFIX_SCHEMA = {
     "line": pl.Int64,
     "p_ts": pl.Datetime("us"),
     "p_host": pl.String,
     "p_flag": pl.String,
+    "p_up": pl.Float64,
 }
+# Zone abbreviations that name one offset only; any other is not guessed (``tz_unknown``)
+UTC_ZONES = ("UTC", "GMT", "UT", "Z")
 
 
 def _fold(name: str) -> str:
@@ -128,6 +153,44 @@ def _iso_ts(g: pl.Expr) -> pl.Expr:
     )
     offset = pl.when(tz.is_null() | (tz == "Z")).then(0).otherwise(sign * minutes)
     return local - pl.duration(minutes=offset.fill_null(0))
+
+
+def zone_minutes(zone: pl.Expr) -> pl.Expr:
+    """Minutes east of UTC of a zone as journalctl writes it (``%Z``): 0 for ``UTC_ZONES``, the
+    offset of a numeric one (``+03``, ``-0530``, ``+05:30``), null for any other abbreviation."""
+    digits = zone.str.replace(":", "", literal=True)
+    numeric = digits.str.contains(r"^[+-][0-9]{2}(?:[0-9]{2})?$")
+    minutes = digits.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + digits.str.slice(
+        3, 2
+    ).cast(pl.Int64, strict=False).fill_null(0)
+    sign = pl.when(digits.str.starts_with("-")).then(-1).otherwise(1)
+    return (
+        pl.when(zone.is_in(UTC_ZONES))
+        .then(pl.lit(0, pl.Int64))
+        .when(numeric)
+        .then(sign * minutes)
+        .otherwise(pl.lit(None, pl.Int64))
+    )
+
+
+def zoned_ts(date: pl.Expr, hms: pl.Expr, frac: pl.Expr, zone: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """(UTC time, flag) of a ``YYYY-MM-DD`` date, ``HH:MM:SS`` time, fraction and ``%Z`` zone
+    (``short-full``, ``verbose``): a zone ``zone_minutes`` cannot map leaves the time null,
+    flagged ``tz_unknown``."""
+    micros = frac.fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
+    local = pl.concat_str([date, pl.lit("T"), hms, pl.lit("."), micros]).str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False
+    )
+    offset = zone_minutes(zone)
+    ts = local - pl.duration(minutes=offset)
+    flag = pl.when(local.is_not_null() & offset.is_null()).then(pl.lit("tz_unknown"))
+    return ts, flag
+
+
+def epoch_us(seconds: pl.Expr, frac: pl.Expr) -> pl.Expr:
+    """A time from Unix seconds and a fraction of six digits (``short-unix``)."""
+    us = seconds.cast(pl.Int64, strict=False) * 1_000_000 + frac.cast(pl.Int64, strict=False)
+    return pl.from_epoch(us, time_unit="us")
 
 
 def _month_of(token: str) -> int | None:
@@ -197,14 +260,22 @@ def _with_syslog_ts(
     return f.with_columns(_flag=pl.when(pl.col("_ts").is_not_null()).then(flag)).drop(_TS_PARTS)
 
 
-_LAYER = {"_ts": pl.Datetime("us"), "_host": pl.String, "_flag": pl.String, "_body": pl.String}
+_LAYER = {
+    "_ts": pl.Datetime("us"),
+    "_host": pl.String,
+    "_flag": pl.String,
+    "_body": pl.String,
+    "_up": pl.Float64,
+    "_shape": pl.String,
+}
 
 
 def _one_layer(frame: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFrame:
-    """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body`` (null
-    where none does). The common syslog head is read by slicing (``FAST_SYSLOG``); of the other
-    lines, those with any shape are told apart by plain matches (DFAs, no groups), and the groups
-    extracted only on each shape's lines, over the head alone. Row order is not kept."""
+    """The first shape matching column ``text``: ``_ts``, ``_host``, ``_flag``, ``_body``, ``_up``
+    (boot-relative seconds) and ``_shape`` (its name; null where none does). The common syslog
+    head is read by slicing (``FAST_SYSLOG``); of the other lines, those with any shape are told
+    apart by plain matches (DFAs, no groups), and the groups extracted only on each shape's
+    lines, over the head alone. Row order is not kept."""
     col = pl.col(text)
     f = frame.with_columns(_head=col.str.extract(FAST_SYSLOG, 0))
     fast = f.filter(pl.col("_head").is_not_null())
@@ -243,6 +314,8 @@ def _fast_syslog(fast: pl.DataFrame, text: str, ctx: ParseContext) -> pl.DataFra
     return _with_syslog_ts(fast, parts, list(_ENGLISH_MONTH_NAMES), ctx, hms_at=7).with_columns(
         _host=after_stamp.str.slice(0, after_stamp.str.find(" ", literal=True)),
         _body=col.str.strip_prefix(pl.col("_head")),
+        _up=pl.lit(None, pl.Float64),
+        _shape=pl.lit("syslog"),
     )
 
 
@@ -255,11 +328,22 @@ def _shape_groups(sub: pl.DataFrame, name: str, text: str, ctx: ParseContext) ->
         tokens = sub.get_column("_g").struct.field("mon").drop_nulls().unique().to_list()
         fields = {k: g.struct.field(k) for k in ("mon", "day", "hms", "frac")}
         sub = _with_syslog_ts(sub, fields, tokens, ctx)
+    elif name == "full":
+        ts, flag = zoned_ts(*(g.struct.field(k) for k in ("date", "hms", "frac", "zone")))
+        sub = sub.with_columns(_ts=ts, _flag=flag)
+    elif name == "unix":
+        ts = epoch_us(g.struct.field("epoch"), g.struct.field("frac"))
+        sub = sub.with_columns(_ts=ts, _flag=pl.lit(None, pl.String))
+    elif name == "mono":
+        sub = sub.with_columns(_ts=pl.lit(None, pl.Datetime("us")), _flag=pl.lit("boot_relative"))
     else:
         sub = sub.with_columns(_ts=_iso_ts(g), _flag=pl.lit(None, pl.String))
+    up = g.struct.field("up").cast(pl.Float64) if name == "mono" else pl.lit(None, pl.Float64)
     sub = sub.with_columns(
         _host=g.struct.field("host") if "(?P<host>" in SHAPES[name] else pl.lit(None, pl.String),
         _body=col.str.strip_prefix(g.struct.field("head")),
+        _up=up,
+        _shape=pl.lit(name),
     )
     return sub.drop("_g")
 
@@ -276,12 +360,15 @@ def nodes_of(frame: pl.DataFrame, host: str) -> pl.Series:
 
 
 def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") -> pl.DataFrame:
-    """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag``, ``body`` (the
-    message after every recognized outer prefix; the line itself when none is) and ``p_nested``
-    (two prefixes were read). Two layers are read: a collector's stamp around a syslog line
-    gives the stamp's time and the syslog host. Row order is kept."""
-    f = _one_layer(frame.with_row_index("_row"), column, ctx).rename(
-        {"_ts": "_ts1", "_host": "_h1", "_flag": "_f1", "_body": "_b1"}
+    """``frame`` with ``p_ts`` (UTC), ``p_host`` (normalized), ``p_flag``, ``p_up`` (boot-relative
+    seconds), ``body`` (the message after every recognized outer prefix; the line itself when
+    none is), ``p_shape`` (the outer shape's name) and ``p_nested`` (two prefixes were read). Two
+    layers are read: a collector's stamp around a syslog line gives the stamp's time and the
+    syslog host. Row order is kept."""
+    f = (
+        _one_layer(frame.with_row_index("_row"), column, ctx)
+        .rename({"_ts": "_ts1", "_host": "_h1", "_flag": "_f1", "_body": "_b1", "_up": "_up1"})
+        .rename({"_shape": "p_shape"})
     )
     outer = f.filter(pl.col("_b1").is_not_null())  # only these can hold a second prefix
     inner = _one_layer(outer, "_b1", ctx)
@@ -290,19 +377,33 @@ def prefix_frame(frame: pl.DataFrame, ctx: ParseContext, column: str = "raw") ->
     )
     f = pl.concat([inner, rest], how="vertical_relaxed").sort("_row")
     f = f.with_columns(_hosts=pl.coalesce("_h1", "_host"))
+    # the flag of the layer whose time is taken; with no time, the outer layer's (boot_relative,
+    # tz_unknown) first
+    flag = (
+        pl.when(pl.col("_ts1").is_not_null())
+        .then("_f1")
+        .when(pl.col("_ts").is_not_null())
+        .then("_flag")
+        .otherwise(pl.coalesce("_f1", "_flag"))
+    )
     return f.with_columns(
         p_ts=pl.coalesce("_ts1", "_ts"),
         p_host=nodes_of(f, "_hosts"),
-        p_flag=pl.when(pl.col("_ts1").is_not_null()).then("_f1").otherwise("_flag"),
+        p_flag=flag,
+        p_up=pl.coalesce("_up1", "_up"),
         body=pl.coalesce("_body", "_b1", column),
         p_nested=pl.col("_ts1").is_not_null() & pl.col("_body").is_not_null(),
-    ).drop("_row", "_ts1", "_h1", "_f1", "_b1", "_ts", "_host", "_flag", "_body", "_hosts")
+    ).drop(
+        "_row", "_ts1", "_h1", "_f1", "_b1", "_up1", "_ts", "_host", "_flag", "_body", "_up",
+        "_shape", "_hosts",
+    )  # fmt: skip
 
 
 def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
     """Events whose parser found no time or node get the prefix's (``pre``: ``line``, ``p_ts``,
-    ``p_host``, ``p_flag``; the first row of a line counts); a time so found takes the prefix's
-    flag."""
+    ``p_host``, ``p_flag``, ``p_up``; the first row of a line counts); a time so found takes the
+    prefix's flag. An event with neither a time nor a stamp of its own (``no_ts``) takes a
+    prefix's boot-relative seconds, or its reason for no time (``tz_unknown``)."""
     if events.height == 0:
         return events
     lines = pre.get_column("line")
@@ -312,16 +413,23 @@ def fill_events(events: pl.DataFrame, pre: pl.DataFrame) -> pl.DataFrame:
         at = lines.search_sorted(events.get_column("line"), side="left").cast(pl.Int64)
         at = at.clip(upper_bound=pre.height - 1)
         hit = (lines.gather(at) == events.get_column("line")).fill_null(False)
-        found = pre.select(pl.col(c).gather(at) for c in _COLS[:3])
+        found = pre.select(pl.col(c).gather(at) for c in _FILL)
         joined = events.with_columns(
-            found.select(pl.when(hit).then(pl.col(c)) for c in _COLS[:3]).get_columns()
+            found.select(pl.when(hit).then(pl.col(c)) for c in _FILL).get_columns()
         )
     else:
-        lookup = pre.select("line", *_COLS[:3]).unique("line", keep="first")
+        lookup = pre.select("line", *_FILL).unique("line", keep="first")
         joined = events.join(lookup, on="line", how="left")
     filled = pl.col("ts").is_null() & pl.col("p_ts").is_not_null()
+    unstamped = (
+        pl.col("ts").is_null()
+        & pl.col("p_ts").is_null()
+        & pl.col("uptime_s").is_null()
+        & pl.col("p_flag").is_not_null()
+    )
     return joined.with_columns(
         ts=pl.coalesce("ts", "p_ts"),
-        ts_flag=pl.when(filled).then("p_flag").otherwise("ts_flag"),
+        ts_flag=pl.when(filled | unstamped).then("p_flag").otherwise("ts_flag"),
+        uptime_s=pl.when(unstamped).then("p_up").otherwise("uptime_s"),
         node=pl.coalesce("node", "p_host"),
-    ).drop(*_COLS[:3])
+    ).drop(*_FILL)

@@ -19,6 +19,10 @@ MODULE_OF: dict[str, str] = {
         ("kernel", "journal_json", "k8s_device_plugin"), "faultlens.ingest.kernel.parser"
     ),
     **dict.fromkeys(
+        ("journal_export", "journal_verbose", "journal_json_pretty"),
+        "faultlens.ingest.kernel.journal",
+    ),
+    **dict.fromkeys(
         (
             "sacct",
             "sacct_json",

@@ -7,7 +7,9 @@ kernel: ...``; also journalctl short), RFC 5424 / ISO 8601 (rsyslog, journalctl 
 kmsg text (no stamp), ``/dev/kmsg`` records (``6,3964,206764307,-;msg``, microseconds since boot),
 ``dmesg -r`` / pstore dumps (``<4>[  123.456789] msg``: a priority before a dmesg stamp is no syslog
 header) and the Go log stamps of the NVIDIA k8s-device-plugin. ``journal_json`` reads
-``journalctl -o json``;
+``journalctl -o json``, ``-o json-seq`` (each object after an RS byte) and ``-o json-sse``
+(``data: {...}`` lines between blank ones); ``kernel.journal`` the record formats (``export``,
+``verbose``, ``json-pretty``);
 ``k8s_device_plugin`` is the same parser under the name that sniffs device-plugin logs.
 
 Events (table ``events``): Xid (also the old form without ``PCI:``), NVLink Xid 144-150 (kind
@@ -118,7 +120,10 @@ _KERNELISH = re.compile(
 )
 _SYSLOG = re.compile(
     rf"^(?:<[0-9]{{1,3}}>1? ?)?(?:(?:{'|'.join(kp.MONTHS)}) +[0-9]{{1,2}} [0-9:]{{8}}"
-    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(?:\.[0-9]+)?(?:Z|[+-][0-9:]{4,5})?)"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}(?:\.[0-9]+)?(?:Z|[+-][0-9:]{4,5})?"
+    # journalctl short-full / with-unit, short-unix, short-monotonic / short-delta
+    r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}(?:\.[0-9]+)? [^ ]+"
+    r"|[0-9]{9,11}\.[0-9]{6}|\[ *[0-9]+\.[0-9]{6}(?: <[ 0-9.]+\*?>| +)?\])"
     r"(?:\.[0-9]+)? [^ ]+ (?P<tag>[^ :\[]+)(?:\[[0-9]+\])?: "
 )
 # RFC 5424 (rsyslog's RSYSLOG_SyslogProtocol23Format, syslog-ng): "<pri>1 ISO host app procid
@@ -349,12 +354,15 @@ class DevicePluginParser(KernelParser):
 # -- journalctl -o json ----------------------------------------------------------------------------
 
 _EPOCH = datetime(1970, 1, 1)
+# json-seq (RFC 7464) puts an RS byte before each object; json-sse a ``data: `` field name
+_JSON_LEAD = re.compile(r"^(?:\x1e|data: ?)")
 
 
 def journal_prefix(line: str, ctx: ParseContext) -> Prefix | Quarantined:
-    """One ``journalctl -o json`` object -> the message and its stamps."""
+    """One ``journalctl -o json`` object (also after json-seq's RS or json-sse's ``data: ``)
+    -> the message and its stamps."""
     try:
-        obj = json.loads(line)
+        obj = json.loads(_JSON_LEAD.sub("", line, count=1))
     except ValueError:
         return Quarantined("not a journal JSON object")
     if not isinstance(obj, dict):
@@ -393,7 +401,10 @@ class JournalJsonParser(KernelParser):
         if not lines:
             return 0.0
         hits = sum(
-            1 for ln in lines if ln.lstrip().startswith("{") and "__REALTIME_TIMESTAMP" in ln
+            1
+            for ln in lines
+            if _JSON_LEAD.sub("", ln.lstrip(" \t"), count=1).startswith("{")
+            and "__REALTIME_TIMESTAMP" in ln
         )
         return 0.95 if hits / len(lines) >= 0.5 else 0.0
 
@@ -408,40 +419,65 @@ class JournalJsonParser(KernelParser):
     def parse_candidates(
         self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: KernelState
     ) -> ChunkResult:
-        rows: list[dict[str, Any]] = []
-        quar: list[Any] = []
-        for line_no, raw in cand.iter_rows():
-            pre = journal_prefix(raw, ctx)
-            if isinstance(pre, Quarantined):
-                quar.append((line_no, raw, pre.reason))
-            else:
-                rows.append(
-                    {
-                        "line": line_no,
-                        "raw": raw,
-                        "body": pre.body,
-                        "ts": pre.ts,
-                        "uptime_s": pre.uptime_s,
-                        "ts_flag": pre.ts_flag,
-                        "node": pre.node,
-                    }
-                )
-        schema = {
-            "line": pl.Int64,
-            "raw": pl.String,
-            "body": pl.String,
-            "ts": _EVENT_SCHEMA["ts"],
-            "uptime_s": pl.Float64,
-            "ts_flag": pl.String,
-            "node": pl.String,
-        }
-        result = classify_frame(pl.DataFrame(rows, schema=schema), ctx, state, last_line)
-        if quar:
-            extra = quarantine_frame(*(list(x) for x in zip(*quar, strict=True)))
-            result.quarantine = (
-                pl.concat([result.quarantine, extra]) if result.quarantine is not None else extra
+        return journal_objects(cand, last_line, ctx, state)
+
+
+PREFIXED_SCHEMA = {
+    "line": pl.Int64,
+    "raw": pl.String,
+    "body": pl.String,
+    "ts": _EVENT_SCHEMA["ts"],
+    "uptime_s": pl.Float64,
+    "ts_flag": pl.String,
+    "node": pl.String,
+}
+
+
+def journal_objects(
+    cand: pl.DataFrame, last_line: int | None, ctx: ParseContext, state: KernelState
+) -> ChunkResult:
+    """Journal JSON objects (``line``: where the event is, ``raw``: the object's text) -> the
+    events of their messages; an object that is not one is quarantined at its line."""
+    rows: list[dict[str, Any]] = []
+    quar: list[Any] = []
+    for line_no, raw in cand.select("line", "raw").iter_rows():
+        pre = journal_prefix(raw, ctx)
+        if isinstance(pre, Quarantined):
+            quar.append((line_no, raw, pre.reason))
+        else:
+            rows.append(
+                {
+                    "line": line_no,
+                    "raw": raw,
+                    "body": pre.body,
+                    "ts": pre.ts,
+                    "uptime_s": pre.uptime_s,
+                    "ts_flag": pre.ts_flag,
+                    "node": pre.node,
+                }
             )
-        return result
+    frame = pl.DataFrame(rows, schema=PREFIXED_SCHEMA)
+    extra = quarantine_frame(*(list(x) for x in zip(*quar, strict=True))) if quar else None
+    return classify_prefixed(frame, extra, ctx, state, last_line)
+
+
+def classify_prefixed(
+    frame: pl.DataFrame,
+    quarantine: pl.DataFrame | None,
+    ctx: ParseContext,
+    state: KernelState,
+    last_line: int | None,
+) -> ChunkResult:
+    """``classify_frame`` of messages whose stamps a journal record gave (``PREFIXED_SCHEMA``),
+    with the records already quarantined."""
+    result = classify_frame(frame, ctx, state, last_line)
+    if quarantine is not None and quarantine.height:
+        result.quarantine = (
+            pl.concat([result.quarantine, quarantine])
+            if result.quarantine is not None
+            else quarantine
+        )
+    return result
 
 
 PARSERS = [KernelParser(), JournalJsonParser(), DevicePluginParser()]

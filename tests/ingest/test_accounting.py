@@ -30,7 +30,14 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 NOW = datetime(2026, 2, 1)
 LINE_DIRS = ("xid", "nccl", "slurm", "loghub")
 # Parsers that report their parsed lines (the line-log families and the kernel parser's kin).
-SET_FORMATS = {"lines", "k8s_device_plugin", "journal_json"}
+SET_FORMATS = {
+    "lines",
+    "k8s_device_plugin",
+    "journal_json",
+    "journal_export",
+    "journal_verbose",
+    "journal_json_pretty",
+}
 
 
 def _s(*lines: int) -> pl.Series:

@@ -1,7 +1,8 @@
 """The perturbation harness: the same events whatever wrapping a pipeline put around the lines.
 
 Every corpus kernel and NCCL / PyTorch log is re-rendered through the wrappings real pipelines
-add (a collector's stamp, RFC 5424, journald short-iso / short-precise, syslog with German and
+add (a collector's stamp, RFC 5424, journald short-iso / short-precise / short-full (a zone named
+too) / short-unix / short-monotonic / short-delta, syslog with German and
 French month names, pdsh / IP / Ray / ``[rankN]:`` tags, the original stamp and host stripped,
 CRLF line ends, and other families' lines interleaved) and must give the same events — kind,
 code, PCI id and line number (mapped when lines were interleaved) — as the original file.
@@ -51,6 +52,11 @@ WRAPS: dict[str, Callable[[str], str]] = {
     "rfc5424": lambda ln: f"<6>1 2024-05-01T10:00:00.123456Z node-x kernel - - - {ln}",
     "short_iso": lambda ln: f"2024-05-01T10:00:00+0000 node-x kernel: {ln}",
     "short_precise": lambda ln: f"May 01 10:00:00.123456 node-x kernel: {ln}",
+    "short_full": lambda ln: f"Wed 2024-05-01 10:00:00 UTC node-x kernel: {ln}",
+    "short_full_cet": lambda ln: f"Wed 2024-05-01 12:00:00 CEST node-x kernel: {ln}",
+    "short_unix": lambda ln: f"1714557600.123456 node-x kernel: {ln}",
+    "short_monotonic": lambda ln: f"[  123.456789] node-x kernel: {ln}",
+    "short_delta": lambda ln: f"[  123.456789 <    0.000123 >] node-x python3[4321]: {ln}",
     "month_de": lambda ln: f"Mai 01 10:00:00 node-x kernel: {ln}",
     "month_fr": lambda ln: f"févr. 14 05:03:41 node-x kernel: {ln}",
     "pdsh": lambda ln: f"node-x: {ln}",

@@ -102,7 +102,10 @@ def test_events_take_their_prefix_by_line(pre_lines: list[int], ev_lines: list[i
             "line": sorted(pre_lines),
             "p_ts": [datetime(2024, 1, 1, k % 24) if k % 3 else None for k in range(n)],
             "p_host": ["a" if k % 2 else None for k in range(n)],
-            "p_flag": ["year_from_mtime" if k % 3 else None for k in range(n)],
+            "p_flag": [
+                "year_from_mtime" if k % 3 else "boot_relative" if k % 2 else None for k in range(n)
+            ],
+            "p_up": [k / 2 if k % 3 == 0 and k % 2 else None for k in range(n)],
         },
         schema=prefixes.PREFIX_SCHEMA,
     )
