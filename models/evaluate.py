@@ -141,9 +141,16 @@ def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame)
     closes it. ``end`` is the last alerting hour + 1 h."""
     if rows.height == 0 or not np.isfinite(threshold):
         return pl.DataFrame(schema=_ALERT_SCHEMA)
-    on = rows.select("node", "ts", "score").filter(pl.col("score") >= threshold)
-    if on.height == 0:
-        return pl.DataFrame(schema=_ALERT_SCHEMA)
+    return _episodes(_alerting(rows, threshold, failures), threshold)
+
+
+def _alerting(rows: pl.DataFrame, floor: float, failures: pl.DataFrame) -> pl.DataFrame:
+    """The hours with ``score >= floor``, sorted by node and time, each with ``nf``: how many of
+    its node's failures came before it. Alert episodes at any threshold ``>= floor`` are read
+    from this (``_episodes``) without sorting or joining again."""
+    on = rows.select("node", "ts", "score").filter(pl.col("score") >= floor)
+    if on.height == 0:  # no join: the failures' nodes may be of another type (an Enum)
+        return on.with_columns(nf=pl.lit(0, pl.UInt32))
     fl = (
         failures.select("node", pl.col("ts").cast(pl.Datetime("us")).alias("fts"))
         .sort("node", "fts")
@@ -159,6 +166,14 @@ def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame)
         check_sortedness=False,
         allow_exact_matches=False,
     ).with_columns(pl.col("nf").fill_null(0))
+    return on
+
+
+def _episodes(on: pl.DataFrame, threshold: float) -> pl.DataFrame:
+    """Alert episodes at ``threshold`` from ``_alerting``'s hours (taken at a floor <= it)."""
+    on = on.filter(pl.col("score") >= threshold)
+    if on.height == 0:
+        return pl.DataFrame(schema=_ALERT_SCHEMA)
     new = (
         pl.col("ts").shift(1).over("node").is_null()
         | (pl.col("ts") - pl.col("ts").shift(1).over("node") != HOUR)
@@ -212,8 +227,17 @@ def episode_metrics(
     counted when they happen in ``window``; alerts when they could match one (they start
     before its end and are open, or ended less than a horizon, after its start: ``rows`` may
     start a horizon early); matching may also use failures after the window."""
+    return _episode_metrics(alert_episodes(rows, threshold, failures), failures, horizon_h, window)
+
+
+def _episode_metrics(
+    episodes: pl.DataFrame,
+    failures: pl.DataFrame,
+    horizon_h: float,
+    window: tuple[datetime, datetime],
+) -> dict[str, float | None]:
     lo, hi = window
-    alerts, fails = match_alerts(alert_episodes(rows, threshold, failures), failures, horizon_h)
+    alerts, fails = match_alerts(episodes, failures, horizon_h)
     # Counted: every alert that could match a failure of the window (the same alerts recall
     # uses), so that a caught failure always comes with a true alert.
     reach = pl.col("end") + timedelta(hours=horizon_h)
@@ -264,9 +288,15 @@ def choose_threshold(
         q = 1.0 - np.geomspace(0.5, 0.5 / max(pos.size, 2), 80)
         candidates = np.quantile(pos, q)
     cands = np.unique(np.asarray(candidates, dtype=float))
+    # the alerting hours at the lowest candidate, sorted and joined to the failures once; each
+    # candidate's episodes are then a filter of them (the same as ``alert_episodes``)
+    finite = cands[np.isfinite(cands)]
+    on = _alerting(rows, float(finite[0]), failures) if finite.size and rows.height else None
+    none = pl.DataFrame(schema=_ALERT_SCHEMA)
     sup = []
     for t in cands:
-        m = episode_metrics(rows, failures, threshold=float(t), horizon_h=horizon_h, window=window)
+        episodes = _episodes(on, float(t)) if on is not None and np.isfinite(t) else none
+        m = _episode_metrics(episodes, failures, horizon_h, window)
         if m["alerts"] >= min_alerts:
             sup.append((float(t), m["alerts"], m["precision"] or 0.0))
     if not sup:

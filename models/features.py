@@ -487,7 +487,9 @@ class FeatureGrid:
     def row_times(self) -> np.ndarray:
         return np.datetime64(self.start, "us") + np.arange(self.T + 1) * np.timedelta64(1, "h")
 
-    def _dense(self, base: Base) -> np.ndarray:
+    def _dense(self, base: Base, rows: np.ndarray | None = None) -> np.ndarray:
+        """The base's hourly buckets as a ``(nodes, T)`` array; with ``rows`` (sorted node
+        indices), those nodes' rows only, in that order (each row's values are the same)."""
         frame = self.frames[base.source]
         if base.source not in self._coords:
             idx = frame.select("node", "b").join(self._index, on="node", how="left")
@@ -495,16 +497,19 @@ class FeatureGrid:
             b = idx["b"].to_numpy()
             self._coords[base.source] = (ni, b)
         ni, b = self._coords[base.source]
+        n = len(self.nodes)
+        if rows is not None:
+            pos = np.full(n + 1, -1, dtype=np.int64)  # pos[-1]: an unknown node stays unknown
+            pos[rows] = np.arange(rows.size)
+            ni, n = pos[ni], rows.size
         ok = (ni >= 0) & (b >= 0) & (b < self.T)
         values = frame[base.name].cast(pl.Float64).to_numpy()
         if base.agg == "max":
-            dense = np.zeros((len(self.nodes), self.T), dtype=np.float64)
+            dense = np.zeros((n, self.T), dtype=np.float64)
             np.maximum.at(dense, (ni[ok], b[ok]), values[ok])
             return dense
-        flat = np.bincount(
-            ni[ok] * self.T + b[ok], weights=values[ok], minlength=len(self.nodes) * self.T
-        )
-        return flat.reshape(len(self.nodes), self.T)
+        flat = np.bincount(ni[ok] * self.T + b[ok], weights=values[ok], minlength=n * self.T)
+        return flat.reshape(n, self.T)
 
     def _windows(
         self,
@@ -532,10 +537,11 @@ class FeatureGrid:
             res[k] = (flat[idx] - flat[back]).astype(np.float32)
         return res
 
-    def _hours_since_fail(self) -> np.ndarray:
-        pos = np.where(self._fail > 0, np.arange(self.T)[None, :], -1)
+    def _hours_since_fail(self, rows: np.ndarray | None = None) -> np.ndarray:
+        fail = self._fail if rows is None else self._fail[rows]
+        pos = np.where(fail > 0, np.arange(self.T)[None, :], -1)
         last = np.maximum.accumulate(pos, axis=1)
-        out = np.full((len(self.nodes), self.T + 1), HOURS_SINCE_CAP, dtype=np.float32)
+        out = np.full((fail.shape[0], self.T + 1), HOURS_SINCE_CAP, dtype=np.float32)
         t = np.arange(1, self.T + 1)[None, :]
         prev = last[:, :]
         hs = np.where(prev >= 0, t - prev, HOURS_SINCE_CAP)
@@ -543,12 +549,26 @@ class FeatureGrid:
         return out
 
     def table(self, masks: dict[str, np.ndarray]) -> dict[str, pl.DataFrame]:
-        """The feature rows selected by each boolean ``(nodes, T + 1)`` mask, in one pass."""
+        """The feature rows selected by each boolean ``(nodes, T + 1)`` mask, in one pass. The
+        windows are computed over the nodes with a selected row only (a cross-fitting group's
+        quarter of the grid costs a quarter of it), with the same values."""
         sel = {k: np.flatnonzero(m.ravel()) for k, m in masks.items()}
         cols: dict[str, list[pl.Series]] = {k: [] for k in masks}
-        at = {k: (idx, idx % (self.T + 1)) for k, idx in sel.items()}
+        width = self.T + 1
+        used = np.zeros(len(self.nodes), dtype=bool)
+        for idx in sel.values():
+            used[idx // width] = True
+        rows = None if used.all() else np.flatnonzero(used)
+        if rows is None:
+            at = {k: (idx, idx % width) for k, idx in sel.items()}
+        else:  # the selections' flat indices in the grid of ``rows`` only
+            pos = np.cumsum(used) - 1
+            at = {}
+            for k, idx in sel.items():
+                ni, ti = np.divmod(idx, width)
+                at[k] = (pos[ni] * width + ti, ti)
         for base in BASES:
-            dense = self._dense(base)
+            dense = self._dense(base, rows)
             csum = None
             if base.agg == "sum":
                 csum = np.zeros((dense.shape[0], self.T + 1))
@@ -557,7 +577,7 @@ class FeatureGrid:
                 for k, values in self._windows(dense, w, base.agg, at, csum).items():
                     cols[k].append(pl.Series(window_name(base.name, w), values))
             del dense, csum
-        hs = self._hours_since_fail().ravel()
+        hs = self._hours_since_fail(rows).ravel()
         labels = self.labels.ravel()
         times = self.row_times()
         node_arr = pl.Series("node", self.nodes, dtype=pl.String)
@@ -570,7 +590,7 @@ class FeatureGrid:
                     pl.Series("ts", times[ti]),
                     pl.Series("label", labels[idx].astype(np.int8)),
                     *cols.pop(k),
-                    pl.Series("hours_since_fail", hs[idx]),
+                    pl.Series("hours_since_fail", hs[at[k][0]]),
                 ]
             )
             out[k] = _derive(frame).select("node", "ts", "label", *FEATURES)

@@ -201,3 +201,20 @@ def test_monotone_constraints_cover_only_warning_evidence() -> None:
     # counts that include failures themselves (after one, the node is drained) stay free
     assert cons["xid_all_24h"] == cons["fail_24h"] == cons["hours_since_fail"] == 0
     assert cons["ecc_24h"] == 0  # an uncorrectable ECC event is a target, not a warning
+
+
+def test_a_subset_of_nodes_gives_the_same_rows_as_the_whole_grid(store) -> None:
+    """``table`` computes windows over the selected nodes only (a cross-fitting group): the rows
+    must be those of the same selection made beside a whole-grid one."""
+    truth = random_cluster(store, n_nodes=20, days=30, seed=11)
+    grid = FeatureGrid(store, truth["start"], truth["end"], horizon_h=24)
+    rng = np.random.default_rng(3)
+    pick = np.zeros(grid.shape, dtype=bool)
+    pick[[1, 4, 5, 17]] = rng.random((4, grid.shape[1])) < 0.5
+    alone = grid.table({"x": pick})["x"]
+    beside = grid.table({"x": pick, "all": np.ones(grid.shape, dtype=bool)})["x"]
+    assert alone.height == int(pick.sum()) > 100
+    assert alone.equals(beside)
+    assert alone["xid_all_28d"].sum() > 0
+    assert alone["hours_since_fail"].min() < HOURS_SINCE_CAP  # some failure seen
+    assert sorted(set(alone["node"])) == [grid.nodes[i] for i in (1, 4, 5, 17)]

@@ -328,3 +328,36 @@ def test_alerts_opened_before_the_window_count_in_precision_too() -> None:
     # n1's 08:00 alert (open until 09:00) still catches 10:30
     assert (short["alerts"], short["true_alerts"]) == (4, 1)
     assert short["caught"] == 1
+
+
+def test_episodes_from_hours_taken_at_a_lower_floor_are_the_same() -> None:
+    """``choose_threshold`` sorts and joins the alerting hours once, at its lowest candidate, and
+    filters them for each candidate: the episodes must be ``alert_episodes``' at every one."""
+    from faultlens.models.evaluate import _alerting, _episodes
+
+    rng = np.random.default_rng(5)
+    nodes = [f"n{i}" for i in range(30)]
+    frame = pl.DataFrame(
+        {
+            "node": np.repeat(nodes, 200),
+            "ts": [D + timedelta(hours=h) for h in range(200)] * len(nodes),
+            "score": rng.random(200 * len(nodes)) ** 3,
+        }
+    ).sample(fraction=1.0, shuffle=True, seed=1)  # not in order: both sides sort
+    failures = pl.DataFrame(
+        {
+            "node": rng.choice(nodes, 40),
+            "ts": [D + timedelta(hours=float(h)) for h in rng.uniform(0, 200, 40)],
+        }
+    )
+    on = _alerting(frame, 0.05, failures)
+    for t in (0.05, 0.1, 0.3, 0.5, 0.8, 0.99, 2.0):
+        want = alert_episodes(frame, t, failures)
+        got = _episodes(on, t)
+        assert got.equals(want), t
+        assert t > 0.99 or want.height > 0
+    # the failures close episodes (the join the floor's hours carry is exercised)
+    assert (
+        alert_episodes(frame, 0.05, failures).height
+        > alert_episodes(frame, 0.05, failures[:0]).height
+    )
