@@ -42,6 +42,7 @@ from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
 from faultlens.ingest.reader import literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
+from faultlens.ingest.slurm import stamps as slurm_stamps
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
 # rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
@@ -89,9 +90,10 @@ SLURM_ANCHOR = (
     r"\bslurm(?:ctld|d|stepd|dbd|restd)?(?:\[[0-9]+\])?: |_slurm_rpc_|\bslurm\w*\.service\b"
     r"|\bsystemd(?:\[[0-9]+\])?: .*\b[Ss]lurm"
 )
-# slurmctld's own log file: ``[2024-01-02T03:04:05.123] message`` (after the kernel's anchors, so
-# that a collector's ISO stamp before an NVRM line stays kernel).
-SLURM_FILE_STAMP = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+\] "
+# slurmctld's own log file: ``[2024-01-02T03:04:05.123] message``, the stamp in any LogTimeFormat
+# (``slurm.stamps``; after the kernel's anchors, so that a collector's ISO stamp before an NVRM
+# line stays kernel).
+SLURM_FILE_STAMP = slurm_stamps.STAMP_LINE
 _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid"))
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER

@@ -4,10 +4,13 @@ Line shapes (the message after the prefix is classified the same way for all):
 
 - log file: ``[2024-01-02T03:04:05.123] error: Nodes gpu[01-02] not responding`` (local time;
   UTC unless ``ctx.options['tz']``), optionally ``[1234.batch]`` after the stamp (slurmstepd);
+  the stamp in any ``LogTimeFormat`` (``slurm.stamps``: ISO with or without milliseconds and
+  offset, ``short``, ``thread_id``, ``clock``);
 - syslog / journal: ``Feb 02 09:51:48 host slurmd[12912]: slurmd: error: ...`` (year from
   ``ctx.year`` or the file's mtime), or ``2024-02-02T09:51:48+0100 host slurmctld[1]: ...``;
   ``systemd`` lines about a Slurm unit are kept, other processes are noise;
-- foreground daemons: ``slurmctld: error: ...`` (no time: ``ts_flag = 'no_ts'``).
+- foreground daemons: ``slurmctld: error: ...`` (no time: ``ts_flag = 'no_ts'``), or with
+  ``LogTimeFormat=thread_id`` ``Jan  2 03:04:05.123456 4242 rpcmgr 0x7f5c...: error: ...``.
 
 Messages: nodes not responding (``node_not_responding``; ``..., setting DOWN`` -> ``node_down``),
 ``now responding`` / ``returned to service`` (``node_resume``), ``update_node: node X state set to
@@ -38,28 +41,29 @@ from faultlens.ingest.base import (
     quarantine_frame,
 )
 from faultlens.ingest.schema import Kind, Severity, Source
+from faultlens.ingest.slurm import stamps
 from faultlens.ingest.slurm.common import (
     SEVERITY,
     SOURCE,
     expand_nodes,
-    localize,
     result,
     split_reason,
-    to_utc,
     xid_in,
 )
 
-ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
+ISO = stamps.ISO
+
 SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
 PROC = r"(?:slurm\w*|systemd)"
 # One regex for all prefixes: named groups pick out what each shape carries.
 PREFIX = (
-    rf"^(?:\[(?P<iso>{ISO})\]\s+(?:\[(?P<tag>[^\]\s]+)\]\s+)?"
+    rf"^(?:{stamps.BRACKET}\s+(?:\[(?P<tag>[^\]\s]+)\]\s+)?"
     rf"|(?P<sys>{SYSLOG})\s+(?P<host>\S+)\s+(?P<proc>{PROC})(?:\[\d+\])?:\s+"
     rf"|(?P<iso2>{ISO})(?P<off>Z|[+-]\d\d:?\d\d)?\s+(?P<host2>\S+)\s+(?P<proc2>{PROC})"
     r"(?:\[\d+\])?:\s+"
-    r"|(?P<fg>slurmctld|slurmd|slurmdbd|slurmstepd|slurmrestd):\s+)"
-    r"(?:(?:slurmctld|slurmd|slurmstepd|slurmdbd): )?(?P<msg>.*)$"
+    r"|(?P<fg>slurmctld|slurmd|slurmdbd|slurmstepd|slurmrestd):\s+"
+    rf"|{stamps.THREAD_STDERR})"
+    rf"(?:(?:slurmctld|slurmd|slurmstepd|slurmdbd): |{stamps.THREAD_INNER})?(?P<msg>.*)$"
 )
 _PREFIX = re.compile(PREFIX)
 
@@ -114,10 +118,9 @@ def _syslog_year(ctx: ParseContext) -> int | None:
 
 
 def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str | None]:
-    tz = ctx.options.get("tz") if ctx.options else None
-    if g["iso"]:
-        ts = datetime.fromisoformat(g["iso"][:19])
-        return (localize_scalar(ts, tz), None)
+    stamped = stamps.stamp_ts(g, ctx)
+    if stamped is not None:
+        return stamped
     if g["iso2"]:
         ts = datetime.fromisoformat(g["iso2"][:19])
         off = g["off"]
@@ -134,10 +137,6 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
             ts = ts.replace(year=year - 1)
         return ts, None
     return None, "no_ts"
-
-
-def localize_scalar(ts: datetime, tz: Any) -> datetime:
-    return to_utc(ts, str(tz) if tz else None)
 
 
 def classify(msg: str) -> tuple[str, dict[str, str | None]] | None:
@@ -234,13 +233,7 @@ _CANDIDATE = (
 
 
 def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
-    tz = ctx.options.get("tz") if ctx.options else None
-    iso = localize(
-        pl.col("iso")
-        .str.slice(0, 19)
-        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False),
-        str(tz) if tz else None,
-    )
+    stamp, stamp_flag, _ = stamps.stamp_exprs(ctx)
     off = pl.col("off").str.replace(":", "", literal=True)
     off_min = (
         off.str.slice(1, 2).cast(pl.Int64) * 60 + off.str.slice(3, 2).cast(pl.Int64)
@@ -261,12 +254,14 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
                 .otherwise(sys)
             )
     ts = pl.coalesce(
-        pl.when(pl.col("iso").is_not_null()).then(iso),
+        stamp,
         pl.when(pl.col("iso2").is_not_null()).then(iso2),
         pl.when(pl.col("sys").is_not_null()).then(sys),
     )
     flag = (
-        pl.when(pl.col("sys").is_not_null() & pl.lit(year is None))
+        pl.when(stamp_flag.is_not_null())
+        .then(stamp_flag)
+        .when(pl.col("sys").is_not_null() & pl.lit(year is None))
         .then(pl.lit("no_year"))
         .when(pl.col("fg").is_not_null())
         .then(pl.lit("no_ts"))
@@ -338,7 +333,7 @@ def daemon_rows(
     )
     rows = _with_kind(_rule_groups(cand.filter(pl.col("rule").is_not_null())))
     # a stamp polars could not read: parse_line says whether the line is quarantined
-    stamped = pl.col("iso").is_not_null() | pl.col("iso2").is_not_null()
+    stamped = stamps.stamp_exprs(ctx)[2] | pl.col("iso2").is_not_null()
     if _syslog_year(ctx) is not None:
         stamped = stamped | pl.col("sys").is_not_null()
     bad = rows.filter(pl.col("ts").is_null() & stamped).select("line", "raw")
@@ -587,7 +582,7 @@ class DaemonParser:
         slurmish = sum(
             1
             for ln in lines
-            if re.match(rf"^\[{ISO}\] ", ln)
+            if re.match(stamps.STAMP_LINE, ln)
             or re.search(
                 r"\bslurm(?:ctld|d|stepd|dbd)\b|"
                 r"_slurm_rpc_|[Ss]lurm",
