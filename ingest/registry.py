@@ -47,6 +47,9 @@ MODULE_OF: dict[str, str] = {
         ("nvidia_smi_csv", "nvidia_smi_table", "nvidia_smi_nvlink", "nvidia_smi_bundle"),
         "faultlens.ingest.telemetry.nvsmi_text",
     ),
+    **dict.fromkeys(
+        ("nvidia_smi_dmon", "nvidia_smi_pmon", "dcgmi_dmon"), "faultlens.ingest.telemetry.dmon"
+    ),
     "prometheus_json": "faultlens.ingest.telemetry.prom",
     "training": "faultlens.ingest.training.parser",
     "incidents": "faultlens.ingest.traces.incidents",
