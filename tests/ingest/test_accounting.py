@@ -25,6 +25,7 @@ from faultlens.ingest.errors import InputError
 from faultlens.ingest.pipeline import AccountingError, parse_file, partition, plan
 from faultlens.ingest.store import Store
 from tests.conftest import CORPUS
+from tests.ingest.telemetry.test_dmon import SAMPLES as DMON_SAMPLES
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 NOW = datetime(2026, 2, 1)
@@ -37,6 +38,9 @@ SET_FORMATS = {
     "journal_export",
     "journal_verbose",
     "journal_json_pretty",
+    "nvidia_smi_dmon",
+    "nvidia_smi_pmon",
+    "dcgmi_dmon",
 }
 
 
@@ -107,6 +111,19 @@ def test_every_line_log_partitions_its_lines(path: Path, tmp_path: Path) -> None
         fmt, _ = pipeline.sniff_format(task)
     if fmt not in SET_FORMATS:
         pytest.skip(f"a document format ({fmt}): accounted by counts")
+    _check_against_database(path, tmp_path)
+
+
+@pytest.mark.parametrize("name", sorted(DMON_SAMPLES))
+def test_monitor_tables_partition_their_lines(name: str, tmp_path: Path) -> None:
+    """nvidia-smi dmon / pmon and dcgmi dmon report their line sets (header, units and rows)."""
+    text, fmt = DMON_SAMPLES[name]
+    path = tmp_path / name
+    path.write_text(text)
+    with Store(tmp_path / "sniff.duckdb") as store:
+        task = plan(store, str(path))
+        assert not isinstance(task, pipeline.FileReport)
+        assert pipeline.sniff_format(task)[0] == fmt
     _check_against_database(path, tmp_path)
 
 
