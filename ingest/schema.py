@@ -14,7 +14,7 @@ from enum import StrEnum
 
 import polars as pl
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 class Source(StrEnum):
@@ -197,6 +197,9 @@ JOBS = Table(
         _c("submit", "TIMESTAMP"),
         _c("start", "TIMESTAMP"),
         _c("end", "TIMESTAMP"),
+        # NULL, or why a submit / start / end the record printed is NULL: ambiguous_date,
+        # relative_time, date_only, unreadable_time (``slurm.timefmt``)
+        _c("time_flag", "VARCHAR"),
         _c("elapsed_s", "DOUBLE"),
         _c("state", "VARCHAR"),  # COMPLETED, FAILED, NODE_FAIL, CANCELLED, TIMEOUT, ...
         _c("state_detail", "VARCHAR"),  # e.g. "by 1003" of "CANCELLED by 1003"

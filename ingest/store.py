@@ -65,6 +65,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS namespace VARCHAR",
         "ALTER TABLE telemetry ADD COLUMN IF NOT EXISTS container VARCHAR",
     ],
+    7: [  # why a job's printed time was not read (SLURM_TIME_FORMAT)
+        "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS time_flag VARCHAR",
+    ],
 }
 
 # event_summary computed from the tables themselves: what a database older than the summary

@@ -7,15 +7,17 @@ columns, a polars-expression form that must agree with it.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import hostlist
 import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
 from faultlens.ingest.schema import Kind, Severity, Source, conform
+from faultlens.ingest.slurm.timefmt import localize, read_time, time_exprs, to_utc
+
+__all__ = ["localize", "to_utc"]  # the time helpers' home is ``timefmt``; re-exported here
 
 SOURCE = Source.SLURM.value
 
@@ -139,44 +141,16 @@ def exit_exprs(col: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
 
 # -- times ----------
 
-_NO_TIME = ("", "unknown", "none", "n/a", "(null)", "invalid")
-
 
 def parse_time(text: str | None, tz: str | None = None) -> datetime | None:
-    """sacct ``2024-01-02T03:04:05`` (local time of the cluster; UTC unless ``tz``) -> naive UTC."""
-    if text is None or text.strip().lower() in _NO_TIME:
-        return None
-    try:
-        dt = datetime.strptime(text.strip()[:19], "%Y-%m-%dT%H:%M:%S")
-    except ValueError:
-        return None
-    return to_utc(dt, tz)
-
-
-def to_utc(dt: datetime, tz: str | None) -> datetime:
-    if not tz:
-        return dt
-    return dt.replace(tzinfo=ZoneInfo(tz)).astimezone(UTC).replace(tzinfo=None)
+    """A time as sacct / sinfo print it (``2024-01-02T03:04:05`` or another ``SLURM_TIME_FORMAT``,
+    local time of the cluster; UTC unless ``tz``) -> naive UTC (``timefmt.read_time``)."""
+    return read_time(text, tz)[0]
 
 
 def time_expr(col: pl.Expr, tz: str | None = None) -> pl.Expr:
-    ts = (
-        col.str.strip_chars()
-        .str.slice(0, 19)
-        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
-    )
-    return localize(ts, tz)
-
-
-def localize(ts: pl.Expr, tz: str | None) -> pl.Expr:
-    """Naive local times of ``tz`` -> naive UTC (identity without ``tz``)."""
-    if not tz:
-        return ts
-    return (
-        ts.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-        .dt.convert_time_zone("UTC")
-        .dt.replace_time_zone(None)
-    )
+    """Vectorized ``parse_time``."""
+    return time_exprs(col, tz)[0]
 
 
 def epoch_to_dt(value: Any) -> datetime | None:

@@ -120,8 +120,10 @@ def _job_events(records: pl.DataFrame) -> pl.DataFrame:
         {k.value: v.value for k, v in SEVERITY.items()}, default=None, return_dtype=pl.String
     )
     events = events.with_columns(sev.alias("severity"), pl.lit(None, pl.String).alias("ts_flag"))
+    # a time the record printed but could not be read says why (``time_flag``)
+    why = pl.col("time_flag") if "time_flag" in events.columns else pl.lit(None, pl.String)
     events = events.with_columns(
-        pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag")
+        pl.when(pl.col("ts").is_null()).then(pl.coalesce(why, pl.lit("no_ts"))).alias("ts_flag")
     )
     keep = [
         "ts",

@@ -26,16 +26,15 @@ from faultlens.ingest.slurm.common import (
     nodes_expr,
     parse_duration,
     parse_exit,
-    parse_time,
     pick_gpus,
     pick_gpus_expr,
     result,
     split_state,
     state_exprs,
-    time_expr,
     tz_of,
 )
 from faultlens.ingest.slurm.fold import STEP_COLS, fold
+from faultlens.ingest.slurm.timefmt import read_time, time_exprs
 
 # sacct --helpformat names (lower case) used to recognize a header line.
 KNOWN_FIELDS = frozenset(
@@ -206,6 +205,7 @@ def record_from_fields(fields: dict[str, str], ctx: ParseContext) -> dict[str, A
     raw_elapsed = get("elapsedraw")
     elapsed = float(raw_elapsed) if raw_elapsed and raw_elapsed.isdigit() else None
     n_nodes = get("nnodes")
+    submit, start, end = (read_time(get(k), tz) for k in ("submit", "start", "end"))
     return {
         "job_id": base + (f"_{task}" if task else "") + (het or ""),
         "array_job_id": base if task else None,
@@ -217,9 +217,10 @@ def record_from_fields(fields: dict[str, str], ctx: ParseContext) -> dict[str, A
         "nodes": expand_nodes(get("nodelist")),
         "n_nodes": int(n_nodes) if n_nodes and n_nodes.isdigit() else None,
         "n_gpus": pick_gpus(get("alloctres"), get("reqtres"), get("allocgres"), get("reqgres")),
-        "submit": parse_time(get("submit"), tz),
-        "start": parse_time(get("start"), tz),
-        "end": parse_time(get("end"), tz),
+        "submit": submit[0],
+        "start": start[0],
+        "end": end[0],
+        "time_flag": end[1] or start[1] or submit[1],
         "elapsed_s": elapsed if elapsed is not None else parse_duration(get("elapsed")),
         "state": state,
         "state_detail": detail,
@@ -328,6 +329,15 @@ def records_expr(layout: Layout, ctx: ParseContext) -> list[pl.Expr]:
     raw_elapsed = get("elapsedraw")
     elapsed = pl.when(raw_elapsed.str.contains(r"^\d+$")).then(raw_elapsed.cast(pl.Float64))
     nn = get("nnodes")
+    (submit, submit_flag), (start, start_flag), (end, end_flag) = (
+        time_exprs(get(k), tz) for k in ("submit", "start", "end")
+    )
+    times = [
+        submit.alias("submit"),
+        start.alias("start"),
+        end.alias("end"),
+        pl.coalesce(end_flag, start_flag, submit_flag).alias("time_flag"),
+    ]
     return [
         pl.concat_str(
             [
@@ -347,9 +357,7 @@ def records_expr(layout: Layout, ctx: ParseContext) -> list[pl.Expr]:
         pick_gpus_expr(get("alloctres"), get("reqtres"), get("allocgres"), get("reqgres")).alias(
             "n_gpus"
         ),
-        time_expr(get("submit"), tz).alias("submit"),
-        time_expr(get("start"), tz).alias("start"),
-        time_expr(get("end"), tz).alias("end"),
+        *times,
         pl.coalesce(elapsed, duration_expr(get("elapsed"))).alias("elapsed_s"),
         state.alias("state"),
         detail.alias("state_detail"),

@@ -16,6 +16,7 @@ from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.slurm.daemon import daemon_chunk, merge_reasons
 from faultlens.ingest.slurm.daemon import parse_line as daemon_line
+from faultlens.ingest.slurm.timefmt import read_time, time_exprs
 
 NOW = datetime(2027, 1, 1)
 YEAR = 2026
@@ -195,3 +196,101 @@ def test_vectorized_path_agrees_with_parse_line(ctx: ParseContext) -> None:
     assert list(res.tables["events"].select(_COLUMNS).iter_rows()) == expected
     q = {} if res.quarantine is None else dict(res.quarantine.select("line", "reason").rows())
     assert q == quarantined
+
+
+# -- SLURM_TIME_FORMAT (sacct, sinfo) ---------------------------------------------------------
+
+START = datetime(2026, 12, 1, 6, 11, 2)
+END = datetime(2026, 12, 13, 7, 12, 0)  # day 13: a numeric date of it is never ambiguous
+HEADER = "JobID|JobName|State|ExitCode|Start|End|NodeList|AllocTRES"
+# (name, Start as printed, End as printed, start, end (UTC), the job's time_flag)
+TIME_FORMATS = [
+    ("standard", "2026-12-01T06:11:02", "2026-12-13T07:12:00", START, END, None),
+    ("epoch", str(int((START - datetime(1970, 1, 1)).total_seconds())),
+     str(int((END - datetime(1970, 1, 1)).total_seconds())), START, END, None),
+    ("iso_space_minutes", "2026-12-01 06:11", "2026-12-13 07:12", START.replace(second=0), END,
+     None),
+    ("iso_offset", "2026-12-01T07:11:02+0100", "2026-12-13T02:12:00-05:00", START, END, None),
+    ("slashes_ymd", "2026/12/01 06:11:02", "2026/12/13 07:12", START, END, None),
+    ("day_first", "13/12/2026 07:12", "13/12/2026 07:12:00", END, END, None),
+    ("month_first", "12/13/2026 07:12:00", "12/13/2026 07:12", END, END, None),
+    ("day_first_dots", "01.12.2026 06:11:02", "13.12.2026 07:12", None, END, "ambiguous_date"),
+    ("same_day_month", "12/12/2026 06:11:02", "13-12-2026 07:12", datetime(2026, 12, 12, 6, 11, 2),
+     END, None),
+    ("ambiguous", "01/12/2026 06:11:02", "03/12/2026 07:12:00", None, None, "ambiguous_date"),
+    ("month_names", "01 Dec 2026 06:11:02", "Dec 13, 2026 07:12", START, END, None),
+    ("ctime", "Tue Dec  1 06:11:02 2026", "Sun Dec 13 07:12:00 2026", START, END, None),
+    ("relative", "Tue 06:11", "07:12:00", None, None, "relative_time"),
+    ("relative_words", "Ystday 06:11", "Tomorr 07:12", None, None, "relative_time"),
+    ("no_year", "1 Dec", "Dec 13 07:12", None, None, "relative_time"),
+    ("date_only", "6 Jun 2012", "2026-12-13", None, None, "date_only"),
+    ("garbage", "soon", "2026-12-40T07:12:00", None, None, "unreadable_time"),
+    ("unknown", "Unknown", "Unknown", None, None, None),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "start_text", "end_text", "start", "end", "flag"),
+    TIME_FORMATS,
+    ids=[t[0] for t in TIME_FORMATS],
+)
+def test_sacct_time_format(store, tmp_path: Path, name, start_text, end_text, start, end, flag):
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        f"{HEADER}\n"
+        f"17|train|NODE_FAIL|0:0|{start_text}|{end_text}|gpu-c[01-02]|cpu=8,gres/gpu=2\n"
+        f"17.batch|batch|CANCELLED|0:15|{start_text}|{end_text}|gpu-c01|cpu=8,gres/gpu=2\n"
+    )
+    f = _ingest(store, path)
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (3, 2, 1, 0)
+    job = store.query('SELECT start, "end", time_flag, line FROM jobs').rows()
+    assert job == [(start, end, flag, 2)]
+    step = store.query('SELECT start, "end", line FROM job_steps').rows()
+    assert step == [(start, end, 3)]
+    ts = end or start
+    ts_flag = None if ts else (flag or "no_ts")
+    assert _events(store) == [(ts, ts_flag, "gpu-c01", "job_node_fail", 2)]
+
+
+def test_tz_applies_to_local_times_not_to_epoch_or_offsets(store, tmp_path: Path) -> None:
+    path = tmp_path / "sacct.txt"
+    path.write_text(
+        f"{HEADER}\n"
+        f"1|a|COMPLETED|0:0|2026-12-01 07:11:02|{int((END - datetime(1970, 1, 1)).total_seconds())}"
+        "|n1|cpu=1\n"
+        "2|b|COMPLETED|0:0|2026-12-01T07:11:02+01:00|13/12/2026 08:12|n1|cpu=1\n"
+    )
+    ctx = ParseContext(file=str(path), options={"tz": "Europe/Berlin"})
+    _ingest(store, path, ctx)
+    rows = store.query('SELECT start, "end" FROM jobs ORDER BY job_id').rows()
+    assert rows == [(START, END), (START, END)]
+
+
+_VALUES = [v for t in TIME_FORMATS for v in t[1:3]] + [
+    "", "  ", "None", "2026-02-30 06:11", "31/02/2026 06:11", "2026-12-01T06:11:02.5",
+    "2026-12-01T06:11:02Z", "13/13/2026 07:12", "1/2/2026", "12:00", "Feb 29 2028 00:00",
+    "00/12/2026 06:11", "2026-12-01T24:00:00", "12-31-2026 23:59:59", "12.31/2026 23:59",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tz", [None, "Europe/Berlin"])
+def test_time_exprs_agree_with_read_time(tz: str | None) -> None:
+    frame = pl.DataFrame({"t": _VALUES}, schema={"t": pl.String})
+    ts, flag = time_exprs(pl.col("t"), tz)
+    got = frame.select(ts.alias("ts"), flag.alias("flag")).rows()
+    assert got == [read_time(v, tz) for v in _VALUES]
+
+
+def test_sinfo_reason_timestamp_in_another_format(store, tmp_path: Path) -> None:
+    """sinfo -R's TIMESTAMP follows SLURM_TIME_FORMAT too."""
+    path = tmp_path / "sinfo.txt"
+    epoch = int((START - datetime(1970, 1, 1)).total_seconds())
+    path.write_text(
+        "REASON               USER      TIMESTAMP           NODELIST\n"
+        f"Xid 79               root      {epoch:<19} gpu-c01\n"
+        "Xid 48               root      2026-12-01T06:11    gpu-c02\n"
+    )
+    f = _ingest(store, path)
+    assert f.format == "sinfo"
+    rows = store.query("SELECT ts, node, line FROM events ORDER BY line").rows()
+    assert rows == [(START, "gpu-c01", 2), (START.replace(second=0), "gpu-c02", 3)]
