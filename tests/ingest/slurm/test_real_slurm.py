@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 from datetime import datetime
@@ -116,12 +117,21 @@ def run(cluster: slurm_helper.Slurm, tmp_path_factory: pytest.TempPathFactory) -
         "fixed": out / "sacct-fixed.txt",
         "json": out / "sacct.json",
         "ctld": out / "slurmctld.log",
+        # SLURM_TIME_FORMAT: Unix seconds, and ISO with a space and no seconds
+        "epoch": out / "sacct-time-epoch.txt",
+        "minutes": out / "sacct-time-minutes.txt",
     }
     files["p2"].write_text(s.run(*base, "--parsable2").stdout)
     files["dup"].write_text(s.run(*base, "-D", "--parsable2").stdout)
     files["fixed"].write_text(s.run(*base).stdout)
     files["json"].write_text(s.run("sacct", "-a", "-j", ids, "--json").stdout)
     shutil.copy(s.log("slurmctld"), files["ctld"])
+    for key, time_format in (("epoch", "%s"), ("minutes", "%Y-%m-%d %H:%M")):
+        env = {**s.env, "SLURM_TIME_FORMAT": time_format}
+        done = subprocess.run(
+            [*base, "--parsable2"], env=env, capture_output=True, text=True, check=True, timeout=60
+        )
+        files[key].write_text(done.stdout)
     return {"jobs": jobs, "files": files, "slurmd_log": s.log("slurmd").read_text()}
 
 
@@ -222,3 +232,18 @@ def test_slurmctld_log_events(run: dict, db: Path) -> None:
     assert "node_not_responding" in kinds or "node_down" in kinds
     assert slurm_helper.NODE in set(ev["node"].drop_nulls().to_list())
     assert run["jobs"]["node_fail"] in set(ev["job_id"].drop_nulls().to_list())
+
+
+def test_slurm_time_format_times_are_read(run: dict, db: Path) -> None:
+    """The same jobs printed with SLURM_TIME_FORMAT=%s and '%Y-%m-%d %H:%M' have the times of
+    the standard output (the cluster runs in UTC), to the second and to the minute."""
+    p2 = _jobs(db, run["files"]["p2"])
+    epoch = _jobs(db, run["files"]["epoch"])
+    minutes = _jobs(db, run["files"]["minutes"])
+    assert "%s" not in run["files"]["epoch"].read_text() and set(epoch) == set(p2)
+    for jid, j in p2.items():
+        for col in ("submit", "start", "end"):
+            assert epoch[jid][col] == j[col], (jid, col)
+            want = j[col].replace(second=0) if j[col] else None
+            assert minutes[jid][col] == want, (jid, col)
+        assert epoch[jid]["time_flag"] is None and minutes[jid]["time_flag"] is None
