@@ -13,7 +13,8 @@
   each, ``Link N: 25 GB/s`` or ``<inactive>`` (``nvlink -s``): inventory, link counts, and an
   ``nvlink`` event for inactive links.
 - ``nvidia_smi_bundle`` (document): sections opened by a ``#####`` banner naming the command
-  (``# $ nvidia-smi -q``); each section goes to the parser of its command, the rest is noise.
+  (``# $ nvidia-smi -q``); each section goes to the parser of its command (``nvidia-smi dmon``
+  to ``telemetry.dmon``'s: no ``-o DT``, so its samples keep ``ts`` NULL), the rest is noise.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from faultlens.ingest.base import (
 )
 from faultlens.ingest.schema import TS, Kind, Severity, Source, conform
 from faultlens.ingest.telemetry.common import default_ts
+from faultlens.ingest.telemetry.dmon import NvidiaSmiDmonParser
 from faultlens.ingest.telemetry.nvsmi import (
     THROTTLE_METRIC,
     D,
@@ -431,6 +433,15 @@ def _section_parser(cmd: str | None) -> Any:
         return csv
     if args in (["nvlink", "-s"], ["-L"]):
         return parse_nvlink
+    if args[:1] == ["dmon"]:
+
+        def dmon(part: list[tuple[int, str | None]], ctx: ParseContext) -> ChunkResult:
+            p = NvidiaSmiDmonParser()
+            return p.parse_chunk(
+                pl.Series([t for _, t in part], dtype=pl.String), part[0][0], ctx, p.new_state(ctx)
+            )
+
+        return dmon
     if not args:
         return parse_table
     return None

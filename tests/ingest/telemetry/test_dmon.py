@@ -351,3 +351,12 @@ def test_parse_line_runs_the_chunk_path() -> None:
     assert registry.get("dcgmi_dmon").parse_line("GPU 0  1  2", ctx) == Quarantined(
         "dcgmi dmon row before any #Entity header line"
     )
+
+
+def test_dmon_section_of_a_capture_bundle(store: Store, tmp_path: Path) -> None:
+    banner = "#" * 80 + "\n"
+    bundle = f"{banner}# $ nvidia-smi dmon -c 2\n{banner}" + DMON_PLAIN
+    f = _ingest(store, tmp_path, "bundle.txt", bundle, node="n1")
+    assert (f.format, f.quarantined) == ("nvidia_smi_bundle", 0)
+    rows = _telemetry(store)
+    assert len(rows) == 3 * 5 - 1 and {r[0] for r in rows} == {None}
