@@ -55,6 +55,8 @@ MODULE_OF: dict[str, str] = {
     "incidents": "faultlens.ingest.traces.incidents",
     **dict.fromkeys(("unit_residency", "unit_lifetimes"), "faultlens.ingest.traces.lifetimes"),
     "lines": "faultlens.ingest.lines",
+    "docker_json": "faultlens.ingest.containers",
+    "torchelastic_error": "faultlens.ingest.nccl.elastic_file",
     **dict.fromkeys(
         (
             "alibaba2023_pods",
