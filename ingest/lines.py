@@ -68,9 +68,21 @@ SLURM_LITERALS = (
     "xid",
     "exited",
 )
+# The CRI log format's partial-line tags: such a line and the line after it are candidates, and
+# the pieces of one line are joined before they are read (``join_partials``).
+CRI_PARTIAL = (" stdout P ", " stderr P ")
+CRI_PARTIAL_HEAD = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+) (?:stdout|stderr) P "
+CRI_HEAD = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]+) (?:stdout|stderr) [FP] "
 LITERALS: tuple[str, ...] = tuple(
     dict.fromkeys(
-        (*kp.LITERALS, *nccl_line.LITERALS, *ras.LITERALS, *SLURM_LITERALS, *k8s.LITERALS)
+        (
+            *kp.LITERALS,
+            *nccl_line.LITERALS,
+            *ras.LITERALS,
+            *SLURM_LITERALS,
+            *k8s.LITERALS,
+            *CRI_PARTIAL,
+        )
     )
 )
 # An anchor that makes a line NCCL / PyTorch even when it also holds a kernel literal
@@ -104,6 +116,69 @@ FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel")
 BATCH_ROWS = 100_000
 
 
+PIECES_SCHEMA = {"line": pl.Int64, "other": pl.Int64}
+
+
+def join_partials(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` (``line``, ``raw``[, ``follows``]) with the pieces of each CRI partial line
+    (``<stamp> stderr P <piece>`` lines, then the ``F`` line that ends it) joined into one row at
+    the first piece's line, read as an ``F`` line of the first piece's stamp; ``_more``: the
+    other pieces' lines. A run still open at the candidates' end (the chunk's, or the file's)
+    is joined as far as it goes. Only candidates holding a ``P`` tag pay for more than one
+    search."""
+    more = pl.lit(None, pl.List(pl.Int64)).alias("_more")
+    raw = pl.col("raw")
+    tagged = raw.str.contains(literal_regex(CRI_PARTIAL)).fill_null(False)
+    if not cand.height or not cand.select(tagged.any()).item():
+        return cand.with_columns(more)
+    if "follows" not in cand.columns:
+        cand = cand.with_columns(follows=pl.lit(False))
+    next_line = (pl.col("line").shift(1) == pl.col("line") - 1).fill_null(False)
+    f = cand.with_columns(
+        _p=raw.str.contains(CRI_PARTIAL_HEAD).fill_null(False),
+        _cri=raw.str.contains(CRI_HEAD).fill_null(False),
+        _prev_err=next_line & raw.shift(1).str.contains(nccl_line.LAST_ERROR, literal=True),
+        _adjacent=next_line,
+    )
+    cont = pl.col("_p").shift(1, fill_value=False) & pl.col("_adjacent") & pl.col("_cri")
+    f = f.with_columns(_grp=(~cont).cum_sum())
+    joined = f.group_by("_grp", maintain_order=True).agg(
+        pl.col("line").first(),
+        # ``follows`` is also set after a ``P`` tag: kept only after a ``Last error:`` line
+        # (or at the candidates' start, where the line before is not known)
+        (pl.col("follows") & (pl.col("_prev_err").fill_null(False) | ~pl.col("_adjacent")))
+        .first()
+        .alias("follows"),
+        raw.first().alias("_first"),
+        raw.slice(1).str.replace(CRI_HEAD, "").str.join("").alias("_rest"),
+        pl.col("line").slice(1).alias("_more"),
+    )
+    full = pl.concat_str(
+        [pl.col("_first").str.replace(r"^(\S+ (?:stdout|stderr)) P ", "${1} F "), "_rest"]
+    )
+    return joined.select(
+        "line",
+        raw=pl.when(pl.col("_more").list.len() > 0).then(full).otherwise("_first"),
+        follows="follows",
+        _more="_more",
+    )
+
+
+def with_pieces(result: ChunkResult, pieces: pl.DataFrame) -> tuple[ChunkResult, pl.DataFrame]:
+    """``result`` with the other pieces (``pieces``: ``line``, ``other``) of each parsed joined
+    line counted parsed too, and the pieces not used yet."""
+    parsed = result.parsed_lines
+    if parsed is None or not parsed.len() or not pieces.height:
+        return result, pieces
+    used = pl.col("line").is_in(parsed.implode())
+    others = pieces.filter(used).get_column("other").rename("line")
+    if not others.len():
+        return result, pieces
+    result.parsed_lines = pl.concat([parsed, others])
+    result.parsed += others.len()
+    return result, pieces.filter(~used)
+
+
 @dataclass
 class LinesState:
     kernel: Any
@@ -117,6 +192,8 @@ class LinesState:
     batch: list[pl.DataFrame] = field(default_factory=list)
     batch_rows: int = 0
     batch_last: int = 0  # the last line of the batch's last chunk
+    # the other physical lines of each line joined from pieces (``join_partials``): line -> other
+    pieces: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PIECES_SCHEMA))
 
 
 def route_rules() -> list[tuple[pl.Expr, str]]:
@@ -157,9 +234,9 @@ _TAG_BEFORE = (
 
 
 # journalctl stamps the kernel family's own prefix parser does not read (short-full, with-unit,
-# short-unix, short-monotonic / short-delta with a host): it reads the message after them, and
-# the time, host or boot-relative seconds come from the prefix library.
-JOURNAL_SHAPES = ("full", "unix", "mono")
+# short-unix, short-monotonic / short-delta with a host), and the CRI log format: it reads the
+# message after them, and the time, host or boot-relative seconds come from the prefix library.
+JOURNAL_SHAPES = ("full", "unix", "mono", "cri")
 
 
 def kernel_text() -> pl.Expr:
@@ -212,7 +289,7 @@ class LinesParser:
     source = Source.KERNEL  # the events carry each family's own source
     whole_file = False
     prefilter = LITERALS
-    prefilter_follow: str | None = nccl_line.LAST_ERROR
+    prefilter_follow: tuple[str, ...] = (nccl_line.LAST_ERROR, *CRI_PARTIAL)
     raw_scan = True
 
     def __init__(self) -> None:
@@ -238,7 +315,8 @@ class LinesParser:
         """Every line of a chunk (the driver's path without a raw scan): the candidates, then
         ``parse_candidates``."""
         raw = pl.col("raw")
-        follows = raw.shift(1).str.contains(nccl_line.LAST_ERROR, literal=True).fill_null(False)
+        follow = literal_regex((nccl_line.LAST_ERROR, *CRI_PARTIAL))
+        follows = raw.shift(1).str.contains(follow).fill_null(False)
         hit = raw.str.contains(literal_regex(LITERALS)).fill_null(False) | follows
         cand = (
             numbered(lines, first_line)
@@ -260,6 +338,7 @@ class LinesParser:
         chunk alone, so the driver runs it in a thread of its own, a chunk ahead of the
         families' stateful parsing (``pipeline._feed_candidates``): both cores work on one file,
         with exactly the results of one pass."""
+        cand = join_partials(cand)
         return prefix_frame(route(cand).filter(pl.col("family").is_not_null()), ctx)
 
     def parse_prepared(
@@ -282,6 +361,10 @@ class LinesParser:
         batch = state.batch
         state.batch, state.batch_rows = [], 0
         routed = pl.concat(batch) if len(batch) > 1 else batch[0]
+        joined = routed.filter(pl.col("_more").list.len() > 0)
+        if joined.height:
+            pieces = joined.select("line", other="_more").explode("other")
+            state.pieces = pl.concat([state.pieces, pieces])
         result = ChunkResult()
         k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
@@ -306,13 +389,15 @@ class LinesParser:
         )
         if known.height:
             state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
-        return _filled(result, state.prefixes)
+        result, state.pieces = with_pieces(_filled(result, state.prefixes), state.pieces)
+        return result
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
         rest = self._parse_batch(state.batch_last, ctx, state)
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
         result = result.merge(slurm_daemon.daemon_finish(state.slurm))
-        return rest.merge(_filled(result, state.prefixes))
+        result, state.pieces = with_pieces(_filled(result, state.prefixes), state.pieces)
+        return rest.merge(result)
 
 
 PARSERS = [LinesParser()]

@@ -12,6 +12,8 @@ a syslog line). ``prefix_frame`` reads them over a whole frame of lines with pol
   tag[pid]:``, the host possibly left out) with month names in any of ``LOCALES`` (taken from
   babel's CLDR data, not hand tables); the year is ``ctx.year`` or the file's mtime year
   (flagged ``year_from_mtime``);
+- the CRI log format of containerd / CRI-O: ``2024-05-01T10:00:00.123456789Z stderr F <line>``
+  (a ``P`` line is a piece of a longer one: ``lines.join_partials`` joins them first);
 - container platforms' kernel log: ``<host>: kern: warning: [2024-05-01T10:00:00.123456789Z]:``;
 - journalctl ``short-full`` / ``with-unit`` (``Tue 2024-05-01 10:00:00 UTC host tag[pid]:``; the
   zone is read when it is ``UTC`` / ``GMT`` / ``UT`` or numeric (``+03``, ``-0530``); any other
@@ -67,6 +69,8 @@ SHAPES: dict[str, str] = {
     "talos": rf"^(?P<head>{_HOST}: [a-z]{{3,8}}: +[a-z]{{3,8}}: \[{_ISO}\]: )",
     # a collector's bracketed stamp carries no host: ``[stamp] EDAC MC3: ...`` is a message
     "collector": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?\[{_ISO}\]:? )",
+    # containerd / CRI-O (``/var/log/containers``): ``<RFC 3339 nano> stdout|stderr F|P <line>``
+    "cri": rf"^(?P<head>{_ISO} (?:stdout|stderr) [FP] )",
     "iso": rf"^(?P<head>(?:<[0-9]{{1,3}}>)?{_ISO}:? (?:{_HOST} {_TAG})?)",
     "full": rf"^(?P<head>{FULL_STAMP} (?:{_HOST} )?{_TAG})",
     "unix": rf"^(?P<head>(?P<epoch>[0-9]{{9,11}})\.(?P<frac>[0-9]{{6}}) (?:{_HOST} )?{_TAG})",

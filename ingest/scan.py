@@ -60,7 +60,7 @@ def iter_scan(
     path: str | Path,
     literals: Sequence[str],
     *,
-    follow: str | None = None,
+    follow: str | tuple[str, ...] | None = None,
     gzipped: bool = False,
     start_byte: int = 0,
     start_line: int = 1,
@@ -71,12 +71,15 @@ def iter_scan(
 ) -> Iterator[CandidateChunk]:
     """The candidate lines of ``path`` (those holding one of ``literals``), block by block.
 
-    ``follow`` (one of ``literals``): the line after a line holding it is a candidate as well,
-    with ``follows`` true. ``engine``: ``"hyperscan"`` or ``"polars"``; by default Hyperscan when
-    it can be imported. Raises ``InputError`` for unreadable or corrupt input.
+    ``follow`` (one of ``literals``, or a tuple of them): the line after a line holding it is a
+    candidate as well, with ``follows`` true. ``engine``: ``"hyperscan"`` or ``"polars"``; by
+    default Hyperscan when it can be imported. Raises ``InputError`` for unreadable or corrupt
+    input.
     """
-    if follow is not None and follow not in literals:
-        raise ValueError(f"follow literal {follow!r} must be one of the literals")
+    if isinstance(follow, str):
+        follow = (follow,)
+    if follow is not None and not set(follow) <= set(literals):
+        raise ValueError(f"follow literals {follow!r} must be among the literals")
     if any("\n" in lit or not lit for lit in literals):
         raise ValueError("literals must be non-empty and hold no newline")
     engine = engine or ("hyperscan" if available() else "polars")
@@ -103,7 +106,7 @@ def iter_scan(
 
 
 @functools.cache
-def _database(literals: tuple[str, ...], follow: str | None) -> Any:
+def _database(literals: tuple[str, ...], follow: tuple[str, ...] | None) -> Any:
     """One compiled Hyperscan database per literal set: pattern 0 is any literal up to the end of
     its line, pattern 1 the ``follow`` literal the same way."""
     import hyperscan
@@ -113,7 +116,7 @@ def _database(literals: tuple[str, ...], follow: str | None) -> Any:
 
     exprs = [line_of("|".join(_escape(lit) for lit in literals))]
     if follow is not None:
-        exprs.append(line_of(_escape(follow)))
+        exprs.append(line_of("|".join(_escape(lit) for lit in follow)))
     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
     db.compile(
         expressions=exprs, ids=list(range(len(exprs))), elements=len(exprs), flags=[0] * len(exprs)
@@ -131,7 +134,7 @@ def _escape(literal: str) -> str:
 def _hs_chunks(
     path: str | Path,
     literals: tuple[str, ...],
-    follow: str | None,
+    follow: tuple[str, ...] | None,
     gzipped: bool,
     start_byte: int,
     start_line: int,
@@ -421,7 +424,7 @@ def _texts(buf: bytes | bytearray, starts: np.ndarray, stops: np.ndarray) -> pl.
 def _polars_chunks(
     path: str | Path,
     literals: tuple[str, ...],
-    follow: str | None,
+    follow: tuple[str, ...] | None,
     gzipped: bool,
     start_byte: int,
     start_line: int,
@@ -440,12 +443,12 @@ def _polars_chunks(
 
 
 def _with_follows(
-    chunk: CandidateChunk, lines: pl.Series, follow: str, prev_follow: bool
+    chunk: CandidateChunk, lines: pl.Series, follow: tuple[str, ...], prev_follow: bool
 ) -> tuple[CandidateChunk, bool]:
     n = lines.len()
     cand = chunk.cand
     idx = cand["line"] - chunk.first_line
-    holder = idx.filter(cand["raw"].str.contains(follow, literal=True))
+    holder = idx.filter(cand["raw"].str.contains("|".join(re.escape(lit) for lit in follow)))
     next_follow = holder.len() > 0 and holder[-1] == n - 1
     after = (holder + 1).to_numpy()
     if prev_follow:
