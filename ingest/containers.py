@@ -30,7 +30,7 @@ from faultlens.ingest.base import (
     line_series,
     numbered,
 )
-from faultlens.ingest.lines import LITERALS, LinesParser, LinesState
+from faultlens.ingest.lines import LITERALS, PIECES_SCHEMA, LinesParser, LinesState, with_pieces
 from faultlens.ingest.nccl import line as nccl_line
 from faultlens.ingest.reader import MAX_LINE_BYTES, literal_regex
 from faultlens.ingest.schema import Source
@@ -47,7 +47,6 @@ _TIME_RE = (
 )
 _LITERAL = literal_regex(LITERALS)
 _PENDING = {"line": pl.Int64, "log": pl.String, "time": pl.String}
-_EMPTY_PIECES = pl.DataFrame(schema={"line": pl.Int64, "other": pl.Int64})
 
 
 @dataclass
@@ -56,7 +55,7 @@ class DockerState:
     # the pieces (``line``, ``log``, ``time``) of a record whose last piece is still to come
     pending: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=_PENDING))
     # the other physical lines of each record of several pieces: first line -> piece line
-    pieces: pl.DataFrame = field(default_factory=lambda: _EMPTY_PIECES.clone())
+    pieces: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PIECES_SCHEMA))
 
 
 def _decoded(frame: pl.DataFrame) -> pl.DataFrame:
@@ -138,8 +137,10 @@ class DockerJsonParser:
         lines = [ln for ln in head_lines[:100] if ln.strip()]
         if not lines:
             return 0.0
-        hits = sum(1 for ln in lines if RECORD_RE.match(ln))
-        return 0.97 if hits / len(lines) >= 0.8 else 0.0
+        full = sum(1 for ln in lines if RECORD_RE.match(ln))
+        # a long record may reach the sniffer cut short: its start must be a record's
+        cut = sum(1 for ln in lines if ln.startswith('{"log":"') and not RECORD_RE.match(ln))
+        return 0.97 if full and (full + cut) / len(lines) >= 0.8 else 0.0
 
     def new_state(self, ctx: ParseContext) -> DockerState:
         return DockerState(self._lines.new_state(ctx))
@@ -204,21 +205,7 @@ class DockerJsonParser:
                 reason=pl.lit(f"docker json-file: a line of more than {MAX_LINE_BYTES} bytes"),
             )
             result = result.merge(ChunkResult(quarantine=q, parsed_lines=line_series([])))
-        return self._with_pieces(result, state)
-
-    def _with_pieces(self, result: ChunkResult, state: DockerState) -> ChunkResult:
-        """The other pieces of each record that gave a parsed or quarantined line, counted the
-        same (quarantined pieces as noise: the record's raw text is kept at its first line)."""
-        parsed = result.parsed_lines
-        if parsed is None or not parsed.len() or not state.pieces.height:
-            return result
-        hit = state.pieces.filter(pl.col("line").is_in(parsed.implode()))
-        if not hit.height:
-            return result
-        state.pieces = state.pieces.filter(~pl.col("line").is_in(parsed.implode()))
-        others = hit.get_column("other")
-        result.parsed_lines = pl.concat([parsed, others.rename("line")])
-        result.parsed += others.len()
+        result, state.pieces = with_pieces(result, state.pieces)
         return result
 
     def finish(self, ctx: ParseContext, state: DockerState) -> ChunkResult:
@@ -231,7 +218,8 @@ class DockerJsonParser:
             state.pending = pl.DataFrame(schema=_PENDING)
             rest = self._read(tail, last, ctx, state)
         end = self._lines.finish(ctx, state.lines)
-        return rest.merge(self._with_pieces(end, state))
+        end, state.pieces = with_pieces(end, state.pieces)
+        return rest.merge(end)
 
 
 PARSERS = [DockerJsonParser()]

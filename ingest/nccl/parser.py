@@ -43,6 +43,8 @@ def _sniff_counts(head_lines: list[str]) -> tuple[int, int, int]:
         if not line.strip():
             continue
         total += 1
+        if line.startswith('{"'):  # a JSON record (docker json-file) holding an NCCL line
+            continue
         text = pytorch.strip_launcher(line).rest
         if (
             _NCCL_RX.match(line)

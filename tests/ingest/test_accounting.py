@@ -41,6 +41,8 @@ SET_FORMATS = {
     "nvidia_smi_dmon",
     "nvidia_smi_pmon",
     "dcgmi_dmon",
+    "docker_json",
+    "torchelastic_error",
 }
 
 
