@@ -46,9 +46,10 @@ BRACKET = (
 )
 # thread_id on stderr: ``Jan  2 03:04:05.123456 4242 rpcmgr 0x7f5c...: `` (groups tid, tid_us2)
 THREAD_STDERR = rf"(?P<tid>{_MON_DAY_TIME}){_THREAD_TAIL.format(us='tid_us2')}: "
-# The stamp alone, anchored (the file sniff and the line router)
+# The stamp alone, anchored (the file sniff and the line router): with a zone, only as Slurm
+# writes it (milliseconds, ``+hh:mm``), so that a collector's ``[...123456789Z]`` stays its own
 STAMP_LINE = (
-    r"^(?:\[(?:[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+(?:Z|[+-][0-9:]{4,5})?"
+    r"^(?:\[(?:[0-9]{4}-[0-9]{2}-[0-9]{2}T(?:[0-9:.]+|[0-9:]{8}(?:\.[0-9]{3})?[+-][0-9]{2}:[0-9]{2})"
     r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8}(?:\.[0-9]+[^\]]*)?|[0-9]{1,20})\] "
     r"|[A-Z][a-z]{2} [ 0-9][0-9] [0-9:]{8}\.[0-9]{1,6} +[0-9]+ [^\]:]*?0x[0-9a-fA-F]+: )"
 )

@@ -38,7 +38,7 @@ STAMPS = [
     ("iso8601", "[2026-12-01T06:11:02]", LOCAL, None),
     ("rfc5424_ms", "[2026-12-01T06:11:02.123+01:00]", LOCAL - PLUS1, None),
     ("rfc5424", "[2026-12-01T06:11:02-05:30]", LOCAL + timedelta(hours=5, minutes=30), None),
-    ("rfc3339", "[2026-12-01T06:11:02Z]", LOCAL, None),
+    ("rfc3339", "[2026-12-01T06:11:02+00:00]", LOCAL, None),
     ("short", "[Dec 01 06:11:02]", LOCAL, None),
     ("short_ms", "[Dec 01 06:11:02.123]", LOCAL, None),
     ("thread_id", "[Dec  1 06:11:02.5      4242 rpcmgr       0x7f5c2a1b0700]", LOCAL, None),
