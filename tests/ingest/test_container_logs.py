@@ -249,17 +249,6 @@ def _events(store: Store, path: Path) -> list[tuple]:
     return rows
 
 
-# Events the wrapping adds, with why: a bare ``Last error:`` line behind the record's stamp
-# (``[<time>] Last error:``) reads as a slurmctld log line; the detail is still folded into the
-# NCCL error, so this is an extra event, not a lost one.
-KNOWN_EXTRA = {
-    ("nccl-issue2076-2.21.5-distbackenderror-socket-reset.log", (3, "slurm_error", None))
-}
-# Files whose events the wrapping still loses: ``dmesg -x --time-format iso`` (``kern  :err   :
-# <stamp> ...``) behind the record's stamp loses its SXid (not investigated yet).
-KNOWN_LOSSES = {"sxid-gpud-pr338-nvswitch-sxid12028-dmesg-iso.log"}
-
-
 def test_corpus_logs_wrapped_as_docker_json_give_the_same_events(tmp_path: Path) -> None:
     bad = {}
     with Store(tmp_path / "w.duckdb") as store:
@@ -280,9 +269,6 @@ def test_corpus_logs_wrapped_as_docker_json_give_the_same_events(tmp_path: Path)
             if formats[plain.name] != "lines":
                 continue  # a format of its own (device plugin, SXid tables): not a line log
             want, got = _events(store, plain), _events(store, wrapped)
-            got = [e for e in got if (path.name, e) not in KNOWN_EXTRA]
-            if path.name in KNOWN_LOSSES:
-                continue
             if want != got:
                 bad[path.name] = (
                     sorted(set(want) - set(got))[:3],
