@@ -119,6 +119,17 @@ def _fields(frame: pl.DataFrame, pattern: str, keys: tuple[str, ...]) -> pl.Data
     return f.select("_rec", "line", "key", value=pl.col("raw").str.slice(start))
 
 
+def _kernel_messages(fields: pl.DataFrame, frame: pl.DataFrame) -> pl.DataFrame:
+    """Each record's first MESSAGE holding a kernel literal: ``_rec``, its ``line``, the line's
+    ``raw`` text and the message as ``body``."""
+    return (
+        fields.filter((pl.col("key") == "MESSAGE") & pl.col("value").str.contains(_LITERAL))
+        .unique("_rec", keep="first", maintain_order=True)
+        .join(frame.select("line", "raw"), on="line")
+        .select("_rec", "line", "raw", body="value")
+    )
+
+
 def _first(fields: pl.DataFrame, key: str, name: str) -> pl.DataFrame:
     """The first value of ``key`` in each record, as column ``name``."""
     return (
@@ -190,12 +201,7 @@ class JournalExportParser(_RecordParser):
         f = frame.select("_rec", "line", raw="_text")
         keys = ("MESSAGE", "__REALTIME_TIMESTAMP", "_HOSTNAME", "_SOURCE_MONOTONIC_TIMESTAMP")
         fields = _fields(f, _FIELD, keys)
-        msgs = (
-            fields.filter((pl.col("key") == "MESSAGE") & pl.col("value").str.contains(_LITERAL))
-            .unique("_rec", keep="first", maintain_order=True)
-            .join(frame.select("line", "raw"), on="line")
-            .select("_rec", "line", "raw", body="value")
-        )
+        msgs = _kernel_messages(fields, frame)
         if not msgs.height:
             return ChunkResult(parsed_lines=line_series([]))
         fields = fields.filter(pl.col("_rec").is_in(msgs.get_column("_rec").implode()))
@@ -230,12 +236,7 @@ class JournalVerboseParser(_RecordParser):
     ) -> ChunkResult:
         keys = ("MESSAGE", "_HOSTNAME", "_SOURCE_MONOTONIC_TIMESTAMP")
         fields = _fields(frame, _VERBOSE_FIELD, keys)
-        msgs = (
-            fields.filter((pl.col("key") == "MESSAGE") & pl.col("value").str.contains(_LITERAL))
-            .unique("_rec", keep="first", maintain_order=True)
-            .join(frame.select("line", "raw"), on="line")
-            .select("_rec", "line", "raw", body="value")
-        )
+        msgs = _kernel_messages(fields, frame)
         if not msgs.height:
             return ChunkResult(parsed_lines=line_series([]))
         recs = msgs.get_column("_rec").implode()

@@ -113,10 +113,6 @@ def _severity(kind: str | None, level: str | None) -> str | None:
     return SEVERITY[Kind(kind)].value if kind else None
 
 
-def _syslog_year(ctx: ParseContext) -> int | None:
-    return ctx.year or (ctx.mtime.year if ctx.mtime else None)
-
-
 def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str | None]:
     stamped = stamps.stamp_ts(g, ctx)
     if stamped is not None:
@@ -129,13 +125,10 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
             ts -= sign * timedelta(hours=int(off[1:3]), minutes=int(off[-2:]))
         return ts, None
     if g["sys"]:
-        year = _syslog_year(ctx)
+        year = stamps.year_of(ctx)
         if year is None:
             return None, "no_year"
-        ts = datetime.strptime(f"{year} {g['sys']}", "%Y %b %d %H:%M:%S")
-        if ctx.mtime and ts > ctx.mtime + timedelta(days=1):
-            ts = ts.replace(year=year - 1)
-        return ts, None
+        return stamps.yearless_ts(g["sys"], year, ctx.mtime), None
     return None, "no_ts"
 
 
@@ -241,18 +234,10 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     iso2 = pl.col("iso2").str.slice(0, 19).str.strptime(
         pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False
     ) - pl.duration(minutes=off_min.fill_null(0))
-    year = _syslog_year(ctx)
+    year = stamps.year_of(ctx)
     sys = pl.lit(None, pl.Datetime("us"))
     if year is not None:
-        sys = (pl.lit(f"{year} ") + pl.col("sys")).str.strptime(
-            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
-        )
-        if ctx.mtime is not None:
-            sys = (
-                pl.when(sys > pl.lit(ctx.mtime + timedelta(days=1)))
-                .then(sys.dt.offset_by("-1y"))
-                .otherwise(sys)
-            )
+        sys = stamps.yearless_expr(pl.col("sys"), year, ctx.mtime)
     ts = pl.coalesce(
         stamp,
         pl.when(pl.col("iso2").is_not_null()).then(iso2),
@@ -334,7 +319,7 @@ def daemon_rows(
     rows = _with_kind(_rule_groups(cand.filter(pl.col("rule").is_not_null())))
     # a stamp polars could not read: parse_line says whether the line is quarantined
     stamped = stamps.stamp_exprs(ctx)[2] | pl.col("iso2").is_not_null()
-    if _syslog_year(ctx) is not None:
+    if stamps.year_of(ctx) is not None:
         stamped = stamped | pl.col("sys").is_not_null()
     bad = rows.filter(pl.col("ts").is_null() & stamped).select("line", "raw")
     bad_q = [

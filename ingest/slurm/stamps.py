@@ -58,8 +58,29 @@ THREAD_INNER = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d\.\d{1,6} +\d+ [^\]:]*?0x[0
 GROUPS = ("iso", "boff", "short", "sfrac", "tid_us", "clock", "tid", "tid_us2")
 
 
-def _year(ctx: ParseContext) -> int | None:
+def year_of(ctx: ParseContext) -> int | None:
+    """The year of a stamp that has none (``--year``, else the file's mtime year)."""
     return ctx.year or (ctx.mtime.year if ctx.mtime else None)
+
+
+def yearless_ts(head: str, year: int, mtime: datetime | None) -> datetime:
+    """``Mon DD HH:MM:SS`` in ``year``; a time more than a day after ``mtime`` is the year
+    before's (a December line read in January). Raises ValueError for no valid time."""
+    ts = datetime.strptime(f"{year} {head}", "%Y %b %d %H:%M:%S")
+    if mtime and ts > mtime + timedelta(days=1):
+        ts = ts.replace(year=year - 1)
+    return ts
+
+
+def yearless_expr(head: pl.Expr, year: int, mtime: datetime | None) -> pl.Expr:
+    """``yearless_ts`` over a column (null where polars cannot read the time)."""
+    ts = (pl.lit(f"{year} ") + head).str.strptime(
+        pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
+    )
+    if mtime is None:
+        return ts
+    late = ts > pl.lit(mtime + timedelta(days=1))
+    return pl.when(late).then(ts.dt.offset_by("-1y")).otherwise(ts)
 
 
 def _offset_minutes(off: str) -> int:
@@ -84,12 +105,10 @@ def stamp_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str
     head = g.get("short") or g.get("tid")
     if not head:
         return None
-    year = _year(ctx)
+    year = year_of(ctx)
     if year is None:
         return None, "no_year"
-    ts = datetime.strptime(f"{year} {head}", "%Y %b %d %H:%M:%S")
-    if ctx.mtime and ts > ctx.mtime + timedelta(days=1):
-        ts = ts.replace(year=year - 1)
+    ts = yearless_ts(head, year, ctx.mtime)
     return to_utc(ts, str(tz) if tz else None), (None if ctx.year else "year_from_mtime")
 
 
@@ -114,19 +133,10 @@ def stamp_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         .otherwise(iso_local - pl.duration(minutes=pl.when(off == "Z").then(0).otherwise(off_min)))
     )
     head = pl.coalesce("short", "tid")
-    year = _year(ctx)
+    year = year_of(ctx)
     dated = pl.lit(None, pl.Datetime("us"))
     if year is not None:
-        dated = (pl.lit(f"{year} ") + head).str.strptime(
-            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
-        )
-        if ctx.mtime is not None:
-            dated = (
-                pl.when(dated > pl.lit(ctx.mtime + timedelta(days=1)))
-                .then(dated.dt.offset_by("-1y"))
-                .otherwise(dated)
-            )
-        dated = localize(dated, tz)
+        dated = localize(yearless_expr(head, year, ctx.mtime), tz)
     ts = pl.when(pl.col("iso").is_not_null()).then(iso).when(head.is_not_null()).then(dated)
     flag = (
         pl.when(pl.col("clock").is_not_null())
