@@ -325,19 +325,49 @@ def unplaced_events(store: Store, limit: int = 200) -> pl.DataFrame:
         "SELECT file, source, "
         "CASE WHEN ts IS NULL AND node IS NULL THEN 'no time, no node' "
         "WHEN ts IS NULL THEN 'no time' ELSE 'no node' END AS missing, "
-        "any_value(ts_flag) AS ts_flag, count(*) AS events, min(line) AS first_line "
+        "CASE WHEN ts IS NULL THEN ts_flag END AS ts_flag, count(*) AS events, "
+        "min(line) AS first_line "
         "FROM events WHERE ts IS NULL OR node IS NULL GROUP BY ALL "
         "ORDER BY events DESC, file LIMIT ?",
         [int(limit)],
     )
-    fixes = [_fix_for(f, m) for f, m in zip(frame["file"], frame["missing"], strict=True)]
+    fixes = [
+        _fix_for(f, m, flag)
+        for f, m, flag in zip(frame["file"], frame["missing"], frame["ts_flag"], strict=True)
+    ]
     return frame.with_columns(pl.Series("fix", fixes, pl.String))
 
 
-def _fix_for(file: str | None, missing: str) -> str:
-    opts = []
+# Why a time is missing (``events.ts_flag``) -> what places it: an option of a re-read, or what to
+# change where the lines are written when no option can (None: a boot-relative or unknown stamp)
+_TIME_FIXES: dict[str | None, str] = {
+    None: "--boot-time 'YYYY-MM-DD HH:MM:SS'",
+    "boot_relative": "--boot-time 'YYYY-MM-DD HH:MM:SS'",
+    "no_year": "--year YYYY",
+}
+_TIME_CAUSES = {
+    "no_ts": "the lines carry no time",
+    "tz_unknown": "a zone abbreviation that names several offsets: export with journalctl --utc",
+    "cpu_clock": "Slurm's LogTimeFormat=clock is CPU time: set LogTimeFormat=iso8601_ms",
+    "relative_time": "Slurm wrote relative times: list again with SLURM_TIME_FORMAT=standard",
+    "date_only": "a date without a time: list again with SLURM_TIME_FORMAT=standard",
+    "ambiguous_date": "day and month cannot be told apart: SLURM_TIME_FORMAT=standard",
+    "unreadable_time": "a time in no known form: list again with SLURM_TIME_FORMAT=standard",
+}
+
+
+def _fix_for(file: str | None, missing: str, flag: str | None = None) -> str:
+    """The re-read that places these events, or what to change at the source when no option of
+    a re-read can (a cause in brackets after the command, or alone)."""
+    opts, cause = [], None
     if "no time" in missing:
-        opts.append("--boot-time 'YYYY-MM-DD HH:MM:SS'")
+        if flag in _TIME_FIXES:
+            opts.append(_TIME_FIXES[flag])
+        else:
+            cause = _TIME_CAUSES.get(flag or "", f"no time ({flag})")
     if "no node" in missing:
         opts.append("--node NODE")
-    return f"faultlens ingest --reparse {file or 'PATH'} " + " ".join(opts)
+    if not opts:
+        return f"({cause})"
+    command = f"faultlens ingest --reparse {file or 'PATH'} " + " ".join(opts)
+    return f"{command} ({cause})" if cause else command

@@ -194,6 +194,44 @@ def test_unplaced_events_say_how_to_fix_them(store: Store) -> None:
     assert row["fix"].endswith("--node NODE")
 
 
+@pytest.mark.parametrize(
+    ("missing", "flag", "fix"),
+    [
+        (
+            "no time",
+            "boot_relative",
+            "faultlens ingest --reparse f.log --boot-time 'YYYY-MM-DD HH:MM:SS'",
+        ),
+        ("no time", "no_year", "faultlens ingest --reparse f.log --year YYYY"),
+        ("no time", "no_ts", "(the lines carry no time)"),
+        (
+            "no time, no node",
+            "no_ts",
+            "faultlens ingest --reparse f.log --node NODE (the lines carry no time)",
+        ),
+        (
+            "no time",
+            "tz_unknown",
+            "(a zone abbreviation that names several offsets: export with journalctl --utc)",
+        ),
+        (
+            "no time",
+            "cpu_clock",
+            "(Slurm's LogTimeFormat=clock is CPU time: set LogTimeFormat=iso8601_ms)",
+        ),
+        (
+            "no time",
+            "relative_time",
+            "(Slurm wrote relative times: list again with SLURM_TIME_FORMAT=standard)",
+        ),
+        ("no time", "a_new_flag", "(no time (a_new_flag))"),
+        ("no node", None, "faultlens ingest --reparse f.log --node NODE"),
+    ],
+)
+def test_the_fix_follows_why_the_time_is_missing(missing, flag, fix) -> None:
+    assert q_state._fix_for("f.log", missing, flag) == fix
+
+
 def test_report_groups_repeated_errors(db: Path, tmp_path: Path) -> None:
     from faultlens.reports.sections import events
 
