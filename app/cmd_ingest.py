@@ -80,6 +80,16 @@ def ingest(
         datetime | None,
         typer.Option("--boot-time", help="Boot time (UTC) for boot-relative dmesg stamps."),
     ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz",
+            metavar="ZONE",
+            help="Time zone of stamps that carry none (syslog, ISO without offset, dmesg -T, "
+            "glog, Slurm, sacct, nvidia-smi), e.g. Europe/Berlin [default: UTC]. Stamps with "
+            "an offset and Unix times are exact whatever it says.",
+        ),
+    ] = None,
     columns: Annotated[
         str | None,
         typer.Option(help="Comma-separated column names for headerless sacct output."),
@@ -193,7 +203,7 @@ def ingest(
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
         delimiter=delimiter,
-        options=_incident_options(dataset, epoch, map_),
+        options=_incident_options(dataset, epoch, map_) | _zone_option(tz),
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, open_store(db_path(db)) as store:
@@ -279,6 +289,17 @@ def _incident_options(
             raise ConfigError(f"--map wants ROLE=COLUMN[,ROLE=COLUMN...], got {mapping!r}")
         options["map"] = {k.strip(): v.strip() for k, v in pairs}
     return options
+
+
+def _zone_option(tz: str | None) -> dict[str, Any]:
+    """``{"tz": ZONE}`` for a zone this machine knows (a usage error otherwise), or nothing."""
+    from faultlens.ingest.zones import check_zone
+
+    try:
+        zone = check_zone(tz)
+    except ValueError as e:
+        raise ConfigError(f"--tz: {e}") from e
+    return {"tz": zone} if zone else {}
 
 
 def _lost(f: FileReport) -> bool:

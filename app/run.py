@@ -46,6 +46,7 @@ from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.ingest.watermarks import data_mark
+from faultlens.ingest.zones import check_zone
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.drains import update_drain_outcomes
 from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
@@ -59,6 +60,7 @@ class RunConfig:
     db: Path
     ingest_paths: list[str] = field(default_factory=list)
     node_from_path: str | None = None  # [ingest] node_from_path: regex with a ``node`` group
+    tz: str | None = None  # [ingest] tz: the zone of stamps that carry none (IANA; UTC if unset)
     models_dir: Path | None = None
     model_version: str | None = None
     scheduler: str = "slurm"
@@ -116,6 +118,7 @@ def load_config(
             db=db or rel(top.get("db")) or default_db_path(),
             ingest_paths=[rel_glob(p) for p in ing.get("paths", [])],
             node_from_path=ing.get("node_from_path") or None,
+            tz=check_zone(ing.get("tz")),
             models_dir=rel(top.get("models_dir")),
             model_version=top.get("model_version"),
             scheduler=str(top.get("scheduler", "slurm")),
@@ -309,7 +312,11 @@ def _ingest_and_predict(
             if store.count("xid_catalog") == 0:
                 store.load_xid_catalog(load_catalog())
             log.info("ingesting %s", cfg.ingest_paths)
-            ctx = ParseContext(file="", node_pattern=cfg.node_from_path)
+            ctx = ParseContext(
+                file="",
+                node_pattern=cfg.node_from_path,
+                options={"tz": cfg.tz} if cfg.tz else {},
+            )
             report = ingest_paths(
                 store, cfg.ingest_paths, now=now, base_ctx=ctx, live_write_s=cfg.live_write_s
             )

@@ -38,6 +38,7 @@ import polars as pl
 from babel.dates import get_month_names
 
 from faultlens.ingest.base import ParseContext, node_expr
+from faultlens.ingest.zones import localize, zone_flag, zone_of
 
 # Locales whose month names a node's journal may use (LANG on the node, not the reader's).
 LOCALES = (
@@ -145,7 +146,9 @@ def month_numbers() -> dict[str, int]:
     return {k: v for k, v in out.items() if k not in clash}
 
 
-def _iso_ts(g: pl.Expr) -> pl.Expr:
+def _iso_ts(g: pl.Expr, zone: str | None = None) -> tuple[pl.Expr, pl.Expr]:
+    """(UTC time, flag) of an ISO stamp's groups: exact with an offset or ``Z``; without one,
+    the wall clock of ``zone`` (UTC without it), flagged where that has no single answer."""
     frac = g.struct.field("frac").fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
     local = pl.concat_str(
         [g.struct.field("date"), pl.lit("T"), g.struct.field("hms"), pl.lit("."), frac]
@@ -156,7 +159,14 @@ def _iso_ts(g: pl.Expr) -> pl.Expr:
         pl.Int64, strict=False
     )
     offset = pl.when(tz.is_null() | (tz == "Z")).then(0).otherwise(sign * minutes)
-    return local - pl.duration(minutes=offset.fill_null(0))
+    ts = local - pl.duration(minutes=offset.fill_null(0))
+    if zone is None:
+        return ts, pl.lit(None, pl.String)
+    zone_less = g.struct.field("tz").is_null()
+    return (
+        pl.when(zone_less).then(localize(local, zone)).otherwise(ts),
+        pl.when(zone_less).then(zone_flag(local, zone)),
+    )
 
 
 def zone_minutes(zone: pl.Expr) -> pl.Expr:
@@ -177,17 +187,33 @@ def zone_minutes(zone: pl.Expr) -> pl.Expr:
     )
 
 
-def zoned_ts(date: pl.Expr, hms: pl.Expr, frac: pl.Expr, zone: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+def zoned_ts(
+    date: pl.Expr, hms: pl.Expr, frac: pl.Expr, zone: pl.Expr, site: str | None = None
+) -> tuple[pl.Expr, pl.Expr]:
     """(UTC time, flag) of a ``YYYY-MM-DD`` date, ``HH:MM:SS`` time, fraction and ``%Z`` zone
-    (``short-full``, ``verbose``): a zone ``zone_minutes`` cannot map leaves the time null,
-    flagged ``tz_unknown``."""
+    (``short-full``, ``verbose``). A zone ``zone_minutes`` cannot map is read as the site's zone
+    ``site`` (``--tz``) when it is that zone's abbreviation at that time (``CET`` / ``CEST`` for
+    Europe/Berlin; the abbreviation also tells the two readings of the hour turned back apart);
+    otherwise the time is null, flagged ``tz_unknown``."""
     micros = frac.fill_null("0").str.slice(0, 6).str.pad_end(6, "0")
     local = pl.concat_str([date, pl.lit("T"), hms, pl.lit("."), micros]).str.to_datetime(
         "%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False
     )
     offset = zone_minutes(zone)
     ts = local - pl.duration(minutes=offset)
-    flag = pl.when(local.is_not_null() & offset.is_null()).then(pl.lit("tz_unknown"))
+    if site is not None:
+        readings = [
+            local.dt.replace_time_zone(site, ambiguous=which, non_existent="null")
+            for which in ("earliest", "latest")
+        ]
+        named = pl.coalesce(
+            pl.when(r.dt.strftime("%Z") == zone).then(
+                r.dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+            )
+            for r in readings
+        )
+        ts = pl.when(offset.is_not_null()).then(ts).otherwise(named)
+    flag = pl.when(local.is_not_null() & ts.is_null()).then(pl.lit("tz_unknown"))
     return ts, flag
 
 
@@ -261,7 +287,16 @@ def _with_syslog_ts(
     )
     # a leap second (:60) is the next minute, as chrono reads it
     f = f.with_columns(_ts=pl.when(valid).then("_stamp"))
-    return f.with_columns(_flag=pl.when(pl.col("_ts").is_not_null()).then(flag)).drop(_TS_PARTS)
+    tz = zone_of(ctx)
+    if tz is None:
+        return f.with_columns(_flag=pl.when(pl.col("_ts").is_not_null()).then(flag)).drop(_TS_PARTS)
+    # the stamp says no zone: the site's wall clock (--tz), converted; none where it has no
+    # single answer (the hour turned back, the hour skipped), flagged
+    local = pl.col("_ts")
+    f = f.with_columns(_ts=localize(local, tz), _zf=zone_flag(local, tz))
+    return f.with_columns(
+        _flag=pl.when(pl.col("_ts").is_not_null()).then(flag).otherwise("_zf")
+    ).drop(*_TS_PARTS, "_zf")
 
 
 _LAYER = {
@@ -333,7 +368,8 @@ def _shape_groups(sub: pl.DataFrame, name: str, text: str, ctx: ParseContext) ->
         fields = {k: g.struct.field(k) for k in ("mon", "day", "hms", "frac")}
         sub = _with_syslog_ts(sub, fields, tokens, ctx)
     elif name == "full":
-        ts, flag = zoned_ts(*(g.struct.field(k) for k in ("date", "hms", "frac", "zone")))
+        parts = (g.struct.field(k) for k in ("date", "hms", "frac", "zone"))
+        ts, flag = zoned_ts(*parts, site=zone_of(ctx))
         sub = sub.with_columns(_ts=ts, _flag=flag)
     elif name == "unix":
         ts = epoch_us(g.struct.field("epoch"), g.struct.field("frac"))
@@ -341,7 +377,8 @@ def _shape_groups(sub: pl.DataFrame, name: str, text: str, ctx: ParseContext) ->
     elif name == "mono":
         sub = sub.with_columns(_ts=pl.lit(None, pl.Datetime("us")), _flag=pl.lit("boot_relative"))
     else:
-        sub = sub.with_columns(_ts=_iso_ts(g), _flag=pl.lit(None, pl.String))
+        ts, flag = _iso_ts(g, zone_of(ctx))
+        sub = sub.with_columns(_ts=ts, _flag=flag)
     up = g.struct.field("up").cast(pl.Float64) if name == "mono" else pl.lit(None, pl.Float64)
     sub = sub.with_columns(
         _host=g.struct.field("host") if "(?P<host>" in SHAPES[name] else pl.lit(None, pl.String),

@@ -344,10 +344,15 @@ _TIME_FIXES: dict[str | None, str] = {
     None: "--boot-time 'YYYY-MM-DD HH:MM:SS'",
     "boot_relative": "--boot-time 'YYYY-MM-DD HH:MM:SS'",
     "no_year": "--year YYYY",
+    # a time the zone skipped (the stamps are another zone's), or a zone abbreviation read
+    # once the nodes' zone is known
+    "tz_gap": "--tz ZONE",
+    "tz_unknown": "--tz ZONE",
 }
 _TIME_CAUSES = {
     "no_ts": "the lines carry no time",
-    "tz_unknown": "a zone abbreviation that names several offsets: export with journalctl --utc",
+    "tz_ambiguous": "a wall-clock time the zone showed twice (clocks turned back): log in UTC "
+    "or with an offset (rsyslog RFC 3339, journalctl --utc)",
     "cpu_clock": "Slurm's LogTimeFormat=clock is CPU time: set LogTimeFormat=iso8601_ms",
     "relative_time": "Slurm wrote relative times: list again with SLURM_TIME_FORMAT=standard",
     "date_only": "a date without a time: list again with SLURM_TIME_FORMAT=standard",

@@ -45,6 +45,7 @@ from faultlens.ingest.kernel.parser import (
 )
 from faultlens.ingest.prefixes import FULL_STAMP, nodes_of, zoned_ts
 from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.zones import zone_of
 
 _LITERAL = literal_regex(kp.LITERALS)
 _FIELD = r"^([A-Za-z0-9_]+)="
@@ -247,7 +248,9 @@ class JournalVerboseParser(_RecordParser):
             .unique("_rec", keep="first", maintain_order=True)
         )
         g = pl.col("g").struct
-        ts, flag = zoned_ts(g.field("date"), g.field("hms"), g.field("frac"), g.field("zone"))
+        ts, flag = zoned_ts(
+            g.field("date"), g.field("hms"), g.field("frac"), g.field("zone"), zone_of(ctx)
+        )
         heads = heads.select("_rec", ts=ts, _zone_flag=flag)
         msgs = msgs.join(heads, on="_rec", how="left")
         for key, name in (("_HOSTNAME", "host"), ("_SOURCE_MONOTONIC_TIMESTAMP", "_mono")):

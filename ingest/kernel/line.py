@@ -21,6 +21,7 @@ from faultlens.ingest.base import ParseContext, Quarantined, normalize_node, nor
 from faultlens.ingest.catalog import packaged_catalog, recovery_action
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.schema import Kind, Severity, Source
+from faultlens.ingest.zones import to_utc, zone_of
 
 _PREFIX = re.compile(kp.PREFIX_RE)
 _HOST_TAG = re.compile(kp.HOST_TAG_RE)
@@ -159,6 +160,9 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
     elif g["go_date"]:
         y, mo, d = (int(x) for x in g["go_date"].split("/"))
         ts = make_ts(y, mo, d, g["go_hms"], g["go_frac"], None)
+    zone_flag = None
+    if ts is not None and not (g["iso_date"] and g["iso_tz"]):
+        ts, zone_flag = to_utc(ts, zone_of(ctx))  # a stamp with no zone: the site's (--tz)
     body = g["rest"]
     host = None
     iso_syslog = g["iso_date"] and g["iso_sep"] != "," and not g["fac"]
@@ -173,7 +177,7 @@ def parse_prefix(line: str, ctx: ParseContext, year_offset: int = 0) -> Prefix:
         if im:
             up, body = float(im["up2"]), im["body2"]
     node = normalize_node(host) if host else ctx.node
-    flag = None if ts is not None else ("boot_relative" if up is not None else "no_ts")
+    flag = None if ts is not None else ("boot_relative" if up is not None else zone_flag or "no_ts")
     if ts is not None and g["bsd_mon"] and ctx.year is None and ctx.mtime is not None:
         flag = "year_from_mtime"
     return Prefix(body=body, ts=ts, uptime_s=up, ts_flag=flag, node=node)

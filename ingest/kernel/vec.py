@@ -16,6 +16,7 @@ from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci
 from faultlens.ingest.catalog import recovery_action_expr, severity_action_expr
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.kernel.line import SXID_DETAIL_SEVERITY, SXID_SEVERITY
+from faultlens.ingest.zones import localize, zone_flag, zone_of
 
 _MONTH_MM = {m: f"{i:02d}" for m, i in kp.MONTH_NO.items()}
 _MONTH_INT = dict(kp.MONTH_NO)
@@ -41,6 +42,19 @@ def _year_flag(ctx: ParseContext) -> pl.Expr:
     if ctx.year is None and ctx.mtime is not None:
         return pl.when(pl.col("bsd_mon").is_not_null()).then(pl.lit("year_from_mtime"))
     return pl.lit(None, pl.String)
+
+
+def _ts_flag(ctx: ParseContext) -> pl.Expr:
+    """A line's time flag: the year's when it has a time; else ``boot_relative`` (placed once
+    the boot time is known), the zone's (``tz_ambiguous`` / ``tz_gap`` in column ``_zf``), or
+    ``no_ts``."""
+    return (
+        pl.when(pl.col("ts").is_not_null())
+        .then(_year_flag(ctx))
+        .when(pl.col("uptime_s").is_not_null())
+        .then(pl.lit("boot_relative"))
+        .otherwise(pl.coalesce(pl.col("_zf"), pl.lit("no_ts")))
+    )
 
 
 def _update_year_state(frame: pl.DataFrame, ctx: ParseContext, state: Any) -> None:
@@ -81,19 +95,16 @@ def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.D
         seconds=hms.str.slice(6, 2).cast(pl.Int64),
     )
     valid = (day >= 1) & (ts.dt.month() == month) & (c("_year") >= 1)
+    tz = zone_of(ctx)  # the stamp has no zone: the site's (--tz), UTC without one
+    local = pl.when(valid).then(ts)
     f = f.with_columns(
         body=c("raw").str.strip_prefix(c("head")),
-        ts=pl.when(valid).then(ts),
+        ts=localize(local, tz),
+        _zf=zone_flag(local, tz),
         uptime_s=c("up2").cast(pl.Float64),
         node=_mapped(f, "host", normalize_node),
     )
-    f = f.with_columns(
-        ts_flag=pl.when(c("ts").is_not_null())
-        .then(_year_flag(ctx))
-        .when(c("uptime_s").is_not_null())
-        .then(pl.lit("boot_relative"))
-        .otherwise(pl.lit("no_ts"))
-    )
+    f = f.with_columns(ts_flag=_ts_flag(ctx))
     if state.boot_time is None:
         both = f.filter(c("ts").is_not_null() & c("uptime_s").is_not_null())
         if both.height:
@@ -145,13 +156,16 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
             * pl.when(tz.str.starts_with("-")).then(-1).otherwise(1)
         )
     )
-    ts = (
-        pl.concat_str([date, pl.lit(" "), hms]).str.to_datetime(
-            "%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"
-        )
-        + pl.duration(microseconds=micros)
-        - pl.duration(minutes=tz_min)
-    )
+    local = pl.concat_str([date, pl.lit(" "), hms]).str.to_datetime(
+        "%Y-%m-%d %H:%M:%S", strict=False, time_unit="us"
+    ) + pl.duration(microseconds=micros)
+    ts = local - pl.duration(minutes=tz_min)
+    zone = zone_of(ctx)  # a stamp with no zone of its own is the site's (--tz)
+    zone_less = local.is_not_null() & c("iso_tz").is_null()
+    zflag = pl.lit(None, pl.String)
+    if zone is not None:
+        ts = pl.when(zone_less).then(localize(local, zone)).otherwise(ts)
+        zflag = pl.when(zone_less).then(zone_flag(local, zone))
     syslog = (
         c("bsd_mon").is_not_null()
         # a priority before a dmesg stamp is ``dmesg -r`` / pstore (``<4>[ 12.3] msg``)
@@ -165,6 +179,7 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
     )
     f = f.with_columns(
         _ts=ts,
+        _zf=zflag,
         _up=pl.coalesce(c("km_us").cast(pl.Int64) / 1e6, c("up").cast(pl.Float64)),
         _syslog=syslog,
     )
@@ -208,13 +223,7 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
         .then(_mapped(f, "_host", normalize_node))
         .otherwise(pl.lit(ctx.node, pl.String)),
     )
-    f = f.with_columns(
-        ts_flag=pl.when(c("ts").is_not_null())
-        .then(_year_flag(ctx))
-        .when(c("uptime_s").is_not_null())
-        .then(pl.lit("boot_relative"))
-        .otherwise(pl.lit("no_ts"))
-    )
+    f = f.with_columns(ts_flag=_ts_flag(ctx))
     if state.boot_time is None:
         both = f.filter(c("ts").is_not_null() & c("_up2").is_not_null())
         if both.height:

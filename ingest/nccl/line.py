@@ -54,6 +54,7 @@ from faultlens.ingest.base import (
 from faultlens.ingest.nccl import pytorch
 from faultlens.ingest.nccl.pytorch import Sink, TorchState, make_event
 from faultlens.ingest.schema import TABLES, Kind, Severity, Source
+from faultlens.ingest.zones import zone_of
 
 # Shared by Python ``re`` (reference path) and polars ``extract_groups`` (vectorized path).
 NCCL_LINE = (
@@ -462,6 +463,7 @@ def _warn(
         launcher_pid=pre.ray_pid,
         ip=pre.ray_ip,
     )
+    stamp = pytorch.iso_stamp(pre.rest, zone_of(ctx)) if pre.rest else (None, None)
     sink.events.append(
         make_event(
             ctx,
@@ -472,7 +474,8 @@ def _warn(
             severity=Severity.ERROR if kind is Kind.NCCL_ERROR else Severity.WARNING,
             message=msg,
             node=node,
-            ts=pytorch.iso_ts(pre.rest) if pre.rest else None,
+            ts=stamp[0],
+            ts_flag=stamp[1],
             pid=pid,
             gpu=None if dev is None else str(dev),
             gpu_index=dev,

@@ -45,6 +45,7 @@ from typing import Any
 from faultlens.ingest.base import ParseContext, normalize_node
 from faultlens.ingest.nccl import watchdog
 from faultlens.ingest.schema import Kind, Severity, Source
+from faultlens.ingest.zones import to_utc, zone_of
 
 MESSAGE_CHARS = 2000
 WS = " \t\r\n\x0b\x0c"  # what ``strip`` removes, the same in Python and polars
@@ -226,46 +227,64 @@ def strip_launcher(line: str) -> Prefix:
     return p
 
 
-def iso_ts(text: str) -> datetime | None:
-    """The first ``YYYY-MM-DD[ T]HH:MM:SS[.f][Z|+hh:mm]`` stamp in ``text``, as naive UTC."""
+def iso_ts(text: str, zone: str | None = None) -> datetime | None:
+    """The first ``YYYY-MM-DD[ T]HH:MM:SS[.f][Z|+hh:mm]`` stamp in ``text``, as naive UTC (see
+    ``iso_stamp``)."""
+    return iso_stamp(text, zone)[0]
+
+
+def iso_stamp(text: str, zone: str | None = None) -> tuple[datetime | None, str | None]:
+    """(naive UTC, flag) of the first ISO stamp in ``text``: exact with an offset or ``Z``; the
+    wall clock of ``zone`` (``--tz``; UTC without it) otherwise, flagged where that has no single
+    answer (``zones.to_utc``)."""
     m = ISO_TS.search(text)
     if not m:
-        return None
+        return None, None
     try:
         ts = datetime.fromisoformat(f"{m['date']}T{m['time']}")
     except ValueError:
-        return None
+        return None, None
     if m["frac"]:
         ts = ts.replace(microsecond=int(m["frac"][:6].ljust(6, "0")))
     tz = m["tz"]
-    if tz and tz != "Z":
+    if not tz:
+        return to_utc(ts, zone)
+    if tz != "Z":
         sign = 1 if tz[0] == "+" else -1
         digits = tz[1:].replace(":", "")
         ts -= sign * timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
-    return ts
+    return ts, None
 
 
 def glog_ts(
     md: str | None, hms: str | None, frac: str | None, ctx: ParseContext
 ) -> datetime | None:
-    """A glog ``MMDD HH:MM:SS.f`` stamp; the year from ``ctx.year``, else the file's mtime."""
+    """A glog ``MMDD HH:MM:SS.f`` stamp as naive UTC (see ``glog_stamp``)."""
+    return glog_stamp(md, hms, frac, ctx)[0]
+
+
+def glog_stamp(
+    md: str | None, hms: str | None, frac: str | None, ctx: ParseContext
+) -> tuple[datetime | None, str | None]:
+    """(naive UTC, flag) of a glog ``MMDD HH:MM:SS.f`` stamp: the year from ``ctx.year``, else
+    the file's mtime; the process's wall clock, of the site's zone (``--tz``; UTC without it)."""
     if not md or not hms:
-        return None
+        return None, None
     year = ctx.year or (ctx.mtime.year if ctx.mtime else None)
     if year is None:
-        return None
+        return None, None
     try:
         month, day = int(md[:-2]), int(md[-2:])
         h, mi, s = (int(x) for x in hms.split(":"))
         ts = datetime(year, month, day, h, mi, s, int((frac or "0")[:6].ljust(6, "0")))
     except ValueError:
-        return None
+        return None, None
     if ctx.year is None and ctx.mtime is not None and ts > ctx.mtime + timedelta(days=1):
         try:
             ts = ts.replace(year=year - 1)  # a December stamp in a file written in January
         except ValueError:  # February 29
-            return None
-    return ts
+            return None, None
+    return to_utc(ts, zone_of(ctx))
 
 
 def attrs_json(attrs: dict[str, Any]) -> str:
@@ -293,15 +312,17 @@ def make_event(
     message: str,
     node: str | None,
     ts: datetime | None = None,
+    ts_flag: str | None = None,
     pid: int | None = None,
     gpu: str | None = None,
     gpu_index: int | None = None,
     attrs: dict[str, Any] | None = None,
     job_id: str | None = None,
 ) -> dict[str, Any]:
+    """An event row; ``ts_flag``: why a stamp gave no time (``tz_ambiguous``), else ``no_ts``."""
     return {
         "ts": ts,
-        "ts_flag": None if ts is not None else "no_ts",
+        "ts_flag": None if ts is not None else ts_flag or "no_ts",
         "node": node or ctx.node,
         "gpu": gpu,
         "gpu_index": gpu_index,
@@ -366,14 +387,15 @@ def handle_line(
     if _failure_line(line_no, text, pre, st, ctx, sink, job_id):
         return True
     glog = GLOG.search(text)
-    ts = None
+    ts, flag = None, None
     if glog:
-        ts = glog_ts(glog["md"], glog["hms"], glog["frac"], ctx)
-    ts = ts or iso_ts(text[: glog.start()] if glog else text[:40])
+        ts, flag = glog_stamp(glog["md"], glog["hms"], glog["frac"], ctx)
+    if ts is None and flag is None:
+        ts, flag = iso_stamp(text[: glog.start()] if glog else text[:40], zone_of(ctx))
     pg = PG_RANK.search(text)
     rank = int(pg["rank"]) if pg else pre.rank
     base = {"rank": rank, "launcher_pid": pre.ray_pid, "ip": pre.ray_ip, "actor": pre.actor}
-    common = {"ts": ts, "node": pre.host, "job_id": job_id, "pid": pre.ray_pid}
+    common = {"ts": ts, "ts_flag": flag, "node": pre.host, "job_id": job_id, "pid": pre.ray_pid}
     if "Watchdog caught" in text:
         return _watchdog(line_no, raw, text, ctx, sink, base, common)
     if _watchdog_family(line_no, text, glog, ctx, sink, base, common):
@@ -488,7 +510,9 @@ def _elastic(
         return False
     subkind, pid, attrs = found
     g = watchdog.GLOG_ANY.search(text)
-    ts = (glog_ts(g["md"], g["hms"], g["frac"], ctx) if g else None) or common["ts"]
+    ts, flag = glog_stamp(g["md"], g["hms"], g["frac"], ctx) if g else (None, None)
+    if ts is None and flag is None:
+        ts, flag = common["ts"], common["ts_flag"]
     _emit(
         sink,
         ctx,
@@ -498,7 +522,7 @@ def _elastic(
         severity=Severity.ERROR,
         message=text[g.end() :] if g else text,
         attrs={**base, **attrs},
-        **{**common, "ts": ts, "pid": pid},
+        **{**common, "ts": ts, "ts_flag": flag, "pid": pid},
     )
     return True
 

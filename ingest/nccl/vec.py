@@ -31,6 +31,7 @@ from faultlens.ingest.nccl import pytorch
 from faultlens.ingest.nccl.attrs import with_json
 from faultlens.ingest.prefixes import nodes_of
 from faultlens.ingest.schema import TABLES, Kind, Severity, Source
+from faultlens.ingest.zones import localize, zone_flag, zone_of
 
 _EVENT_SCHEMA = TABLES["events"].polars_schema
 
@@ -734,7 +735,9 @@ def watchdog_events(
         ctx,
         {
             "ts": pl.col("ts"),
-            "ts_flag": pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")),
+            "ts_flag": pl.when(pl.col("ts").is_null()).then(
+                pl.coalesce(pl.col("_zf"), pl.lit("no_ts"))
+            ),
             "node": pl.lit(ctx.node, dtype=pl.String),
             "source": pl.lit(Source.PYTORCH.value),
             "kind": pl.lit(Kind.NCCL_TIMEOUT.value),
@@ -757,7 +760,9 @@ def with_glog_ts(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
     The parts are columns first: an eager expression repeating them would compute each again."""
     year = ctx.year or (ctx.mtime.year if ctx.mtime else None)
     if year is None:
-        return frame.with_columns(ts=pl.lit(None, dtype=pl.Datetime("us")))
+        return frame.with_columns(
+            ts=pl.lit(None, dtype=pl.Datetime("us")), _zf=pl.lit(None, pl.String)
+        )
     md, hms = pl.col("md"), pl.col("hms")
     f = frame.with_columns(
         _mo=_int(md.str.head(-2)),
@@ -792,6 +797,9 @@ def with_glog_ts(frame: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
             .then(at(year - 1))
             .otherwise("ts")
         )
+    # glog writes the process's wall clock: the site's zone (--tz); ``_zf``: why none if so
+    zone = zone_of(ctx)
+    f = f.with_columns(ts=localize(pl.col("ts"), zone), _zf=zone_flag(pl.col("ts"), zone))
     return f.drop(_GLOG_PARTS)
 
 

@@ -209,10 +209,13 @@ def test_unplaced_events_say_how_to_fix_them(store: Store) -> None:
             "no_ts",
             "faultlens ingest --reparse f.log --node NODE (the lines carry no time)",
         ),
+        ("no time", "tz_unknown", "faultlens ingest --reparse f.log --tz ZONE"),
+        ("no time", "tz_gap", "faultlens ingest --reparse f.log --tz ZONE"),
         (
             "no time",
-            "tz_unknown",
-            "(a zone abbreviation that names several offsets: export with journalctl --utc)",
+            "tz_ambiguous",
+            "(a wall-clock time the zone showed twice (clocks turned back): log in UTC or with "
+            "an offset (rsyslog RFC 3339, journalctl --utc))",
         ),
         (
             "no time",

@@ -1,0 +1,103 @@
+"""The site's time zone for stamps that carry none (``--tz``, ``[ingest] tz``).
+
+Most log stamps say no zone: RFC 3164 syslog, ISO 8601 without an offset, ``dmesg -T``, glog,
+Slurm's ``iso8601``, ``sacct``'s times, nvidia-smi's ``Timestamp``. Without ``tz`` they are read
+as UTC; with ``tz`` (an IANA name such as ``Europe/Berlin``, ``America/Chicago``) as that zone's
+wall clock, converted to UTC, daylight saving time included. A stamp that carries a zone or an
+offset is read exactly whatever ``tz`` says, and so are Unix times.
+
+Two wall-clock readings have no single answer, and are not guessed: the hour a zone turns its
+clocks back happens twice (``tz_ambiguous``: which of the two a line means, its stamp does not
+say), and the hour it skips never happens (``tz_gap``: the stamp is not that zone's). Such a time
+is left null, the event kept and flagged, as for any other time that cannot be known.
+
+``localize`` / ``zone_flag`` work on polars expressions, ``to_utc`` on one value.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import polars as pl
+
+AMBIGUOUS = "tz_ambiguous"
+GAP = "tz_gap"
+# zone names that are UTC itself: nothing to convert
+_UTC_NAMES = frozenset({"UTC", "Etc/UTC", "Etc/UCT", "UCT", "Etc/Universal", "Universal", "Zulu"})
+
+
+def check_zone(name: str | None) -> str | None:
+    """``name`` when it is a time zone this machine knows (IANA, e.g. ``Europe/Berlin``); None
+    for none; ValueError (with what to give instead) otherwise."""
+    if name is None or not str(name).strip():
+        return None
+    name = str(name).strip()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise ValueError(
+            f"unknown time zone {name!r}: give an IANA name such as Europe/Berlin, "
+            "America/Chicago or UTC (`timedatectl list-timezones` lists them)"
+        ) from e
+    return name
+
+
+def zone_of(ctx: Any) -> str | None:
+    """The zone a parse context's zone-less stamps are in; None for UTC."""
+    options = getattr(ctx, "options", None) or {}
+    tz = options.get("tz")
+    if not tz or str(tz) in _UTC_NAMES:
+        return None
+    return str(tz)
+
+
+def localize(ts: pl.Expr, tz: str | None) -> pl.Expr:
+    """Naive wall-clock times of ``tz`` -> naive UTC (unchanged without ``tz``); null where the
+    wall clock is ambiguous or skipped (``zone_flag`` says which)."""
+    if not tz:
+        return ts
+    return (
+        ts.dt.replace_time_zone(tz, ambiguous="null", non_existent="null")
+        .dt.convert_time_zone("UTC")
+        .dt.replace_time_zone(None)
+    )
+
+
+def zone_flag(ts: pl.Expr, tz: str | None) -> pl.Expr:
+    """``tz_ambiguous`` / ``tz_gap`` where ``localize(ts, tz)`` is null for a non-null ``ts``;
+    null elsewhere (and everywhere without ``tz``)."""
+    if not tz:
+        return pl.lit(None, pl.String)
+    early = ts.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+    late = ts.dt.replace_time_zone(tz, ambiguous="latest", non_existent="null")
+    return (
+        pl.when(ts.is_not_null() & early.is_null())
+        .then(pl.lit(GAP))
+        .when(early != late)
+        .then(pl.lit(AMBIGUOUS))
+        .otherwise(pl.lit(None, pl.String))
+    )
+
+
+def localized(ts: pl.Expr, flag: pl.Expr, tz: str | None) -> tuple[pl.Expr, pl.Expr]:
+    """(UTC time, flag) of wall-clock times ``ts`` already flagged ``flag``: the zone's flag
+    where the conversion has no answer, ``flag`` elsewhere."""
+    if not tz:
+        return ts, flag
+    return localize(ts, tz), pl.coalesce(zone_flag(ts, tz), flag)
+
+
+def to_utc(dt: datetime | None, tz: str | None) -> tuple[datetime | None, str | None]:
+    """(naive UTC, flag) of one naive wall-clock time of ``tz`` (unchanged without ``tz``)."""
+    if dt is None or not tz:
+        return dt, None
+    zone = ZoneInfo(tz)
+    first, second = dt.replace(tzinfo=zone, fold=0), dt.replace(tzinfo=zone, fold=1)
+    utc = first.astimezone(UTC)
+    if utc.astimezone(zone).replace(tzinfo=None) != dt:
+        return None, GAP
+    if first.utcoffset() != second.utcoffset():
+        return None, AMBIGUOUS
+    return utc.replace(tzinfo=None), None

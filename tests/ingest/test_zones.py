@@ -1,0 +1,233 @@
+"""A site time zone for stamps that carry none (``--tz``, ``[ingest] tz``): the wall clock of the
+zone, daylight saving time included, converted to UTC; stamps with an offset stay exact; the hour
+turned back and the hour skipped are kept without a time, flagged, never guessed.
+
+Expected times are worked out by hand: Europe/Berlin is UTC+1 in winter and UTC+2 from the last
+Sunday of March (29 March 2026, 02:00 -> 03:00) to the last Sunday of October (25 October 2026,
+03:00 -> 02:00)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from faultlens.app.cli import app
+from faultlens.app.run import load_config
+from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.zones import check_zone, localize, to_utc, zone_flag
+
+runner = CliRunner()
+BERLIN = "Europe/Berlin"
+WALL = [
+    datetime(2026, 1, 15, 10, 0),  # winter: UTC+1
+    datetime(2026, 7, 15, 10, 0),  # summer: UTC+2
+    datetime(2026, 3, 29, 2, 30),  # skipped
+    datetime(2026, 10, 25, 2, 30),  # twice
+    datetime(2026, 10, 25, 3, 30),  # just after the turn back: UTC+1
+]
+UTC_OF_WALL = [
+    (datetime(2026, 1, 15, 9, 0), None),
+    (datetime(2026, 7, 15, 8, 0), None),
+    (None, "tz_gap"),
+    (None, "tz_ambiguous"),
+    (datetime(2026, 10, 25, 2, 30), None),
+]
+
+
+def test_one_value_and_a_column_agree_with_the_hand_worked_times() -> None:
+    assert [to_utc(t, BERLIN) for t in WALL] == UTC_OF_WALL
+    frame = pl.DataFrame({"t": WALL}).select(
+        ts=localize(pl.col("t"), BERLIN), flag=zone_flag(pl.col("t"), BERLIN)
+    )
+    assert list(frame.iter_rows()) == UTC_OF_WALL
+
+
+def test_without_a_zone_nothing_changes() -> None:
+    assert [to_utc(t, None) for t in WALL] == [(t, None) for t in WALL]
+    frame = pl.DataFrame({"t": WALL}).select(
+        ts=localize(pl.col("t"), None), flag=zone_flag(pl.col("t"), None)
+    )
+    assert frame["ts"].to_list() == WALL and frame["flag"].null_count() == len(WALL)
+
+
+def test_an_unknown_zone_is_refused_with_what_to_give() -> None:
+    assert check_zone(None) is None and check_zone(" ") is None
+    assert check_zone(BERLIN) == BERLIN
+    with pytest.raises(ValueError, match="IANA name"):
+        check_zone("Mars/Olympus")
+
+
+# Kernel, NCCL / PyTorch and dmesg lines of one node log, in time order (the year is given, and
+# a year-less stamp earlier in the year than the line before it would be the next year's).
+NODE_LOG = [
+    "Jan 15 10:00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off "
+    "the bus.",
+    "Mar 29 02:30:00 gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off "
+    "the bus.",
+    "Jul 15 10:00:00 gpu01 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, An uncorrectable "
+    "double bit error (DBE) has been detected on GPU in the framebuffer at partition 0.",
+    "2026-07-15T10:00:00+00:00 gpu02 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+    "2026-07-15T10:00:00 gpu02 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+    "[rank1]:[E0715 10:00:00.000000 ProcessGroupNCCL.cpp:1] [Rank 1] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+    "Timeout(ms)=600000) ran for 600010 milliseconds before timing out.",
+    "[Wed Jul 15 10:00:00 2026] NVRM: Xid (PCI:0000:3b:00): 31, pid=1, Ch 00000001, "
+    "intr 10000000. MMU Fault",
+    "Oct 25 02:30:00 gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off "
+    "the bus.",
+    "Oct 25 03:30:00 gpu03 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off "
+    "the bus.",
+    # journalctl -o short-unix: Unix seconds need no zone (2026-07-15 10:00:00 UTC)
+    "1784109600.000000 gpu04 kernel: NVRM: Xid (PCI:0000:3b:00): 13, Graphics Exception",
+]
+SUMMER_10 = datetime(2026, 7, 15, 10, 0)
+SUMMER_8 = datetime(2026, 7, 15, 8, 0)
+WANT_BERLIN = [
+    (1, datetime(2026, 1, 15, 9, 0), None),
+    (2, None, "tz_gap"),
+    (3, SUMMER_8, None),
+    (4, SUMMER_10, None),  # the stamp says +00:00: exact whatever --tz says
+    (5, SUMMER_8, None),
+    (6, SUMMER_8, None),  # glog: the process's wall clock
+    (7, SUMMER_8, None),  # dmesg -T: the node's wall clock
+    (8, None, "tz_ambiguous"),
+    (9, datetime(2026, 10, 25, 2, 30), None),
+    (10, SUMMER_10, None),
+]
+WANT_UTC = [
+    (1, datetime(2026, 1, 15, 10, 0), None),
+    (2, datetime(2026, 3, 29, 2, 30), None),
+    (3, SUMMER_10, None),
+    (4, SUMMER_10, None),
+    (5, SUMMER_10, None),
+    (6, SUMMER_10, None),
+    (7, SUMMER_10, None),
+    (8, datetime(2026, 10, 25, 2, 30), None),
+    (9, datetime(2026, 10, 25, 3, 30), None),
+    (10, SUMMER_10, None),
+]
+
+
+def _ingest(tmp_path: Path, name: str, *extra: str) -> list[tuple[object, ...]]:
+    log = tmp_path / "node.log"
+    log.write_text("\n".join(NODE_LOG) + "\n")
+    db = tmp_path / f"{name}.duckdb"
+    result = runner.invoke(app, ["ingest", str(log), "--year", "2026", "--db", str(db), *extra])
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.sql("SELECT line, ts, ts_flag FROM events ORDER BY line").fetchall()
+
+
+def test_ingest_reads_zone_less_stamps_in_the_sites_zone(tmp_path: Path) -> None:
+    assert _ingest(tmp_path, "berlin", "--tz", BERLIN) == WANT_BERLIN
+
+
+def test_ingest_without_tz_reads_them_as_utc(tmp_path: Path) -> None:
+    assert _ingest(tmp_path, "utc") == WANT_UTC
+    assert _ingest(tmp_path, "utc-named", "--tz", "UTC") == WANT_UTC
+
+
+def test_untimed_lines_are_counted_and_shown(tmp_path: Path) -> None:
+    log = tmp_path / "node.log"
+    log.write_text("\n".join(NODE_LOG) + "\n")
+    db = tmp_path / "shown.duckdb"
+    result = runner.invoke(
+        app, ["ingest", str(log), "--year", "2026", "--tz", BERLIN, "--db", str(db)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 events without a time" in " ".join(result.output.split())
+
+
+def test_an_unknown_zone_is_a_usage_error_before_anything_is_written(tmp_path: Path) -> None:
+    log = tmp_path / "node.log"
+    log.write_text(NODE_LOG[0] + "\n")
+    db = tmp_path / "never.duckdb"
+    result = runner.invoke(app, ["ingest", str(log), "--tz", "Mars/Olympus", "--db", str(db)])
+    assert result.exit_code == 2
+    assert "Mars/Olympus" in result.output and "IANA" in result.output
+    assert not db.exists()
+
+
+def test_the_scheduled_job_takes_its_zone_from_the_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "faultlens.toml"
+    cfg.write_text(f'[ingest]\npaths = ["node.log"]\ntz = "{BERLIN}"\n')
+    assert load_config(cfg).tz == BERLIN
+    cfg.write_text('[ingest]\npaths = ["node.log"]\n')
+    assert load_config(cfg).tz is None
+    cfg.write_text('[ingest]\ntz = "Mars/Olympus"\n')
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        load_config(cfg)
+
+
+def _times(frame: pl.DataFrame) -> list[tuple[object, ...]]:
+    return list(frame.sort("line").select("line", "ts", "ts_flag").iter_rows())
+
+
+@pytest.mark.parametrize("zone", [None, BERLIN])
+def test_kernel_lines_read_alike_one_by_one_and_vectorized(zone: str | None) -> None:
+    """The per-line reference and the vectorized path (a batch of RFC 3164 lines only takes
+    the fast path; a mixed batch the general one) give the same times and flags."""
+    from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.kernel.parser import KernelParser
+
+    ctx = ParseContext(file="k", year=2026, options={"tz": zone} if zone else {})
+    kernel = [line for line in NODE_LOG if "NVRM: Xid" in line]
+    syslog_only = [line for line in kernel if line[:3] in ("Jan", "Mar", "Jul", "Oct")]
+    for batch in (kernel, syslog_only):
+        parser = KernelParser()
+        vec = parser.parse_chunk(pl.Series(batch), 1, ctx, parser.new_state(ctx))
+        one_by_one = [parser.parse_line(line, ctx) for line in batch]
+        want = [
+            (i, res.rows["events"][0]["ts"], res.rows["events"][0]["ts_flag"])
+            for i, res in enumerate(one_by_one, start=1)
+        ]
+        assert _times(vec.tables["events"]) == want
+        assert any(flag == "tz_ambiguous" for *_, flag in want) is (zone is not None)
+
+
+@pytest.mark.parametrize("zone", [None, BERLIN])
+def test_glog_stamps_read_alike_one_by_one_and_vectorized(zone: str | None) -> None:
+    from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.nccl.parser import NcclParser, reference_parse
+
+    ctx = ParseContext(file="t", year=2026, options={"tz": zone} if zone else {})
+    lines = [line for line in NODE_LOG if "Watchdog caught" in line]
+    lines.append(lines[0].replace("E0715 10:00:00", "E1025 02:30:00"))  # the hour turned back
+    parser = NcclParser()
+    state = parser.new_state(ctx)
+    vec = parser.parse_chunk(pl.Series(lines), 1, ctx, state).merge(parser.finish(ctx, state))
+    ref = reference_parse(list(lines), ctx)
+    assert _times(vec.tables["events"]) == _times(ref.tables["events"])
+    second = (2, None, "tz_ambiguous") if zone else (2, datetime(2026, 10, 25, 2, 30), None)
+    assert _times(ref.tables["events"]) == [(1, SUMMER_8 if zone else SUMMER_10, None), second]
+
+
+@pytest.mark.parametrize(
+    ("stamp", "zone", "want"),
+    [
+        # journalctl short-full writes the zone's abbreviation; with --tz it is read when it is
+        # that zone's, and it tells the two readings of the hour turned back apart
+        ("Sun 2026-10-25 02:30:00 CEST", BERLIN, (datetime(2026, 10, 25, 0, 30), None)),
+        ("Sun 2026-10-25 02:30:00 CET", BERLIN, (datetime(2026, 10, 25, 1, 30), None)),
+        ("Wed 2026-07-15 10:00:00 CEST", BERLIN, (SUMMER_8, None)),
+        ("Wed 2026-07-15 10:00:00 CET", BERLIN, (None, "tz_unknown")),  # not Berlin's in July
+        ("Wed 2026-07-15 10:00:00 EDT", BERLIN, (None, "tz_unknown")),
+        ("Wed 2026-07-15 10:00:00 CEST", None, (None, "tz_unknown")),
+        ("Wed 2026-07-15 10:00:00 UTC", BERLIN, (SUMMER_10, None)),
+    ],
+)
+def test_a_zone_abbreviation_is_read_when_it_is_the_sites(
+    stamp: str, zone: str | None, want: tuple[object, object]
+) -> None:
+    from faultlens.ingest.base import ParseContext
+    from faultlens.ingest.prefixes import prefix_frame
+
+    ctx = ParseContext(file="j", options={"tz": zone} if zone else {})
+    line = f"{stamp} h1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."
+    got = prefix_frame(pl.DataFrame({"line": [1], "raw": [line]}), ctx)
+    assert (got["p_ts"][0], got["p_flag"][0]) == want
