@@ -725,10 +725,10 @@ def flush_failure(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | N
         return
     rank = re.match(r"(-?[0-9]+)(?: \(local_rank: (-?[0-9]+)\))?", f.get("rank", ""))
     code = re.match(r"(-?[0-9]+)(?: \(pid: ([0-9]+)\))?", f.get("exitcode", ""))
-    ts = None
+    ts, flag = None, None
     tm = re.match(r"([0-9]{4}-[0-9]{2}-[0-9]{2})_([0-9]{2}:[0-9]{2}:[0-9]{2})", f["time"])
-    if tm:
-        ts = datetime.fromisoformat(f"{tm[1]}T{tm[2]}")
+    if tm:  # torchelastic writes the launcher's wall clock: the site's zone (--tz)
+        ts, flag = to_utc(datetime.fromisoformat(f"{tm[1]}T{tm[2]}"), zone_of(ctx))
     attrs = {
         "rank": _int(rank[1]) if rank else None,
         "local_rank": _int(rank[2]) if rank else None,
@@ -748,6 +748,7 @@ def flush_failure(st: TorchState, ctx: ParseContext, sink: Sink, job_id: str | N
             severity=Severity.ERROR,
             node=host,
             ts=ts,
+            ts_flag=flag,
             pid=_int(code[2]) if code else None,
             message=f"rank {attrs['rank']} exited with code {attrs['exit_code']}"
             f" ({f.get('traceback') or 'no traceback'})",

@@ -231,3 +231,40 @@ def test_a_zone_abbreviation_is_read_when_it_is_the_sites(
     line = f"{stamp} h1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."
     got = prefix_frame(pl.DataFrame({"line": [1], "raw": [line]}), ctx)
     assert (got["p_ts"][0], got["p_flag"][0]) == want
+
+
+CHILD_FAILED = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-01-15_10:00:00
+  host      : gpu07
+  rank      : 3 (local_rank: 3)
+  exitcode  : -6 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 4242
+============================================================
+"""
+
+
+@pytest.mark.parametrize(
+    ("zone", "want"), [(None, datetime(2026, 1, 15, 10, 0)), (BERLIN, datetime(2026, 1, 15, 9, 0))]
+)
+def test_torchelastic_failure_time_is_the_launchers_wall_clock(
+    tmp_path: Path, zone: str | None, want: datetime
+) -> None:
+    log = tmp_path / "torchrun.log"
+    log.write_text(CHILD_FAILED)
+    db = tmp_path / "t.duckdb"
+    result = runner.invoke(
+        app, ["ingest", str(log), "--db", str(db), *(["--tz", zone] if zone else [])]
+    )
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.sql("SELECT kind, ts, node FROM events").fetchall()
+    assert rows == [("process_failed", want, "gpu07")]
