@@ -15,9 +15,8 @@ import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext, normalize_node
 from faultlens.ingest.schema import Kind, Severity, Source, conform
-from faultlens.ingest.slurm.timefmt import localize, read_time, time_exprs, to_utc
-
-__all__ = ["localize", "to_utc"]  # the time helpers' home is ``timefmt``; re-exported here
+from faultlens.ingest.slurm.timefmt import read_time, time_exprs
+from faultlens.ingest.zones import AMBIGUOUS, GAP, zone_of
 
 SOURCE = Source.SLURM.value
 
@@ -153,6 +152,13 @@ def time_expr(col: pl.Expr, tz: str | None = None) -> pl.Expr:
     return time_exprs(col, tz)[0]
 
 
+def event_time(text: str | None, tz: str | None) -> tuple[datetime | None, str | None]:
+    """(time, ``ts_flag``) of an event dated by a printed time (``parse_time``): ``no_ts``
+    without one, ``tz_ambiguous`` / ``tz_gap`` for a wall-clock time ``tz`` has twice / never."""
+    ts, flag = read_time(text, tz)
+    return ts, (flag if flag in (AMBIGUOUS, GAP) else None if ts else "no_ts")
+
+
 def epoch_to_dt(value: Any) -> datetime | None:
     """slurmrestd epoch seconds (or ``{set, number}``) -> naive UTC; 0 / unset -> None."""
     value = unwrap(value)
@@ -284,5 +290,5 @@ def result(
 
 
 def tz_of(ctx: ParseContext) -> str | None:
-    tz = ctx.options.get("tz") if ctx.options else None
-    return str(tz) if tz else None
+    """The zone of the cluster's zone-less times (``ingest.zones.zone_of``; None for UTC)."""
+    return zone_of(ctx)

@@ -7,7 +7,8 @@ Line shapes (the message after the prefix is classified the same way for all):
   the stamp in any ``LogTimeFormat`` (``slurm.stamps``: ISO with or without milliseconds and
   offset, ``short``, ``thread_id``, ``clock``);
 - syslog / journal: ``Feb 02 09:51:48 host slurmd[12912]: slurmd: error: ...`` (year from
-  ``ctx.year`` or the file's mtime), or ``2024-02-02T09:51:48+0100 host slurmctld[1]: ...``;
+  ``ctx.year`` or the file's mtime), or ``2024-02-02T09:51:48+0100 host slurmctld[1]: ...``
+  (without the offset, the local time of ``tz``, as the log file's stamps);
   ``systemd`` lines about a Slurm unit are kept, other processes are noise;
 - foreground daemons: ``slurmctld: error: ...`` (no time: ``ts_flag = 'no_ts'``), or with
   ``LogTimeFormat=thread_id`` ``Jan  2 03:04:05.123456 4242 rpcmgr 0x7f5c...: error: ...``.
@@ -50,6 +51,7 @@ from faultlens.ingest.slurm.common import (
     split_reason,
     xid_in,
 )
+from faultlens.ingest.zones import localize, to_utc, zone_flag, zone_of
 
 ISO = stamps.ISO
 
@@ -120,7 +122,9 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
     if g["iso2"]:
         ts = datetime.fromisoformat(g["iso2"][:19])
         off = g["off"]
-        if off and off != "Z":
+        if not off:
+            return to_utc(ts, zone_of(ctx))
+        if off != "Z":
             sign = -1 if off[0] == "-" else 1
             ts -= sign * timedelta(hours=int(off[1:3]), minutes=int(off[-2:]))
         return ts, None
@@ -128,7 +132,7 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
         year = stamps.year_of(ctx)
         if year is None:
             return None, "no_year"
-        return stamps.yearless_ts(g["sys"], year, ctx.mtime), None
+        return to_utc(stamps.yearless_ts(g["sys"], year, ctx.mtime), zone_of(ctx))
     return None, "no_ts"
 
 
@@ -231,17 +235,23 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
     off_min = (
         off.str.slice(1, 2).cast(pl.Int64) * 60 + off.str.slice(3, 2).cast(pl.Int64)
     ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
-    iso2 = pl.col("iso2").str.slice(0, 19).str.strptime(
-        pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False
-    ) - pl.duration(minutes=off_min.fill_null(0))
+    tz = zone_of(ctx)
+    iso2_local = (
+        pl.col("iso2")
+        .str.slice(0, 19)
+        .str.strptime(pl.Datetime("us"), "%Y-%m-%dT%H:%M:%S", strict=False)
+    )
+    iso2 = iso2_local - pl.duration(minutes=off_min.fill_null(0))
+    if tz:  # without an offset, the zone's wall clock
+        iso2 = pl.when(pl.col("off").is_null()).then(localize(iso2_local, tz)).otherwise(iso2)
     year = stamps.year_of(ctx)
-    sys = pl.lit(None, pl.Datetime("us"))
+    sys_local = pl.lit(None, pl.Datetime("us"))
     if year is not None:
-        sys = stamps.yearless_expr(pl.col("sys"), year, ctx.mtime)
+        sys_local = stamps.yearless_expr(pl.col("sys"), year, ctx.mtime)
     ts = pl.coalesce(
         stamp,
         pl.when(pl.col("iso2").is_not_null()).then(iso2),
-        pl.when(pl.col("sys").is_not_null()).then(sys),
+        pl.when(pl.col("sys").is_not_null()).then(localize(sys_local, tz)),
     )
     flag = (
         pl.when(stamp_flag.is_not_null())
@@ -251,6 +261,14 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
         .when(pl.col("fg").is_not_null())
         .then(pl.lit("no_ts"))
     )
+    if tz:  # a wall-clock time the zone has twice or never (the stamp's own is in stamp_flag)
+        local = (
+            pl.when(pl.col("iso2").is_not_null() & pl.col("off").is_null())
+            .then(iso2_local)
+            .when(pl.col("sys").is_not_null())
+            .then(sys_local)
+        )
+        flag = pl.coalesce(zone_flag(local, tz), flag)
     return ts, flag
 
 

@@ -5,7 +5,9 @@ event tables, which faultlens does not model (their Warning lines are quarantine
 A node that is down (``down``, ``down*``, ``fail``), drained (``drain``, ``drng``,
 ``IDLE+DRAIN``) or not responding (``idle*``, ``mix*``) becomes one event per node of the row's
 host list, with the reason as ``subkind`` / ``message``. ``sinfo -R`` gives the reason's time;
-``sinfo -l`` a snapshot time on its first line; ``scontrol`` the reason's ``[user@time]``.
+``sinfo -l`` a snapshot time on its first line; ``scontrol`` the reason's ``[user@time]``. All
+are the cluster's local time (UTC unless ``tz``); one that ``tz`` has twice or never is left
+null, flagged ``tz_ambiguous`` / ``tz_gap`` (``ingest.zones``).
 """
 
 from __future__ import annotations
@@ -23,15 +25,16 @@ from faultlens.ingest.schema import Kind, Source
 from faultlens.ingest.slurm.common import (
     SEVERITY,
     SOURCE,
+    event_time,
     expand_nodes,
     nodes_expr,
-    parse_time,
     result,
-    time_expr,
+    time_exprs,
     tz_of,
     xid_in,
 )
 from faultlens.ingest.slurm.fleet_rows import dataset_of, fleet_frame, gres_gpus, seen_at
+from faultlens.ingest.zones import AMBIGUOUS, GAP, to_utc
 
 _SINFO_COLS = {
     "NODELIST",
@@ -103,6 +106,13 @@ def is_sinfo_header(line: str) -> bool:
     )
 
 
+def snapshot_time(line: str, ctx: ParseContext) -> tuple[datetime | None, str | None]:
+    """(UTC time, flag) of the ``Sun Dec  6 06:53:18 2026`` line ``sinfo -l`` / ``squeue -l``
+    print first: the cluster's local time (UTC unless ``tz``; ``ingest.zones.to_utc``)."""
+    stamp = re.sub(r"\s+", " ", line.strip())
+    return to_utc(datetime.strptime(stamp, "%a %b %d %H:%M:%S %Y"), tz_of(ctx))
+
+
 def _event(
     node: str,
     kind: str,
@@ -110,10 +120,11 @@ def _event(
     ts: datetime | None,
     ctx: ParseContext,
     attrs: dict[str, Any],
+    flag: str | None = None,
 ) -> dict[str, Any]:
     return {
         "ts": ts,
-        "ts_flag": None if ts else "no_ts",
+        "ts_flag": None if ts else flag or "no_ts",
         "node": node,
         "source": SOURCE,
         "kind": kind,
@@ -126,8 +137,15 @@ def _event(
     }
 
 
-def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = None) -> Any:
-    """One sinfo row, with the header's column names in ``ctx.columns``."""
+def sinfo_parse_line(
+    line: str,
+    ctx: ParseContext,
+    snapshot: datetime | None = None,
+    snapshot_flag: str | None = None,
+) -> Any:
+    """One sinfo row, with the header's column names in ``ctx.columns``, dated by its
+    ``TIMESTAMP`` (else by ``snapshot``). A time ``tz`` has twice / never is left null, flagged
+    (``snapshot_flag`` for the snapshot's)."""
     if line is None or not line.strip() or is_sinfo_header(line) or _DATE_LINE.match(line):
         return None
     if not ctx.columns or not {"NODELIST", "HOSTNAMES"} & set(ctx.columns):
@@ -144,7 +162,9 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
     nodes = expand_nodes(row.get("NODELIST") or row.get("HOSTNAMES"))
     if not nodes:
         return Quarantined("sinfo row with an unreadable node list")
-    ts = parse_time(row.get("TIMESTAMP"), tz_of(ctx)) or snapshot
+    ts, flag = event_time(row.get("TIMESTAMP"), tz_of(ctx))
+    if ts is None and flag not in (AMBIGUOUS, GAP):
+        ts, flag = snapshot, snapshot_flag
     attrs = {"state": row.get("STATE"), "user": row.get("USER"), "partition": row.get("PARTITION")}
     seen = ts or seen_at(ctx)
     part = (row.get("PARTITION") or "").rstrip("*") or None
@@ -162,7 +182,7 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
         }
         for n in nodes
     ]
-    events = [_event(n, kind, reason, ts, ctx, attrs) for n in nodes] if kind else []
+    events = [_event(n, kind, reason, ts, ctx, attrs, flag) for n in nodes] if kind else []
     return Parsed({"events": events, "nodes": fleet} if events else {"nodes": fleet})
 
 
@@ -170,6 +190,8 @@ def sinfo_parse_line(line: str, ctx: ParseContext, snapshot: datetime | None = N
 class SinfoState:
     columns: list[str] | None = None
     snapshot: datetime | None = None
+    snapshot_flag: str | None = None  # why a snapshot line gave no time (tz_ambiguous, tz_gap)
+    dated: bool = False  # a snapshot line was read
 
 
 class SinfoParser:
@@ -193,9 +215,9 @@ class SinfoParser:
     ) -> ChunkResult:
         df = numbered(lines, first_line).filter(pl.col("raw").str.strip_chars() != "")
         for line, raw in df.head(20).iter_rows():
-            if _DATE_LINE.match(raw) and state.snapshot is None:
-                stamp = re.sub(r"\s+", " ", raw.strip())
-                state.snapshot = datetime.strptime(stamp, "%a %b %d %H:%M:%S %Y")
+            if _DATE_LINE.match(raw) and not state.dated:
+                state.snapshot, state.snapshot_flag = snapshot_time(raw, ctx)
+                state.dated = True
             if is_sinfo_header(raw):
                 state.columns = raw.split()
                 df = df.filter(pl.col("line") > line)
@@ -242,11 +264,17 @@ class SinfoParser:
             ]
         )
         g = g.filter(pl.col("nodes").list.len() > 0)
-        ts = (
-            time_expr(pl.col("TIMESTAMP"), tz_of(ctx))
+        ts, ts_flag = (
+            time_exprs(pl.col("TIMESTAMP"), tz_of(ctx))
             if "TIMESTAMP" in cols
-            else pl.lit(None, pl.Datetime("us"))
+            else (pl.lit(None, pl.Datetime("us")), pl.lit(None, pl.String))
         )
+        snapshot = pl.lit(state.snapshot, pl.Datetime("us"))
+        untimed = pl.lit("no_ts")
+        if tz_of(ctx):  # a reason time the zone has twice / never: null, not the snapshot's
+            zoned = ts_flag.is_in([AMBIGUOUS, GAP]).fill_null(False)
+            snapshot = pl.when(~zoned).then(snapshot)
+            untimed = pl.when(zoned).then(ts_flag).otherwise(pl.lit(state.snapshot_flag or "no_ts"))
         fleet = fleet_frame(  # every listed node is one the site runs, healthy or not
             g.with_columns(
                 pl.coalesce(ts, pl.lit(state.snapshot, pl.Datetime("us"))).alias("_seen"),
@@ -274,7 +302,8 @@ class SinfoParser:
         )
         events = (
             g.select(
-                pl.coalesce(ts, pl.lit(state.snapshot, pl.Datetime("us"))).alias("ts"),
+                pl.coalesce(ts, snapshot).alias("ts"),
+                untimed.alias("_untimed"),
                 pl.col("nodes").alias("node"),
                 pl.lit(SOURCE).alias("source"),
                 "kind",
@@ -292,7 +321,8 @@ class SinfoParser:
                 "line",
             )
             .explode("node")
-            .with_columns(pl.when(pl.col("ts").is_null()).then(pl.lit("no_ts")).alias("ts_flag"))
+            .with_columns(pl.when(pl.col("ts").is_null()).then(pl.col("_untimed")).alias("ts_flag"))
+            .drop("_untimed")
         )
         return result({"events": events, "nodes": fleet}, parsed, bad)
 

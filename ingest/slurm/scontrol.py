@@ -26,7 +26,7 @@ from faultlens.ingest.schema import Kind, Source
 from faultlens.ingest.slurm.common import (
     SEVERITY,
     SOURCE,
-    parse_time,
+    event_time,
     result,
     split_reason,
     tz_of,
@@ -50,11 +50,11 @@ def node_block_event(fields: dict[str, str | None], ctx: ParseContext) -> dict[s
     kind = node_kind(state, reason) if state else (Kind.NODE_DRAIN.value if reason else None)
     if kind is None:
         return None
-    ts = parse_time(stamp, tz_of(ctx))
+    ts, flag = event_time(stamp, tz_of(ctx))
     attrs = {"state": state, "reason_set_by": by, "gres": fields.get("Gres")}
     return {
         "ts": ts,
-        "ts_flag": None if ts else "no_ts",
+        "ts_flag": flag,
         "node": normalize_node(fields["NodeName"]),
         "source": SOURCE,
         "kind": kind,

@@ -1,7 +1,8 @@
 """``squeue`` text (the default columns, ``-l``, or any ``-o`` format with a header) -> the fleet.
 
 A running job's ``NODELIST`` names nodes the site runs: each becomes a ``nodes`` sighting with the
-job's partition, dated by the snapshot line ``squeue -l`` prints (else the file's time). A
+job's partition, dated by the snapshot line ``squeue -l`` prints (the cluster's local time: UTC
+unless ``tz``; else, or where ``tz`` has that time twice or never, the file's time). A
 pending job's last column is its reason in parentheses (``(Resources)``): that row is parsed and
 names no node. The header, the snapshot line and blank lines are noise; a row that does not fit
 its header, or comes before any header, is quarantined.
@@ -23,7 +24,7 @@ from faultlens.ingest.base import ChunkResult, ParseContext, Parsed, Quarantined
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm.common import expand_nodes, result
 from faultlens.ingest.slurm.fleet_rows import dataset_of, fleet_frame, seen_at
-from faultlens.ingest.slurm.nodes import _DATE_LINE
+from faultlens.ingest.slurm.nodes import _DATE_LINE, snapshot_time
 
 _NODE_COLS = ("NODELIST(REASON)", "NODELIST", "EXEC_HOST")
 _KNOWN = {
@@ -114,6 +115,7 @@ def parse_line(line: str, columns: list[str] | None, ctx: ParseContext) -> Any:
 class SqueueState:
     columns: list[str] | None = None
     snapshot: datetime | None = None
+    dated: bool = False  # a snapshot line was read (its time null if ``tz`` has it twice / never)
 
 
 class SqueueParser:
@@ -140,9 +142,9 @@ class SqueueParser:
         is_head = pl.col("raw").map_elements(is_squeue_header, return_dtype=pl.Boolean)
         df = df.with_columns(is_date.alias("_date"), is_head.alias("_head"))
         for raw in df.filter(pl.col("_date"))["raw"].head(1):
-            if state.snapshot is None:
-                stamp = re.sub(r"\s+", " ", raw.strip())
-                state.snapshot = datetime.strptime(stamp, "%a %b %d %H:%M:%S %Y")
+            if not state.dated:
+                state.snapshot = snapshot_time(raw, ctx)[0]
+                state.dated = True
         heads = df.filter(pl.col("_head"))
         if heads.height and state.columns is None:
             state.columns = heads["raw"][0].split()

@@ -4,7 +4,8 @@ slurmctld and slurmd write ``[%M] message`` to their log files; ``%M`` is, by ``
 (Slurm's ``src/common/log.c``):
 
 - ``iso8601_ms`` (the default) / ``iso8601``: ``2024-01-02T03:04:05.123`` / ``2024-01-02T03:04:05``,
-  local time without a zone (UTC unless ``ctx.options['tz']``);
+  local time without a zone (UTC unless ``ctx.options['tz']``; a time that zone has twice or
+  never is null, flagged ``tz_ambiguous`` / ``tz_gap``: ``ingest.zones``);
 - ``rfc5424_ms`` / ``rfc5424`` (and ``rfc3339`` of newer Slurm): the same followed by the local
   offset, ``2024-01-02T03:04:05.123+01:00``: read exactly, whatever ``tz`` says;
 - ``short``: ``Jan 02 03:04:05`` (``%b %d %T``, no year; a fraction is accepted too);
@@ -32,7 +33,7 @@ from typing import Any
 import polars as pl
 
 from faultlens.ingest.base import ParseContext
-from faultlens.ingest.slurm.common import localize, to_utc
+from faultlens.ingest.zones import localize, to_utc, zone_flag, zone_of
 
 ISO = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?"
 _MON_DAY_TIME = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
@@ -94,12 +95,12 @@ def _offset_minutes(off: str) -> int:
 def stamp_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str | None] | None:
     """(UTC time, flag) of a line's stamp groups (``GROUPS``); None when it has none of them.
     Raises ValueError for a stamp that is no valid time."""
-    tz = ctx.options.get("tz") if ctx.options else None
+    tz = zone_of(ctx)
     if g.get("iso"):
         ts = datetime.fromisoformat(g["iso"][:19])
         if g.get("boff"):
             return ts - timedelta(minutes=_offset_minutes(g["boff"])), None
-        return to_utc(ts, str(tz) if tz else None), None
+        return to_utc(ts, tz)
     if g.get("clock"):
         return None, "cpu_clock"
     head = g.get("short") or g.get("tid")
@@ -108,15 +109,14 @@ def stamp_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, str
     year = year_of(ctx)
     if year is None:
         return None, "no_year"
-    ts = yearless_ts(head, year, ctx.mtime)
-    return to_utc(ts, str(tz) if tz else None), (None if ctx.year else "year_from_mtime")
+    utc, zflag = to_utc(yearless_ts(head, year, ctx.mtime), tz)
+    return utc, zflag or (None if ctx.year else "year_from_mtime")
 
 
 def stamp_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
     """(UTC time, flag, has a stamp) over columns of ``GROUPS`` (the vectorized ``stamp_ts``);
     a stamp polars cannot read leaves the time null."""
-    tz = ctx.options.get("tz") if ctx.options else None
-    tz = str(tz) if tz else None
+    tz = zone_of(ctx)
     iso_local = (
         pl.col("iso")
         .str.slice(0, 19)
@@ -127,23 +127,28 @@ def stamp_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr, pl.Expr]:
         off.str.slice(1, 2).cast(pl.Int64, strict=False) * 60
         + off.str.slice(3, 2).cast(pl.Int64, strict=False)
     ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
+    zoneless = pl.col("boff").is_null()
     iso = (
-        pl.when(pl.col("boff").is_null())
+        pl.when(zoneless)
         .then(localize(iso_local, tz))
         .otherwise(iso_local - pl.duration(minutes=pl.when(off == "Z").then(0).otherwise(off_min)))
     )
     head = pl.coalesce("short", "tid")
     year = year_of(ctx)
-    dated = pl.lit(None, pl.Datetime("us"))
+    yearless = pl.lit(None, pl.Datetime("us"))
     if year is not None:
-        dated = localize(yearless_expr(head, year, ctx.mtime), tz)
-    ts = pl.when(pl.col("iso").is_not_null()).then(iso).when(head.is_not_null()).then(dated)
+        yearless = yearless_expr(head, year, ctx.mtime)
+    has_iso = pl.col("iso").is_not_null()
+    ts = pl.when(has_iso).then(iso).when(head.is_not_null()).then(localize(yearless, tz))
     flag = (
         pl.when(pl.col("clock").is_not_null())
         .then(pl.lit("cpu_clock"))
         .when(head.is_not_null())
         .then(pl.lit("no_year" if year is None else None if ctx.year else "year_from_mtime"))
     )
+    if tz:  # a wall-clock time the zone has twice or never: the zone's flag
+        local = pl.when(has_iso).then(pl.when(zoneless).then(iso_local)).otherwise(yearless)
+        flag = pl.coalesce(zone_flag(local, tz), flag)
     stamped = pl.col("iso").is_not_null()
     if year is not None:
         stamped = stamped | head.is_not_null()

@@ -18,7 +18,9 @@ Not read, kept null and flagged: ``relative`` output and other forms without a d
 relative to the moment the command ran, which the output does not say; a year taken from the
 file's mtime would be a guess for a job list spanning years), dates without a time of day
 (``6 Jun 2012``, ``%F``: ``date_only``), and any other text (``unreadable_time``). ``Unknown`` /
-``None`` / empty are no time at all (no flag).
+``None`` / empty are no time at all (no flag). With ``tz``, a zone-less time its zone has twice
+(the hour the clocks go back) or never (the hour they skip) is not guessed either: null, flagged
+``tz_ambiguous`` / ``tz_gap`` (``ingest.zones``).
 
 ``read_time`` is the per-value reference; ``time_exprs`` the same over a column.
 """
@@ -26,10 +28,11 @@ file's mtime would be a guess for a job list spanning years), dates without a ti
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
+from datetime import datetime, timedelta
 
 import polars as pl
+
+from faultlens.ingest.zones import localize, to_utc, zone_flag
 
 NO_TIME = ("", "unknown", "none", "n/a", "(null)", "invalid")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -63,24 +66,6 @@ RELATIVE = (
 DATE_ONLY = rf"^\d{{4}}-\d\d-\d\d$|^\d{{1,2}} {_MON} \d{{4}}$|^\d{{1,2}}[/.-]\d{{1,2}}[/.-]\d{{4}}$"
 
 
-def to_utc(dt: datetime, tz: str | None) -> datetime:
-    """A naive local time of ``tz`` -> naive UTC (identity without ``tz``)."""
-    if not tz:
-        return dt
-    return dt.replace(tzinfo=ZoneInfo(tz)).astimezone(UTC).replace(tzinfo=None)
-
-
-def localize(ts: pl.Expr, tz: str | None) -> pl.Expr:
-    """Naive local times of ``tz`` -> naive UTC (identity without ``tz``)."""
-    if not tz:
-        return ts
-    return (
-        ts.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
-        .dt.convert_time_zone("UTC")
-        .dt.replace_time_zone(None)
-    )
-
-
 def _offset_minutes(off: str | None) -> int:
     if not off or off == "Z":
         return 0
@@ -111,16 +96,16 @@ def read_time(text: str | None, tz: str | None = None) -> tuple[datetime | None,
             local = _local(int(m["y"]), int(m["m"]), int(m["d"]), m)
             if m["off"]:
                 return local - timedelta(minutes=_offset_minutes(m["off"])), None
-            return to_utc(local, tz), None
+            return to_utc(local, tz)
         if (m := re.match(NUMERIC, t)) and m["hh"]:
             md = _month_day(int(m["a"]), int(m["b"]))
             if md is None:
                 return None, "ambiguous_date"
-            return to_utc(_local(int(m["y"]), md[0], md[1], m), tz), None
+            return to_utc(_local(int(m["y"]), md[0], md[1], m), tz)
         for rx in NAMED:
             if m := re.match(rx, t):
                 month = _MONTHS.index(m["mon"]) + 1
-                return to_utc(_local(int(m["y"]), month, int(m["d"]), m), tz), None
+                return to_utc(_local(int(m["y"]), month, int(m["d"]), m), tz)
     except ValueError:  # a date that does not exist (Feb 30, hour 25)
         return None, "unreadable_time"
     if re.match(RELATIVE, t):
@@ -162,11 +147,7 @@ def time_exprs(col: pl.Expr, tz: str | None = None) -> tuple[pl.Expr, pl.Expr]:
         off.str.slice(1, 2).cast(pl.Int64, strict=False) * 60
         + off.str.slice(3, 2).cast(pl.Int64, strict=False)
     ) * pl.when(off.str.starts_with("-")).then(-1).otherwise(1)
-    iso = (
-        pl.when(off.is_null())
-        .then(localize(iso_local, tz))
-        .otherwise(iso_local - pl.duration(minutes=pl.when(off == "Z").then(0).otherwise(off_min)))
-    )
+    iso_exact = iso_local - pl.duration(minutes=pl.when(off == "Z").then(0).otherwise(off_min))
     n = t.str.extract_groups(_NUMERIC_PL)
     a = n.struct.field("a").cast(pl.Int32, strict=False)
     b = n.struct.field("b").cast(pl.Int32, strict=False)
@@ -175,12 +156,11 @@ def time_exprs(col: pl.Expr, tz: str | None = None) -> tuple[pl.Expr, pl.Expr]:
     day_first = (a == b) | ((a > 12) & (b <= 12))
     month_first = (b > 12) & (a <= 12)
     ambiguous = numeric_ok & ~day_first & ~month_first
-    numeric = localize(
+    numeric = (
         pl.when(numeric_ok & day_first)
         .then(_build(n.struct.field("y"), b, a, n))
         .when(numeric_ok & month_first)
-        .then(_build(n.struct.field("y"), a, b, n)),
-        tz,
+        .then(_build(n.struct.field("y"), a, b, n))
     )
     months = {m: i + 1 for i, m in enumerate(_MONTHS)}
     named = []
@@ -188,17 +168,22 @@ def time_exprs(col: pl.Expr, tz: str | None = None) -> tuple[pl.Expr, pl.Expr]:
         ng = t.str.extract_groups(rx)
         mon = ng.struct.field("mon").replace_strict(months, default=None, return_dtype=pl.Int32)
         named.append(_build(ng.struct.field("y"), mon, ng.struct.field("d"), ng))
-    ts = pl.when(~none).then(pl.coalesce(epoch, iso, numeric, localize(pl.coalesce(named), tz)))
+    # the forms that say no zone: wall-clock times of ``tz``
+    local = pl.coalesce(pl.when(off.is_null()).then(iso_local), numeric, pl.coalesce(named))
+    exact = pl.coalesce(epoch, pl.when(off.is_not_null()).then(iso_exact))
+    ts = pl.when(~none).then(pl.coalesce(exact, localize(local, tz)))
     matched = (
         t.str.contains(EPOCH)
         | t.str.contains(ISO)
         | (numeric_ok & ~ambiguous)
         | pl.any_horizontal([t.str.contains(rx) for rx in NAMED])
     )
+    flag = pl.when(none | ts.is_not_null()).then(pl.lit(None, pl.String))
+    if tz:  # an ambiguous or skipped wall-clock time of the zone
+        zflag = zone_flag(local, tz)
+        flag = flag.when(exact.is_null() & zflag.is_not_null()).then(zflag)
     flag = (
-        pl.when(none | ts.is_not_null())
-        .then(pl.lit(None, pl.String))
-        .when(ambiguous)
+        flag.when(ambiguous)
         .then(pl.lit("ambiguous_date"))
         .when(matched)
         .then(pl.lit("unreadable_time"))
