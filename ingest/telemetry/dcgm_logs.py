@@ -8,7 +8,9 @@ logs, and the NVIDIA Fabric Manager log.
   mtime, flagged ``file_mtime``.
 - ``nv_hostengine``: ``2024-02-01 14:12:01.205 ERROR [9596:9598] message [src:line] [func]``
   (nv-hostengine.log and nvvs.log share it); ERROR/WARNING lines -> ``telemetry_error`` events,
-  other levels noise.
+  other levels noise. Its stamps, and fabric manager's, are the host's local time: UTC unless
+  ``tz`` (a time ``tz`` has twice or never: ``ts`` NULL, ``ts_flag`` ``tz_ambiguous`` /
+  ``tz_gap``).
 - ``fabricmanager``: ``[Dec 19 2024 19:17:49] [ERROR] [tid 1374] message``; NVSwitch errors
   (``detected NVSwitch non-fatal error 12028 on fid 0 on NVSwitch pci bus id ... port 34``) ->
   ``sxid`` events with the code, other ERROR/WARNING lines -> ``telemetry_error`` events; INFO
@@ -35,6 +37,17 @@ from faultlens.ingest.base import (
 )
 from faultlens.ingest.schema import Kind, Severity, Source, conform
 from faultlens.ingest.telemetry.common import default_ts
+from faultlens.ingest.zones import localize, zone_flag, zone_of
+
+
+def _stamped(local: pl.Expr, ctx: ParseContext) -> list[pl.Expr]:
+    """``ts`` (and, with ``tz``, ``ts_flag``) of a log's zone-less local stamps: UTC unless
+    ``tz``; a time ``tz`` has twice or never is NULL, flagged ``tz_ambiguous`` / ``tz_gap``."""
+    tz = zone_of(ctx)
+    if not tz:
+        return [local.alias("ts")]
+    return [localize(local, tz).alias("ts"), zone_flag(local, tz).alias("ts_flag")]
+
 
 # -- nv-hostengine / nvvs -------------------------------------------------------------------------
 
@@ -88,7 +101,7 @@ class NvHostengineParser:
         ev = ev.rename({"1": "src", "2": "func"})
         module = pl.col("msg").str.extract(r"^\[\[([^\]]+)\]\]")
         events = ev.select(
-            pl.col("stamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False).alias("ts"),
+            *_stamped(pl.col("stamp").str.to_datetime("%Y-%m-%d %H:%M:%S%.f", strict=False), ctx),
             pl.lit(ctx.node).alias("node"),
             pl.lit(self.source.value).alias("source"),
             pl.lit(Kind.TELEMETRY_ERROR.value).alias("kind"),
@@ -171,10 +184,12 @@ class FabricManagerParser:
             .otherwise(pl.lit("warning"))
         )
         events = ev.select(
-            pl.col("stamp")
-            .str.replace_all("  ", " ")
-            .str.to_datetime("%b %d %Y %H:%M:%S", strict=False)
-            .alias("ts"),
+            *_stamped(
+                pl.col("stamp")
+                .str.replace_all("  ", " ")
+                .str.to_datetime("%b %d %Y %H:%M:%S", strict=False),
+                ctx,
+            ),
             pl.lit(ctx.node).alias("node"),
             pl.lit(self.source.value).alias("source"),
             pl.when(is_sxid)

@@ -22,12 +22,14 @@
   Rows of entities other than a GPU (``GPU-I``, ``Switch``, ``Link``, ...) are quarantined:
   telemetry is per GPU index and such a row does not name one.
 
-Time: only a row with both ``Date`` and ``Time`` (``-o DT``) has one; it is host local time, taken
-as UTC, as nvidia-smi's other stamps are. Every other row's samples keep ``ts`` NULL (and an Xid
-event from them has ``ts_flag`` ``no_ts``): the rows of a rolling table are a series, so stamping
-them all with the file's mtime would turn minutes of samples into one false snapshot. NULL-time
-telemetry is counted as untimed by ``event_summary``. None of these outputs names its host: the
-node is ``--node`` / ``--node-from-path``, never guessed from a folder.
+Time: only a row with both ``Date`` and ``Time`` (``-o DT``) has one; it is host local time, UTC
+unless ``tz``, as nvidia-smi's other stamps are (a time ``tz`` has twice or never is not guessed:
+the row's samples keep ``ts`` NULL, as untimed rows do; the telemetry table has no flag column).
+Every other row's samples keep ``ts`` NULL (and an Xid event from them has ``ts_flag`` ``no_ts``):
+the rows of a rolling table are a series, so stamping them all with the file's mtime would turn
+minutes of samples into one false snapshot. NULL-time telemetry is counted as untimed by
+``event_summary``. None of these outputs names its host: the node is ``--node`` /
+``--node-from-path``, never guessed from a folder.
 
 Accounting: header and units lines and well-formed rows are parsed; a row before any header, with
 the wrong number of fields, a non-numeric value or an unparsable Date/Time is quarantined with the
@@ -61,6 +63,7 @@ from faultlens.ingest.telemetry.common import (
     samples_to_tables,
 )
 from faultlens.ingest.telemetry.nvsmi import D
+from faultlens.ingest.zones import localize, zone_flag, zone_of
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +341,17 @@ def _dmon_chunk(lines: pl.Series, first_line: int, ctx: ParseContext, state: _St
     bad_time = rows.filter(pl.col("has_dt") & pl.col("ts").is_null()).select(
         "line", reason=pl.lit("unparsable dmon Date/Time")
     )
+    if tz := zone_of(ctx):  # the host's wall clock; a time it has twice / never stays NULL
+        unplaced = rows.filter(zone_flag(pl.col("ts"), tz).is_not_null()).height
+        if unplaced:
+            log.warning(
+                "%s: %d dmon rows at a time %s has twice or never (the hour its clocks change)"
+                " kept without a time",
+                ctx.file,
+                unplaced,
+                tz,
+            )
+        rows = rows.with_columns(ts=localize(pl.col("ts"), tz))
     bad_gpu = rows.filter(pl.col("gpu").is_null()).select(
         "line", reason=pl.lit("dmon row without a GPU index")
     )

@@ -14,7 +14,9 @@ which is nvidia-smi's own (PCI order) numbering.
 Both are read line by line with a path stack, so excerpts that start or end mid-document (a pasted
 fragment, a half-written capture) still give what they contain. Accounting is per document: all
 of its lines are parsed when it yields anything, otherwise all are quarantined with the reason.
-Stamps: the document's ``Timestamp`` (host local time, taken as UTC), else the scrape time / mtime.
+Stamps: the document's ``Timestamp`` (host local time: UTC unless ``tz``; a time ``tz`` has twice
+or never is left null, its events flagged ``tz_ambiguous`` / ``tz_gap``), else the scrape time /
+mtime.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from faultlens.ingest.base import (
 )
 from faultlens.ingest.schema import TS, Kind, Severity, Source, conform
 from faultlens.ingest.telemetry.common import default_ts
+from faultlens.ingest.zones import to_utc, zone_of
 
 D = "DCGM_FI_DEV_"
 # Text-format leaf paths (lower case, sections joined by "/") -> metric.
@@ -216,9 +219,10 @@ def _doc_ts(ident: dict[str, str], ctx: ParseContext) -> tuple[datetime | None, 
     if stamp:
         for fmt in ("%a %b %d %H:%M:%S %Y", "%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S"):
             try:
-                return datetime.strptime(stamp.strip(), fmt), None
+                local = datetime.strptime(stamp.strip(), fmt)
             except ValueError:
                 continue
+            return to_utc(local, zone_of(ctx))
     return default_ts(ctx)
 
 

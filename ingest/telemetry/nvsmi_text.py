@@ -7,6 +7,8 @@
   ``DCGM_FI_DEV_GPU_TEMP``, ``power.draw`` -> ``DCGM_FI_DEV_POWER_USAGE``, ``clocks.sm`` ->
   ``DCGM_FI_DEV_SM_CLOCK``, ...); identity fields (``uuid``, ``pci.bus_id``, ``name``, ``serial``)
   feed the inventory. A row with the wrong number of fields, or before any header, is quarantined.
+  The ``timestamp`` is the node's local time (UTC unless ``tz``); one ``tz`` has twice or never
+  leaves the row's ``ts`` NULL (telemetry has no flag column; dmon's untimed samples are kept so).
 - ``nvidia_smi_table`` (document): the ``+----+`` boxed table; per GPU its index, name, bus id,
   temperature, P-state, power draw / cap, memory used / total, utilization, volatile ECC.
 - ``nvidia_smi_nvlink`` (document): ``GPU 7: NAME (UUID: GPU-...)`` lines (``-L``) and, under
@@ -19,6 +21,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -48,6 +51,9 @@ from faultlens.ingest.telemetry.nvsmi import (
     parse_q_xml,
 )
 from faultlens.ingest.telemetry.nvsmi import value_expr as nvsmi_value
+from faultlens.ingest.zones import localize, zone_flag, zone_of
+
+log = logging.getLogger(__name__)
 
 CSV_METRICS = {
     "temperature.gpu": D + "GPU_TEMP",
@@ -204,9 +210,21 @@ def csv_rows(
 
     ts0, _flag = default_ts(ctx)
     stamp = field("timestamp").str.to_datetime("%Y/%m/%d %H:%M:%S%.f", strict=False)
+    ts = pl.coalesce(stamp, pl.lit(ts0, TS))
+    if tz := zone_of(ctx):  # a stamp the zone has twice / never: null, not the file's time
+        ts = pl.when(stamp.is_not_null()).then(localize(stamp, tz)).otherwise(pl.lit(ts0, TS))
+        unplaced = good.select(zone_flag(stamp, tz).is_not_null().sum()).item()
+        if unplaced:
+            log.warning(
+                "%s: %d nvidia-smi rows at a time %s has twice or never (the hour its clocks"
+                " change) kept without a time",
+                ctx.file,
+                unplaced,
+                tz,
+            )
     base = good.select(
         "line",
-        pl.coalesce(stamp, pl.lit(ts0, TS)).alias("ts"),
+        ts.alias("ts"),
         node_expr(pl.coalesce(field("hostname"), pl.lit(ctx.node, pl.String))).alias("node"),
         field("index").cast(pl.Int32, strict=False).alias("idx"),
         *[field(k).alias(v) for k, v in CSV_IDENTITY.items() if k in col],
