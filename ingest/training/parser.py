@@ -25,6 +25,11 @@ Formats, as the projects print them (an optional launcher prefix ``[default7]:``
 tqdm bars carry only the time since the bar started, so their rows are placed in time by the last
 time-stamped line before the bar started (``***** Running training *****`` from the transformers
 logger, a Hydra ``[2025-01-01 12:00:00,123][...][INFO]`` line); without one their ``ts`` is null.
+
+Every stamp here is the node's wall clock without a zone: UTC unless ``tz``. With ``tz``, a time
+the zone has twice or never is not guessed: the step's ``ts`` is null (a restart event at it is
+flagged ``tz_ambiguous`` / ``tz_gap``), and a tqdm bar started after such an anchor is not placed
+by an earlier one; an anchor that writes its offset (``2025-01-01T12:00:00+01:00``) is read exactly.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from faultlens.ingest.base import (
     to_json,
 )
 from faultlens.ingest.schema import Kind, Severity, Source, conform, empty_frame
+from faultlens.ingest.zones import localize, zone_flag, zone_of
 
 ANSI = r"\x1b\[[0-9;]*[A-Za-z]"
 # Launcher prefixes naming the rank: torchrun ``[default7]:`` / ``[rank0]:``, srun ``0: ``.
@@ -144,11 +150,18 @@ class TrainingParser:
     ) -> ChunkResult:
         frame = numbered(lines, first_line).filter(pl.col("raw").is_not_null())
         segs = _segments(frame)
+        tz = zone_of(ctx)
         rows = pl.concat(
-            [_megatron(segs), _titan(segs), _hf_bar(segs), _lightning_bar(segs), _hf_dict(segs)],
+            [
+                _megatron(segs, tz),
+                _titan(segs, tz),
+                _hf_bar(segs),
+                _lightning_bar(segs),
+                _hf_dict(segs),
+            ],
             how="diagonal_relaxed",
         )
-        rows = _place_in_time(rows, segs, state)
+        rows = _place_in_time(rows, segs, state, tz)
         parsed_lines = set(rows["line"].to_list())
         quarantine = _quarantine(frame, parsed_lines | _known_noise(segs, state))
         job_id, node = _job_and_node(ctx)
@@ -177,7 +190,14 @@ def _rank(groups: pl.Expr) -> pl.Expr:
     return ranks.cast(pl.Int32, strict=False)
 
 
-def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
+def _stamp(local: pl.Expr, tz: str | None) -> dict[str, pl.Expr]:
+    """``ts`` of a zone-less wall-clock stamp (and, with ``tz``, ``tz_flag``: why it is null)."""
+    if not tz:
+        return {"ts": local}
+    return {"ts": localize(local, tz), "tz_flag": zone_flag(local, tz)}
+
+
+def _megatron(segs: pl.DataFrame, tz: str | None = None) -> pl.DataFrame:
     g = pl.col("seg").str.extract_groups(MEGATRON)
     out = segs.with_columns(g=g).filter(pl.col("g").struct.field("4").is_not_null())
     step_time_s = pl.col("g").struct.field("6").cast(pl.Float64, strict=False) / 1000.0
@@ -187,7 +207,7 @@ def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
         "line",
         framework=pl.lit("megatron"),
         rank=_rank(pl.col("g")),
-        ts=pl.col("g").struct.field("3").str.to_datetime(_TS_FORMAT, strict=False),
+        **_stamp(pl.col("g").struct.field("3").str.to_datetime(_TS_FORMAT, strict=False), tz),
         step=pl.col("g").struct.field("4").cast(pl.Int64, strict=False),
         total_steps=pl.col("g").struct.field("5").cast(pl.Int64, strict=False),
         step_time_s=step_time_s,
@@ -197,7 +217,7 @@ def _megatron(segs: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _titan(segs: pl.DataFrame) -> pl.DataFrame:
+def _titan(segs: pl.DataFrame, tz: str | None = None) -> pl.DataFrame:
     g = pl.col("seg").str.extract_groups(TITAN)
     out = segs.with_columns(g=g).filter(pl.col("g").struct.field("5").is_not_null())
     stamp = fmt("{}.{}", pl.col("g").struct.field("3"), pl.col("g").struct.field("4"))
@@ -206,7 +226,7 @@ def _titan(segs: pl.DataFrame) -> pl.DataFrame:
         "line",
         framework=pl.lit("torchtitan"),
         rank=_rank(pl.col("g")),
-        ts=stamp.str.to_datetime(_TS_FORMAT, strict=False),
+        **_stamp(stamp.str.to_datetime(_TS_FORMAT, strict=False), tz),
         step=pl.col("g").struct.field("5").cast(pl.Int64, strict=False),
         tokens_per_s=pl.col("seg")
         .str.extract(TITAN_TPS)
@@ -303,8 +323,9 @@ def _known_noise(segs: pl.DataFrame, state: _State) -> set[int]:
     return set(segs.filter(is_eval)["line"].to_list())
 
 
-def _anchors(segs: pl.DataFrame) -> pl.DataFrame:
-    """Time stamps of any line (order, anchor_ts), for placing tqdm bars in time."""
+def _anchors(segs: pl.DataFrame, tz: str | None = None) -> pl.DataFrame:
+    """Time stamps of any line (order, anchor_ts), for placing tqdm bars in time; with ``tz``,
+    an anchor the zone cannot place is kept with ``anchor_ts`` null."""
     iso = pl.col("seg").str.slice(0, 80).str.extract_groups(ISO_STAMP)
     us = pl.col("seg").str.extract_groups(US_STAMP)
     iso_text = fmt(
@@ -321,10 +342,35 @@ def _anchors(segs: pl.DataFrame) -> pl.DataFrame:
         us.struct.field("4"),
     )
     ts = pl.coalesce(iso_text, us_text).str.to_datetime(_TS_FORMAT, strict=False)
-    return segs.select("order", anchor_ts=ts).filter(pl.col("anchor_ts").is_not_null())
+    if not tz:
+        return segs.select("order", anchor_ts=ts).filter(pl.col("anchor_ts").is_not_null())
+    off = pl.col("seg").str.slice(0, 90).str.extract(ISO_STAMP + r"(Z|[+-]\d\d:?\d\d)\b", 4)
+    digits = off.str.replace(":", "", literal=True)
+    off_min = (
+        pl.when(off == "Z")
+        .then(0)
+        .otherwise(
+            (
+                digits.str.slice(1, 2).cast(pl.Int64, strict=False) * 60
+                + digits.str.slice(3, 2).cast(pl.Int64, strict=False)
+            )
+            * pl.when(digits.str.starts_with("-")).then(-1).otherwise(1)
+        )
+    )
+    exact = ts - pl.duration(minutes=off_min)
+    placed = (
+        pl.when(iso_text.is_not_null() & off.is_not_null()).then(exact).otherwise(localize(ts, tz))
+    )
+    return (
+        segs.select("order", local=ts, anchor_ts=placed)
+        .filter(pl.col("local").is_not_null())
+        .drop("local")
+    )
 
 
-def _place_in_time(rows: pl.DataFrame, segs: pl.DataFrame, state: _State) -> pl.DataFrame:
+def _place_in_time(
+    rows: pl.DataFrame, segs: pl.DataFrame, state: _State, tz: str | None = None
+) -> pl.DataFrame:
     """Give tqdm bar rows a time stamp (bar-start anchor + elapsed); drop eval bars."""
     for name, dtype in (
         ("is_bar", pl.Boolean),
@@ -347,14 +393,17 @@ def _place_in_time(rows: pl.DataFrame, segs: pl.DataFrame, state: _State) -> pl.
             & (pl.col("bar_total") != (state.bar_total or -1))
         )
     )
-    anchors = _anchors(segs)
-    merged = (
-        pl.concat([rows, anchors], how="diagonal_relaxed")
-        .sort("order")
-        .with_columns(pl.col("anchor_ts").fill_null(strategy="forward"))
-    )
-    if state.anchor_ts is not None:
-        merged = merged.with_columns(pl.col("anchor_ts").fill_null(state.anchor_ts))
+    anchors = _anchors(segs, tz)
+    merged = pl.concat([rows, anchors], how="diagonal_relaxed").sort("order")
+    if tz:  # an anchor the zone cannot place (null) still ends the one before it
+        anchor = pl.when(pl.col("framework").is_null()).then(pl.struct("anchor_ts"))
+        before = pl.struct(anchor_ts=pl.lit(state.anchor_ts, pl.Datetime("us")))
+        anchor = anchor.fill_null(strategy="forward").fill_null(before)
+        merged = merged.with_columns(anchor_ts=anchor.struct.field("anchor_ts"))
+    else:
+        merged = merged.with_columns(pl.col("anchor_ts").fill_null(strategy="forward"))
+        if state.anchor_ts is not None:
+            merged = merged.with_columns(pl.col("anchor_ts").fill_null(state.anchor_ts))
     if anchors.height:
         state.anchor_ts = anchors["anchor_ts"][-1]
     return merged.filter(pl.col("framework").is_not_null())
@@ -500,9 +549,13 @@ def _restart_events(
 ) -> pl.DataFrame:
     if restarts.height == 0:
         return empty_frame("events")
+    flag = pl.lit(None, pl.String)
+    if "tz_flag" in restarts.columns:
+        flag = pl.when(pl.col("ts").is_null()).then(pl.col("tz_flag"))
     ev = restarts.select(
         "ts",
         "line",
+        ts_flag=flag,
         node=pl.lit(node, pl.String),
         source=pl.lit(Source.TRAINING.value),
         kind=pl.lit(Kind.RESTART.value),
