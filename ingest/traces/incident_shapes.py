@@ -15,6 +15,7 @@ import polars as pl
 
 from faultlens.ingest.base import node_expr
 from faultlens.ingest.schema import TS, IncidentCategory, Severity
+from faultlens.ingest.zones import localize, zone_flag
 
 # Role -> the column names (slugged: lower case, non-alphanumerics as "_") that play it.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -277,7 +278,15 @@ UNIX_MIN_S = 1e8  # a bare number above this without --epoch is Unix seconds (af
 
 def parse_times(text: pl.Expr, epoch: datetime | None, unit: str) -> pl.Expr:
     """Timestamps from ISO / US forms (a zone suffix is converted to UTC), Unix seconds, or
-    offsets in ``unit`` from ``epoch``."""
+    offsets in ``unit`` from ``epoch``; a form without a zone is read as UTC."""
+    return zoned_times(text, epoch, unit, None)[0]
+
+
+def zoned_times(
+    text: pl.Expr, epoch: datetime | None, unit: str, tz: str | None
+) -> tuple[pl.Expr, pl.Expr]:
+    """(``parse_times``, flag) with the forms without a zone read as ``tz``'s wall clock: a
+    time ``tz`` has twice or never is null, flagged ``tz_ambiguous`` / ``tz_gap``."""
     clean = text.str.strip_chars().str.replace(r"(Z|[+-]\d\d:?\d\d)$", "")
     zoned = text.str.strip_chars().str.contains(r"([+-]\d\d:?\d\d|Z)$").fill_null(False)
     iso_zoned = text.str.strip_chars().str.to_datetime(
@@ -292,7 +301,12 @@ def parse_times(text: pl.Expr, epoch: datetime | None, unit: str) -> pl.Expr:
             pl.lit(datetime(1970, 1, 1), TS) + pl.duration(microseconds=number * 1e6)
         )
     naive = pl.when(zoned).then(iso_zoned.dt.replace_time_zone(None).dt.cast_time_unit("us"))
-    return pl.coalesce([naive, *stamps, offset.cast(TS)]).cast(TS)
+    if not tz:
+        return pl.coalesce([naive, *stamps, offset.cast(TS)]).cast(TS), pl.lit(None, pl.String)
+    local = pl.coalesce(stamps)
+    placed = pl.when(zoned).then(local).otherwise(localize(local, tz))
+    flag = pl.when(~zoned & naive.is_null()).then(zone_flag(local, tz))
+    return pl.coalesce([naive, placed, offset.cast(TS)]).cast(TS), flag
 
 
 def node_name_expr(node: pl.Expr, system: pl.Expr) -> pl.Expr:

@@ -31,6 +31,12 @@ description (``categorize``); hardware categories are ``critical`` failures, oth
 ``error``, and a record whose severity says warning / degraded / minor stays a ``warning``
 (a ``level`` column of log levels, ``INFO`` / ``FATAL``, is read as the severity).
 A row without a node or a start time is quarantined; header lines and empty lines are noise.
+
+Times that name no zone are the site's wall clock: UTC unless ``tz``. A start ``tz`` has twice
+(the hour its clocks go back) or never (the hour they skip) is not guessed: the record is
+quarantined, as one without a readable start, with ``tz_ambiguous`` / ``tz_gap`` in the reason
+(so is a start / end event of paired records); such an end leaves the incident's ``end`` null
+(or start + duration where the record gives one) and says so in its ``attrs`` (``end_flag``).
 """
 
 from __future__ import annotations
@@ -57,7 +63,9 @@ from faultlens.ingest.traces.incident_shapes import (
     parse_times,
     severity_expr,
     slug,
+    zoned_times,
 )
+from faultlens.ingest.zones import zone_of
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +227,10 @@ def incident_frame(
     if "start" not in mapping and (readable := _readable_start(frame, cols, roles, epoch, unit)):
         roles["start"] = readable  # of the columns that could be the start, the one that reads
     start_unit = unit or duration_unit(roles.get("start", ""), default="s")
-    start = parse_times(_text(frame, roles.get("start")), epoch, start_unit)
-    end = parse_times(_text(frame, roles.get("end")), epoch, unit or start_unit)
+    tz = zone_of(ctx)
+    start, start_flag = zoned_times(_text(frame, roles.get("start")), epoch, start_unit, tz)
+    end, end_flag = zoned_times(_text(frame, roles.get("end")), epoch, unit or start_unit, tz)
+    flags = {"start_flag": start_flag, "end_flag": end_flag} if tz else {}
     dur_col = roles.get("duration")
     dur_unit = mapping.get("duration_unit") or duration_unit(dur_col or "", default="")
     if not dur_unit:
@@ -251,13 +261,26 @@ def incident_frame(
         fleet=_text(frame, roles.get("fleet_size")).cast(pl.Int64, strict=False),
         line=pl.col("_line"),
         raw=pl.concat_str([pl.col(c).fill_null("") for c in cols], separator=","),
+        **flags,
     )
+    unplaced = out.head(0)
+    if tz:  # a time the zone cannot place: quarantined as an unreadable start
+        unplaced = out.filter(pl.col("node").is_not_null() & pl.col("start_flag").is_not_null())
+        out = out.filter(pl.col("node").is_null() | pl.col("start_flag").is_null())
     if "event" in roles and "end" not in roles:
         out = pair_events(out)
     bad = out.filter(pl.col("node").is_null() | pl.col("start").is_null())
     reasons = pl.when(pl.col("node").is_null()).then(pl.lit("incident without a node"))
     reasons = reasons.otherwise(pl.lit("incident without a readable start time"))
     quarantined = bad.select("line", pl.col("raw"), reasons.alias("reason"))
+    if unplaced.height:
+        said = pl.concat_str(
+            [pl.lit("incident time not in "), pl.lit(f"{tz} ("), pl.col("start_flag"),
+             pl.lit("): the hour its clocks change")]
+        )  # fmt: skip
+        quarantined = pl.concat(
+            [quarantined, unplaced.select("line", pl.col("raw"), said.alias("reason"))]
+        ).sort("line")
     good = out.filter(pl.col("node").is_not_null() & pl.col("start").is_not_null())
     repair_h = pl.coalesce(
         [(pl.col("end") - pl.col("start")).dt.total_seconds() / 3600.0, pl.col("dur_h")]
@@ -362,6 +385,11 @@ def rows_of(good: pl.DataFrame, ctx: ParseContext) -> dict[str, pl.DataFrame]:
         file.alias("file"),
         "line",
     )
+    if "end_flag" in good.columns:  # with tz: why a printed end is null
+        end_attrs = pl.when(pl.col("end_flag").is_not_null()).then(
+            pl.struct(end_flag=pl.col("end_flag")).struct.json_encode()
+        )
+        incidents = incidents.with_columns(good.select(end_attrs.alias("attrs")))
     label = pl.concat_str(
         [pl.col("level").fill_null("?"), pl.col("class").fill_null("-")], separator=" / "
     )
