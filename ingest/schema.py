@@ -159,7 +159,8 @@ EVENTS = Table(
     (
         _c("ts", "TIMESTAMP"),  # UTC; NULL when only a boot-relative stamp is known
         _c("uptime_s", "DOUBLE"),  # boot-relative stamp, when the line had one
-        # NULL, or why ts is approximate / missing: boot_relative, no_ts, year_from_mtime, ...
+        # NULL, or why ts is approximate / missing: boot_relative, no_ts, year_from_mtime,
+        # tz_unknown, tz_ambiguous, tz_gap, ...
         _c("ts_flag", "VARCHAR"),
         _c("node", "VARCHAR"),
         # how the node was known: line (named in the file), option (--node), path
@@ -198,7 +199,8 @@ JOBS = Table(
         _c("start", "TIMESTAMP"),
         _c("end", "TIMESTAMP"),
         # NULL, or why a submit / start / end the record printed is NULL: ambiguous_date,
-        # relative_time, date_only, unreadable_time (``slurm.timefmt``)
+        # relative_time, date_only, unreadable_time (``slurm.timefmt``), tz_ambiguous / tz_gap
+        # (a zone-less time the --tz zone shows twice or skips: ``ingest.zones``)
         _c("time_flag", "VARCHAR"),
         _c("elapsed_s", "DOUBLE"),
         _c("state", "VARCHAR"),  # COMPLETED, FAILED, NODE_FAIL, CANCELLED, TIMEOUT, ...
