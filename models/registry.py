@@ -83,6 +83,16 @@ def load_model(models_dir: Path, version: str | None = None) -> LoadedModel:
     import joblib  # with the estimator's own imports (LightGBM, scikit-learn): seconds
 
     card, folder = load_card(models_dir, version)
+    from faultlens.models.feature_catalog import FEATURES
+
+    if card.get("features") is not None and list(card["features"]) != list(FEATURES):
+        theirs, ours = set(card["features"]), set(FEATURES)
+        raise ModelError(
+            f"model {card.get('model_version')} in {models_dir} was trained on another feature "
+            f"set ({len(theirs - ours)} features this faultlens no longer computes, "
+            f"{len(ours - theirs)} new: {', '.join(sorted(ours - theirs)[:5]) or 'order'}): "
+            "retrain with `faultlens train`"
+        )
     return LoadedModel(joblib.load(folder / "model.joblib"), card, folder)
 
 

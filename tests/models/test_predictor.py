@@ -361,3 +361,19 @@ def test_episodes_from_hours_taken_at_a_lower_floor_are_the_same() -> None:
         alert_episodes(frame, 0.05, failures).height
         > alert_episodes(frame, 0.05, failures[:0]).height
     )
+
+
+def test_a_model_of_another_feature_set_asks_for_a_retrain(trained, tmp_path) -> None:
+    """A model saved by a faultlens that computed other features is refused with what to do,
+    not fed columns it was not trained on."""
+    import json
+
+    from faultlens.ingest.errors import ModelError
+
+    _, _, result = trained
+    folder = save_model(tmp_path, result.estimator, result.card)
+    card = json.loads((folder / "model_card.json").read_text())
+    card["features"] = [f for f in card["features"] if f != "hours_since_fail"]
+    (folder / "model_card.json").write_text(json.dumps(card))
+    with pytest.raises(ModelError, match=r"1 new: hours_since_fail\): retrain"):
+        load_model(tmp_path)
