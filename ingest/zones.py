@@ -81,14 +81,6 @@ def zone_flag(ts: pl.Expr, tz: str | None) -> pl.Expr:
     )
 
 
-def localized(ts: pl.Expr, flag: pl.Expr, tz: str | None) -> tuple[pl.Expr, pl.Expr]:
-    """(UTC time, flag) of wall-clock times ``ts`` already flagged ``flag``: the zone's flag
-    where the conversion has no answer, ``flag`` elsewhere."""
-    if not tz:
-        return ts, flag
-    return localize(ts, tz), pl.coalesce(zone_flag(ts, tz), flag)
-
-
 def to_utc(dt: datetime | None, tz: str | None) -> tuple[datetime | None, str | None]:
     """(naive UTC, flag) of one naive wall-clock time of ``tz`` (unchanged without ``tz``)."""
     if dt is None or not tz:

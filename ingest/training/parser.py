@@ -52,6 +52,7 @@ from faultlens.ingest.base import (
     quarantine_frame,
     to_json,
 )
+from faultlens.ingest.prefixes import zone_minutes
 from faultlens.ingest.schema import Kind, Severity, Source, conform, empty_frame
 from faultlens.ingest.zones import localize, zone_flag, zone_of
 
@@ -345,19 +346,7 @@ def _anchors(segs: pl.DataFrame, tz: str | None = None) -> pl.DataFrame:
     if not tz:
         return segs.select("order", anchor_ts=ts).filter(pl.col("anchor_ts").is_not_null())
     off = pl.col("seg").str.slice(0, 90).str.extract(ISO_STAMP + r"(Z|[+-]\d\d:?\d\d)\b", 4)
-    digits = off.str.replace(":", "", literal=True)
-    off_min = (
-        pl.when(off == "Z")
-        .then(0)
-        .otherwise(
-            (
-                digits.str.slice(1, 2).cast(pl.Int64, strict=False) * 60
-                + digits.str.slice(3, 2).cast(pl.Int64, strict=False)
-            )
-            * pl.when(digits.str.starts_with("-")).then(-1).otherwise(1)
-        )
-    )
-    exact = ts - pl.duration(minutes=off_min)
+    exact = ts - pl.duration(minutes=zone_minutes(off))
     placed = (
         pl.when(iso_text.is_not_null() & off.is_not_null()).then(exact).otherwise(localize(ts, tz))
     )
