@@ -14,6 +14,7 @@ from datetime import datetime
 import polars as pl
 
 from faultlens.ingest.base import node_expr
+from faultlens.ingest.prefixes import zone_minutes
 from faultlens.ingest.schema import TS, IncidentCategory, Severity
 from faultlens.ingest.zones import localize, zone_flag
 
@@ -276,6 +277,11 @@ _PER_S = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 UNIX_MIN_S = 1e8  # a bare number above this without --epoch is Unix seconds (after 1973)
 
 
+# a zone after a clock time: Z / UTC / GMT / UT or a numeric offset (+01:00, +0100, +01), with or
+# without a space before it; the clock (H:MM) before it keeps a date's own "-01" from reading as one
+_ZONED = r"^(.*\d:\d\d(?::\d\d(?:\.\d+)?)?)\s*(Z|UTC|GMT|UT|[+-]\d\d(?::?\d\d)?)$"
+
+
 def parse_times(text: pl.Expr, epoch: datetime | None, unit: str) -> pl.Expr:
     """Timestamps from ISO / US forms (a zone suffix is converted to UTC), Unix seconds, or
     offsets in ``unit`` from ``epoch``; a form without a zone is read as UTC."""
@@ -286,13 +292,16 @@ def zoned_times(
     text: pl.Expr, epoch: datetime | None, unit: str, tz: str | None
 ) -> tuple[pl.Expr, pl.Expr]:
     """(``parse_times``, flag) with the forms without a zone read as ``tz``'s wall clock: a
-    time ``tz`` has twice or never is null, flagged ``tz_ambiguous`` / ``tz_gap``."""
-    clean = text.str.strip_chars().str.replace(r"(Z|[+-]\d\d:?\d\d)$", "")
-    zoned = text.str.strip_chars().str.contains(r"([+-]\d\d:?\d\d|Z)$").fill_null(False)
-    iso_zoned = text.str.strip_chars().str.to_datetime(
-        "%Y-%m-%dT%H:%M:%S%.f%z", strict=False, time_zone="UTC"
+    time ``tz`` has twice or never is null, flagged ``tz_ambiguous`` / ``tz_gap``. A time with
+    its own zone (``2026-01-01 10:00:00+01:00``, ``... +0100``, ``...T10:00Z``, ``... UTC``) is
+    that instant whatever ``tz`` says (the zone read by ``prefixes.zone_minutes``)."""
+    stripped = text.str.strip_chars()
+    parts = stripped.str.extract_groups(_ZONED)
+    zone = parts.struct.field("2")
+    clock = pl.coalesce([parts.struct.field("1"), stripped])
+    local = pl.coalesce(
+        [clock.str.to_datetime(f, strict=False, time_unit="us") for f in _TIME_FORMATS]
     )
-    stamps = [clean.str.to_datetime(f, strict=False, time_unit="us") for f in _TIME_FORMATS]
     number = text.cast(pl.Float64, strict=False)
     if epoch is not None:
         offset = pl.lit(epoch, TS) + pl.duration(microseconds=number * _PER_S[unit] * 1e6)
@@ -300,13 +309,12 @@ def zoned_times(
         offset = pl.when(number > UNIX_MIN_S).then(
             pl.lit(datetime(1970, 1, 1), TS) + pl.duration(microseconds=number * 1e6)
         )
-    naive = pl.when(zoned).then(iso_zoned.dt.replace_time_zone(None).dt.cast_time_unit("us"))
+    zoned = pl.when(zone.is_not_null()).then(local - pl.duration(minutes=zone_minutes(zone)))
     if not tz:
-        return pl.coalesce([naive, *stamps, offset.cast(TS)]).cast(TS), pl.lit(None, pl.String)
-    local = pl.coalesce(stamps)
-    placed = pl.when(zoned).then(local).otherwise(localize(local, tz))
-    flag = pl.when(~zoned & naive.is_null()).then(zone_flag(local, tz))
-    return pl.coalesce([naive, placed, offset.cast(TS)]).cast(TS), flag
+        return pl.coalesce([zoned, local, offset.cast(TS)]).cast(TS), pl.lit(None, pl.String)
+    placed = pl.when(zone.is_null()).then(localize(local, tz))
+    flag = pl.when(zone.is_null()).then(zone_flag(local, tz))
+    return pl.coalesce([zoned, placed, offset.cast(TS)]).cast(TS), flag
 
 
 def node_name_expr(node: pl.Expr, system: pl.Expr) -> pl.Expr:

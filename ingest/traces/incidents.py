@@ -15,8 +15,10 @@ reader follows the shape, not one file:
   names the rest. Categories written as one column per level, the cause in the non-empty one
   (LANL: ``Facilities, Hardware, Human Error, Network, Undetermined, Software``), are read
   whole: the column is the level, its text the class.
-- **Times**: ISO stamps, ``m/d/yyyy h:mm``, BlueGene/L's ``2005-06-03-15.42.50.675872``,
-  Unix seconds, or offsets from ``--epoch``
+- **Times**: ISO stamps (``T`` or a space; a zone after the clock, ``+01:00``, ``+0100``,
+  `` +01:00``, ``Z``, ``UTC``, makes the time that exact instant whatever ``tz`` says),
+  ``m/d/yyyy h:mm``, BlueGene/L's ``2005-06-03-15.42.50.675872``, Unix seconds, or offsets
+  from ``--epoch``
   (``ctx.options["epoch"]``) in seconds, hours or days (the column's suffix ``_s`` / ``_h`` /
   ``_d``, or ``--map time_unit=h``). Of several columns named like a start (``Time`` and
   ``Timestamp``), the one whose values read as times for the most rows is the start (Unix

@@ -11,6 +11,7 @@ import json
 from datetime import datetime
 
 import polars as pl
+import pytest
 
 from faultlens.ingest.base import ChunkResult, ParseContext
 from faultlens.ingest.traces.incidents import IncidentParser
@@ -89,3 +90,53 @@ def test_paired_events_with_an_unplaceable_time_are_quarantined() -> None:
         ("gpu02", datetime(2026, 7, 15, 8, 0), datetime(2026, 7, 15, 9, 0)),
     ]
     assert out.quarantine.select("line").to_series().to_list() == [3]
+
+
+# The same instant, 2026-01-01 09:00 UTC, in each spelling of a time with its own zone; a site
+# zone (--tz) must not move any of them. The last rows are other offsets, worked out by hand.
+NINE_UTC = datetime(2026, 1, 1, 9, 0)
+SPELLINGS = [
+    ("2026-01-01 10:00:00+01:00", NINE_UTC),
+    ("2026-01-01 10:00:00 +01:00", NINE_UTC),
+    ("2026-01-01 10:00:00+0100", NINE_UTC),
+    ("2026-01-01 10:00:00 +0100", NINE_UTC),
+    ("2026-01-01T10:00:00+01:00", NINE_UTC),
+    ("2026-01-01T10:00+01:00", NINE_UTC),
+    ("2026-01-01T10:00:00.250+01:00", datetime(2026, 1, 1, 9, 0, 0, 250000)),
+    ("2026-01-01 09:00:00Z", NINE_UTC),
+    ("2026-01-01T09:00:00Z", NINE_UTC),
+    ("2026-01-01 09:00:00 UTC", NINE_UTC),
+    ("2026-01-01 04:00:00-05:00", NINE_UTC),
+    ("2026-01-01 14:30:00 +0530", NINE_UTC),
+    ("1/1/2026 10:00 +01:00", NINE_UTC),
+]
+
+
+@pytest.mark.parametrize("tz", [None, BERLIN, "America/Chicago", "Asia/Kolkata"])
+def test_a_time_with_its_own_zone_is_that_instant_whatever_the_site_zone(tz) -> None:
+    header = "node,start,end,description\n"
+    rows = "".join(
+        f"gpu{i:02d},{stamp},,spelling {i}\n" for i, (stamp, _) in enumerate(SPELLINGS, 1)
+    )
+    out = _run(header + rows, tz)
+    assert out.quarantine is None
+    starts = out.tables["incidents"].sort("line").select("line", "start").rows()
+    assert starts == [(i + 1, want) for i, (_, want) in enumerate(SPELLINGS, 1)]
+    events = out.tables["events"].sort("line")["ts"].to_list()
+    assert events == [want for _, want in SPELLINGS]
+    assert out.parsed == len(SPELLINGS)
+
+
+def test_an_offset_end_is_exact_and_a_zone_less_end_is_the_site_zone() -> None:
+    # start 10:00+01:00 = 09:00 UTC; end 13:30 Berlin wall clock in winter (UTC+1) = 12:30 UTC
+    text = "node,start,end\ngpu01,2026-01-01 10:00:00 +01:00,2026-01-01 13:30:00\n"
+    out = _run(text, BERLIN)
+    assert _incidents(out) == [("gpu01", NINE_UTC, datetime(2026, 1, 1, 12, 30))]
+    assert out.tables["incidents"]["repair_h"].to_list() == [3.5]
+
+
+def test_a_date_alone_is_not_read_as_a_time_with_an_offset() -> None:
+    # "2026-01-01" ends in "-01", which is no offset: no clock before it; the date is
+    # midnight of the site zone (Berlin, UTC+1 in winter: 23:00 UTC the day before)
+    out = _run("node,start\ngpu01,2026-01-01\n", BERLIN)
+    assert out.tables["incidents"]["start"].to_list() == [datetime(2025, 12, 31, 23, 0)]
