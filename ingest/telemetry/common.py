@@ -17,7 +17,7 @@ events that name a GPU by PCI id (kernel Xid lines) to the GPU index telemetry u
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
@@ -26,6 +26,7 @@ from faultlens.ingest.base import ParseContext, fmt, node_expr, pci_expr
 from faultlens.ingest.catalog import severity_action_expr
 from faultlens.ingest.schema import TS, Kind, Source, conform, empty_frame
 from faultlens.ingest.store import Store
+from faultlens.ingest.zones import to_utc, zone_of
 
 # Prometheus label -> our column in the samples frame.
 LABELS = {
@@ -82,12 +83,18 @@ XID_COUNT_METRICS = ("DCGM_EXP_XID_ERRORS_COUNT", "DCGM_FI_DEV_XID_ERRORS_ACTIVE
 
 
 def default_ts(ctx: ParseContext) -> tuple[datetime | None, str | None]:
-    """The time of samples without their own stamp: the given scrape time, else the file mtime."""
+    """(naive UTC time, flag) of samples without their own stamp: the given scrape time
+    (``scrape_ts``), else the file mtime. A scrape time with an offset is that instant; one
+    without is the site zone's wall clock (``tz``, else UTC), and a wall clock the zone has
+    twice or never is None, flagged ``tz_ambiguous`` / ``tz_gap`` (``zones.to_utc``)."""
     scrape = ctx.options.get("scrape_ts")
     if scrape is not None:
         if isinstance(scrape, str):
             scrape = datetime.fromisoformat(scrape)
-        return scrape.replace(tzinfo=None), "scrape_ts"
+        if scrape.utcoffset() is not None:
+            return scrape.astimezone(UTC).replace(tzinfo=None), "scrape_ts"
+        utc, flag = to_utc(scrape.replace(tzinfo=None), zone_of(ctx))
+        return utc, flag or "scrape_ts"
     return ctx.mtime, "file_mtime"
 
 

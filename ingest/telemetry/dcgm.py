@@ -24,8 +24,9 @@ Two paths, as everywhere in ``ingest``:
   truncated scrape's last line, for instance). tests/ingest/telemetry/test_telemetry_dcgm.py
   proves both paths give the same rows on every real scrape and on generated ones.
 
-Samples without a timestamp get the scrape time (``ctx.options['scrape_ts']``) or the file's
-mtime, and Xid events carry ``ts_flag`` saying which.
+Samples without a timestamp get the scrape time (``ctx.options['scrape_ts']``: with an offset,
+that instant; without, the site zone's wall clock, ``tz``, else UTC) or the file's mtime, and Xid
+events carry ``ts_flag`` saying which.
 """
 
 from __future__ import annotations

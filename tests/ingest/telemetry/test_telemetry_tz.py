@@ -9,13 +9,15 @@ by the file's time. Without ``tz`` every stamp is read as UTC, as before.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import polars as pl
 import pytest
 
 from faultlens.ingest.base import ChunkResult, ParseContext
+from faultlens.ingest.telemetry.common import default_ts
+from faultlens.ingest.telemetry.dcgm import DcgmExporterParser
 from faultlens.ingest.telemetry.dcgm_logs import FabricManagerParser, NvHostengineParser
 from faultlens.ingest.telemetry.dmon import NvidiaSmiDmonParser
 from faultlens.ingest.telemetry.nvsmi import NvidiaSmiQParser, NvidiaSmiXmlParser
@@ -191,3 +193,53 @@ def test_hostengine_and_fabric_manager_stamps(local: datetime, tz, utc, flag) ->
     out = _run(FabricManagerParser(), FABRIC.format(stamp=stamp), tz)
     assert out.quarantine is None
     assert out.tables["events"].select("ts", "ts_flag", "code").rows() == [(utc, flag, 12028)]
+
+
+# ``scrape_ts``: the time of samples that carry none. 10:00 at +01:00 is 09:00 UTC; 10:00 in
+# Berlin in January (UTC+1) is 09:00 UTC too, in Chicago (UTC-6) 16:00 UTC.
+PLUS_ONE = timezone(timedelta(hours=1))
+# (scrape_ts option, tz, expected UTC time, expected flag)
+SCRAPES = [
+    (datetime(2026, 1, 1, 10, 0, tzinfo=PLUS_ONE), None, datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    (datetime(2026, 1, 1, 10, 0, tzinfo=PLUS_ONE), "America/Chicago", datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    ("2026-01-01T10:00:00+01:00", None, datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    ("2026-01-01T10:00:00+01:00", "America/Chicago", datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    ("2026-01-01T09:00:00Z", BERLIN, datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    (datetime(2025, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5))), BERLIN, datetime(2026, 1, 1, 4, 0), "scrape_ts"),
+    (datetime(2026, 1, 1, 10, 0), None, datetime(2026, 1, 1, 10, 0), "scrape_ts"),
+    (datetime(2026, 1, 1, 10, 0), BERLIN, datetime(2026, 1, 1, 9, 0), "scrape_ts"),
+    ("2026-01-01T10:00:00", "America/Chicago", datetime(2026, 1, 1, 16, 0), "scrape_ts"),
+    ("2026-07-15T10:00:00", BERLIN, SUMMER_UTC, "scrape_ts"),
+    (AMBIGUOUS, BERLIN, None, "tz_ambiguous"),
+    (SKIPPED.isoformat(), BERLIN, None, "tz_gap"),
+]  # fmt: skip
+SCRAPE_IDS = [
+    "aware", "aware_tz", "offset_text", "offset_text_tz", "z_text_tz", "minus5_tz",
+    "naive", "naive_tz", "naive_text_tz", "summer_tz", "ambiguous", "gap",
+]  # fmt: skip
+
+SCRAPE = """\
+# TYPE DCGM_FI_DEV_GPU_TEMP gauge
+DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-0000aaaa",Hostname="gpu01"} 45
+# TYPE DCGM_FI_DEV_XID_ERRORS gauge
+DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-0000aaaa",Hostname="gpu01"} 79
+"""
+
+
+@pytest.mark.parametrize(("scrape", "tz", "utc", "flag"), SCRAPES, ids=SCRAPE_IDS)
+def test_scrape_ts(scrape, tz, utc, flag) -> None:
+    options: dict[str, Any] = {"scrape_ts": scrape}
+    if tz:
+        options["tz"] = tz
+    ctx = ParseContext(file="x", node="n1", mtime=MTIME, options=options)
+    assert default_ts(ctx) == (utc, flag)
+    parser = DcgmExporterParser()
+    lines = pl.Series(SCRAPE.splitlines(), dtype=pl.String)
+    out = parser.parse_chunk(lines, 1, ctx, parser.new_state(ctx))
+    assert out.tables["telemetry"]["ts"].to_list() == [utc, utc]
+    assert out.tables["events"].select("ts", "ts_flag", "code").rows() == [(utc, flag, 79)]
+
+
+def test_without_scrape_ts_samples_without_a_stamp_are_the_files_time() -> None:
+    ctx = ParseContext(file="x", node="n1", mtime=MTIME, options={"tz": BERLIN})
+    assert default_ts(ctx) == (MTIME, "file_mtime")
