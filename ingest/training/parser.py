@@ -29,7 +29,8 @@ logger, a Hydra ``[2025-01-01 12:00:00,123][...][INFO]`` line); without one thei
 Every stamp here is the node's wall clock without a zone: UTC unless ``tz``. With ``tz``, a time
 the zone has twice or never is not guessed: the step's ``ts`` is null (a restart event at it is
 flagged ``tz_ambiguous`` / ``tz_gap``), and a tqdm bar started after such an anchor is not placed
-by an earlier one; an anchor that writes its offset (``2025-01-01T12:00:00+01:00``) is read exactly.
+by an earlier one. An anchor that writes its offset (``2025-01-01T12:00:00+01:00``, ``... +0100``,
+``...Z``, ``... UTC``) is read exactly, with or without ``tz``.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ HF_EVAL = r"^\s*\{'eval_"
 # Time stamps of other lines (anchors for tqdm bars): ISO-like, or the transformers examples'
 # ``%m/%d/%Y %H:%M:%S``.
 ISO_STAMP = r"(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?"
+# the zone an ISO stamp may carry after it (read by ``prefixes.zone_minutes``)
+ISO_ZONE = r"(?:\s?(Z|UTC|[+-]\d\d:?\d\d)\b)?"
 US_STAMP = r"^\s*(\d\d)/(\d\d)/(\d{4}) (\d\d:\d\d:\d\d)"
 # Lines that look like training progress: if nothing above parses them, they are quarantined.
 LOOKS_LIKE = (
@@ -343,13 +346,15 @@ def _anchors(segs: pl.DataFrame, tz: str | None = None) -> pl.DataFrame:
         us.struct.field("4"),
     )
     ts = pl.coalesce(iso_text, us_text).str.to_datetime(_TS_FORMAT, strict=False)
-    if not tz:
-        return segs.select("order", anchor_ts=ts).filter(pl.col("anchor_ts").is_not_null())
-    off = pl.col("seg").str.slice(0, 90).str.extract(ISO_STAMP + r"(Z|[+-]\d\d:?\d\d)\b", 4)
+    # an offset written after that ISO stamp (the first of the line) makes it exact, with or
+    # without tz: ``+01:00``, ``+0100``, ``Z``, ``UTC``, a space before it or none
+    off = pl.col("seg").str.slice(0, 90).str.extract(r"^.*?" + ISO_STAMP + ISO_ZONE, 4)
     exact = ts - pl.duration(minutes=zone_minutes(off))
     placed = (
         pl.when(iso_text.is_not_null() & off.is_not_null()).then(exact).otherwise(localize(ts, tz))
     )
+    if not tz:
+        return segs.select("order", anchor_ts=placed).filter(pl.col("anchor_ts").is_not_null())
     return (
         segs.select("order", local=ts, anchor_ts=placed)
         .filter(pl.col("local").is_not_null())

@@ -86,3 +86,44 @@ def test_anchor_with_an_offset_is_read_exactly() -> None:
     assert out.tables["train_steps"].select("ts", "step").rows() == [
         (datetime(2026, 7, 15, 10, 1), 450)
     ]
+
+
+# An anchor that writes its zone is one instant: 2026-01-01 09:00 UTC in each spelling; the bar
+# started there, one minute (01:00 elapsed) before its step 450, so the step is at 09:01 UTC
+# whatever --tz says.
+STEP_UTC = datetime(2026, 1, 1, 9, 1)
+ZONED_ANCHORS = [
+    "2026-01-01T10:00:00+01:00 INFO ***** Running training *****",
+    "2026-01-01 10:00:00+01:00 INFO ***** Running training *****",
+    "2026-01-01 10:00:00 +01:00 INFO ***** Running training *****",
+    "2026-01-01 10:00:00+0100 INFO ***** Running training *****",
+    "2026-01-01T10:00:00.000+0100 - INFO - ***** Running training *****",
+    "[2026-01-01 04:00:00,000-05:00][__main__][INFO] - ***** Running training *****",
+    "2026-01-01T09:00:00Z INFO ***** Running training *****",
+    "2026-01-01 09:00:00 UTC INFO ***** Running training *****",
+]
+ANCHOR_IDS = ["T", "space", "space_offset", "hhmm", "ms_hhmm", "hydra_minus5", "z", "utc"]
+
+
+@pytest.mark.parametrize(
+    "tz", [None, BERLIN, "America/Chicago"], ids=["no_tz", "berlin", "chicago"]
+)
+@pytest.mark.parametrize("anchor", ZONED_ANCHORS, ids=ANCHOR_IDS)
+def test_anchor_with_its_zone_is_exact_with_or_without_tz(anchor: str, tz) -> None:
+    lines = [anchor, " 45%|####5     | 450/1000 [01:00<01:42,  5.39it/s]"]
+    out = _run(lines, tz)
+    assert out.tables["train_steps"].select("ts", "step", "line").rows() == [(STEP_UTC, 450, 2)]
+
+
+@pytest.mark.parametrize(
+    ("tz", "utc"),
+    [(None, datetime(2026, 1, 1, 10, 1)), (BERLIN, STEP_UTC)],
+    ids=["no_tz", "berlin"],
+)
+def test_an_anchor_without_a_zone_is_still_the_site_zone(tz, utc) -> None:
+    # "- INFO" after the stamp is no offset: 10:00 is the site's wall clock (UTC, or Berlin's +1)
+    lines = [
+        "2026-01-01 10:00:00 - INFO - ***** Running training *****",
+        " 45%|####5     | 450/1000 [01:00<01:42,  5.39it/s]",
+    ]
+    assert _run(lines, tz).tables["train_steps"].select("ts", "step").rows() == [(utc, 450)]
