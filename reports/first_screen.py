@@ -1,13 +1,14 @@
 """The overview's first screen, computed once by the writer with each generation it publishes.
 
 A dashboard that starts cold used to run the overview's default view (the data's span, the fleet
-state, the open incidents, the failure rate and the other numbers: about 0.8 s at 50M events, more
-on a busy machine) in the first visitor's page run, beside the browser loading Streamlit's
-frontend on the same cores. The writer has just published the generation; it computes those
-results there (``save``, registered by the command line as an ``ingest.hooks`` after-publish
-hook) on the published view itself, as a reader would, and stores them beside it. A reader that
-opens the generation puts them in the snapshot's memo (``load``), under the keys the page asks for
-(``snapshot.call_key``), so the first run finds them computed.
+state, the open incidents, the failure rate and the other numbers, the ETTR: about 1.7 s at 50M
+events, more on a busy machine) in the first visitor's page run, beside the browser loading
+Streamlit's frontend on the same cores. The writer has just published the generation; it
+computes those results there (``save``, registered by the command line as an ``ingest.hooks``
+after-publish hook) on the published view itself, as a reader would, and stores them beside it.
+A reader that opens the generation puts them in the snapshot's memo (``load``), under the keys
+the page asks for (``snapshot.call_key``, ``snapshot.trace_key``), so the first run finds them
+computed.
 
 Results are kept only for the generation they were computed on, by the same code: the file names
 the generation and a digest of the sources that compute them (another version of faultlens, or a
@@ -40,7 +41,7 @@ KEEP = 3  # as ``publish.KEEP``: a reader still on an older generation keeps its
 def compute(snap: Any) -> None:
     """The overview's default view on ``snap`` (a ``reports.snapshot.Snapshot``), in the order the
     page asks for it, each result in the snapshot's memo: the whole span, no other filter."""
-    from faultlens.reports import q_fleet, q_state
+    from faultlens.reports import q_fleet, q_state, sections
     from faultlens.reports.filters import Filters, default_range
 
     lo, hi = snap.call(q_fleet.data_range)
@@ -53,6 +54,9 @@ def compute(snap: Any) -> None:
     snap.call(q_state.fleet_state, f, nodes)
     snap.call(q_fleet.episodes_in, since, until)
     overview_of(snap, f)
+    # the ETTR metric (a replay of the range's interruption trace, read from the database: 0.9 s
+    # at 50M events): a first visitor waits neither for it nor for the page's run once it is in
+    snap.on_trace(sections.ettr_of, since, until)
 
 
 def overview_of(snap: Any, f: Any) -> None:
@@ -69,14 +73,15 @@ def overview_of(snap: Any, f: Any) -> None:
 
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """A digest of the sources that compute the results (the reports, models and ingest
+    """A digest of the sources that compute the results (the reports, models, replay and ingest
     packages): results computed by other code are not used."""
     import faultlens.ingest
     import faultlens.models
+    import faultlens.replay
     import faultlens.reports
 
     h = hashlib.sha256()
-    for pkg in (faultlens.reports, faultlens.models, faultlens.ingest):
+    for pkg in (faultlens.reports, faultlens.models, faultlens.replay, faultlens.ingest):
         root = Path(pkg.__file__).parent
         for path in sorted(root.rglob("*.py")):
             h.update(path.relative_to(root.parent).as_posix().encode())

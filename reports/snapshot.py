@@ -115,6 +115,19 @@ def call_key(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Has
     return (f"{fn.__module__}.{fn.__qualname__}", freeze(args), freeze(kwargs))
 
 
+def trace_key(
+    fn: Callable[..., Any],
+    since: datetime | None,
+    until: datetime | None,
+    args: tuple = (),
+    kwargs: dict[str, Any] | None = None,
+) -> Hashable:
+    """The memo key of ``fn(trace, *args, **kwargs)`` on the range's interruption trace
+    (``Snapshot.on_trace``)."""
+    fn_name = f"{fn.__module__}.{fn.__qualname__}"
+    return ("trace", fn_name, since, until, freeze(args), freeze(kwargs or {}))
+
+
 class Memo:
     """Results computed on one snapshot, each once: a caller asking for a key being computed
     waits for that computation instead of repeating it. Failures are not kept."""
@@ -192,6 +205,23 @@ class Snapshot:
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(store, *args, **kwargs)``, computed once per snapshot and arguments."""
         return self.memo.get(call_key(fn, args, kwargs), lambda: fn(self.store, *args, **kwargs))
+
+    def on_trace(
+        self,
+        fn: Callable[..., Any],
+        since: datetime | None,
+        until: datetime | None,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
+        """``fn(trace, *args, **kwargs)`` on the range's interruption trace (read from this
+        snapshot once, ``q_detail.interruption_trace``), computed once per snapshot and
+        arguments."""
+        from faultlens.reports.q_detail import interruption_trace
+
+        trace = self.call(interruption_trace, since, until)
+        key = trace_key(fn, since, until, args, kwargs)
+        return self.memo.get(key, lambda: fn(trace, *args, **kwargs))
 
 
 class SnapshotReader:

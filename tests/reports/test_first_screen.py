@@ -11,7 +11,9 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
 
@@ -39,6 +41,8 @@ def _same(a: object, b: object) -> bool:
     """Equal values, frames compared as frames (also inside dataclasses, tuples and dicts)."""
     if isinstance(a, pl.DataFrame):
         return isinstance(b, pl.DataFrame) and a.equals(b, null_equal=True)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
     if dataclasses.is_dataclass(a) and not isinstance(a, type):
         return type(a) is type(b) and all(
             _same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
@@ -91,6 +95,44 @@ def test_a_reader_finds_the_writers_first_screen_equal_to_computing_it(
 
         monkeypatch.setattr(q_state, "fleet_state", failing)
         first_screen.compute(snap)
+    finally:
+        reader.close()
+
+
+def test_the_overviews_ettr_is_stored_and_its_replay_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, saving: None
+) -> None:
+    """The ETTR metric (a replay of the range's interruption trace) comes with the first screen:
+    the first visitor's run neither waits for it nor runs again once it is ready."""
+    from faultlens.reports import q_detail, q_fleet, sections
+    from faultlens.reports.filters import default_range
+    from faultlens.reports.snapshot import trace_key
+
+    db = _published(tmp_path)
+    fresh = _computed(db, tmp_path, monkeypatch)
+    reader = SnapshotReader(db, tmp_path / "snaps")
+    try:
+        snap = reader.refresh()
+        since, until = default_range(*snap.call(q_fleet.data_range))
+        key = trace_key(sections.ettr_of, since, until)
+        assert key in snap.memo and key in fresh
+        trace = fresh[next(k for k in fresh if k[0].endswith("q_detail.interruption_trace"))]
+        assert trace.n_events > 0  # the story's failures interrupt the fleet-wide job
+        expected = sections.ettr_of(trace)
+        assert expected is not None and 0.0 < expected < 1.0
+
+        def failing(real: Any) -> Any:
+            """``real``'s stand-in (the same memo key) that fails if it is run."""
+
+            @functools.wraps(real)
+            def run(*a: object, **k: object) -> object:
+                raise AssertionError(f"the stored {real.__name__} was computed again")
+
+            return run
+
+        monkeypatch.setattr(q_detail, "interruption_trace", failing(q_detail.interruption_trace))
+        monkeypatch.setattr(sections, "ettr_of", failing(sections.ettr_of))
+        assert snap.on_trace(sections.ettr_of, since, until) == expected
     finally:
         reader.close()
 

@@ -47,28 +47,6 @@ def _soon(snap: Snapshot, key: Any, compute: Callable[[], Any], wait_s: float) -
         return False, None
 
 
-def _on_trace(
-    snap: Snapshot,
-    fn: Callable[..., Any],
-    since: datetime | None,
-    until: datetime | None,
-    *args: Any,
-    **kwargs: Any,
-) -> Any:
-    from faultlens.reports.q_detail import interruption_trace
-
-    trace = snap.call(interruption_trace, since, until)
-    key = (
-        "trace",
-        f"{fn.__module__}.{fn.__qualname__}",
-        since,
-        until,
-        freeze(args),
-        freeze(kwargs),
-    )
-    return snap.memo.get(key, lambda: fn(trace, *args, **kwargs))
-
-
 def on_trace(
     fn: Callable[..., Any],
     since: datetime | None,
@@ -78,7 +56,7 @@ def on_trace(
 ) -> Any:
     """``fn(trace, *args, **kwargs)`` on the range's interruption trace (``replay.from_db``,
     shared by the overview's ETTR and the recovery what-if, whose sliders only replay it)."""
-    return _on_trace(ui.snapshot(), fn, since, until, *args, **kwargs)
+    return ui.snapshot().on_trace(fn, since, until, *args, **kwargs)
 
 
 def on_trace_soon(
@@ -93,14 +71,14 @@ def on_trace_soon(
     it is computed in the background (a lazy panel shows a placeholder and looks again)."""
     snap = ui.snapshot()
     key = ("soon", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args), freeze(kwargs))
-    return _soon(snap, key, lambda: _on_trace(snap, fn, since, until, *args, **kwargs), wait_s)
+    return _soon(snap, key, lambda: snap.on_trace(fn, since, until, *args, **kwargs), wait_s)
 
 
 def warm(snap: Snapshot) -> None:
     """Compute the slow parts of every page's default view on ``snap`` (the overview first), then
     each page's view of each cluster (the first filter people pick)."""
     from faultlens.app.dashboard.views.recovery import defaults as recovery_defaults
-    from faultlens.reports import first_screen, q_detail, q_fleet, sections
+    from faultlens.reports import first_screen, q_detail, q_fleet
     from faultlens.reports.filters import Filters, default_range
 
     lo, hi = snap.call(q_fleet.data_range)
@@ -112,14 +90,13 @@ def warm(snap: Snapshot) -> None:
     first_screen.compute(snap)  # the overview's default view (the writer may have stored it)
     # each cluster's overview (the first filter people pick, on the page they open on)
     _warm_clusters(snap, f, all_nodes, first_screen.overview_of)
-    _on_trace(snap, sections.ettr_of, since, until)
     snap.call(q_fleet.event_facets, since, until)
     snap.call(q_detail.lemons, until, n=None)
     _warm_filters(snap, f)
     snap.call(q_detail.calibration, f)
     snap.call(q_detail.detected_stragglers, None, since)
     strategies, kwargs = recovery_defaults(len(all_nodes))
-    _on_trace(snap, q_detail.whatif_on, since, until, strategies, **kwargs)
+    snap.on_trace(q_detail.whatif_on, since, until, strategies, **kwargs)
     _warm_clusters(snap, f, all_nodes, _warm_filters)
 
 
