@@ -39,7 +39,7 @@ from faultlens.ingest.nccl import line as nccl_line
 from faultlens.ingest.nccl import parser as nccl
 from faultlens.ingest.nccl import ras
 from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
-from faultlens.ingest.reader import literal_regex
+from faultlens.ingest.reader import MAX_LINE_BYTES, literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
@@ -119,36 +119,87 @@ BATCH_ROWS = 100_000
 PIECES_SCHEMA = {"line": pl.Int64, "other": pl.Int64}
 
 
-def join_partials(cand: pl.DataFrame) -> pl.DataFrame:
-    """``cand`` (``line``, ``raw``[, ``follows``]) with the pieces of each CRI partial line
-    (``<stamp> stderr P <piece>`` lines, then the ``F`` line that ends it) joined into one row at
-    the first piece's line, read as an ``F`` line of the first piece's stamp; ``_more``: the
-    other pieces' lines. A run still open at the candidates' end (the chunk's, or the file's)
-    is joined as far as it goes. Only candidates holding a ``P`` tag pay for more than one
-    search."""
-    more = pl.lit(None, pl.List(pl.Int64)).alias("_more")
+def _marked(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` with the marks ``join_partials`` groups pieces by: ``_p`` (a ``P`` line),
+    ``_cont`` (a piece continuing the line before: a CRI line right after a ``P`` line)."""
     raw = pl.col("raw")
-    tagged = raw.str.contains(literal_regex(CRI_PARTIAL)).fill_null(False)
-    if not cand.height or not cand.select(tagged.any()).item():
-        return cand.with_columns(more)
     if "follows" not in cand.columns:
         cand = cand.with_columns(follows=pl.lit(False))
     next_line = (pl.col("line").shift(1) == pl.col("line") - 1).fill_null(False)
     f = cand.with_columns(
+        pl.col("follows").fill_null(False),
         _p=raw.str.contains(CRI_PARTIAL_HEAD).fill_null(False),
         _cri=raw.str.contains(CRI_HEAD).fill_null(False),
         _prev_err=next_line & raw.shift(1).str.contains(nccl_line.LAST_ERROR, literal=True),
         _adjacent=next_line,
     )
     cont = pl.col("_p").shift(1, fill_value=False) & pl.col("_adjacent") & pl.col("_cri")
-    f = f.with_columns(_grp=(~cont).cum_sum())
+    return f.with_columns(_cont=cont)
+
+
+def _run_follows() -> pl.Expr:
+    """``follows`` of a run's first piece: the scan also sets it after a ``P`` tag, so it is
+    kept only after a ``Last error:`` line (or at the candidates' start, where the line before
+    is not known)."""
+    return pl.col("follows") & (pl.col("_prev_err").fill_null(False) | ~pl.col("_adjacent"))
+
+
+@dataclass
+class PartialCarry:
+    """The pieces of a CRI partial line still open at the end of a chunk of candidates (its
+    last piece a ``P`` line on the chunk's last line), held back and put in front of the next
+    chunk's candidates, where the rest of it is: a line cut by a scan block or reader chunk
+    boundary is joined as if there were none. A run of more than ``max_bytes`` is not held
+    (it is joined as far as it goes, as at the file's end)."""
+
+    max_bytes: int = MAX_LINE_BYTES
+    held: pl.DataFrame | None = None
+
+    def take(self, cand: pl.DataFrame, last_line: int) -> pl.DataFrame:
+        """``cand`` (``line``, ``raw``[, ``follows``]) of a chunk ending at ``last_line``, with
+        the pieces held from the chunk before in front and an open run at its end held."""
+        if self.held is not None:
+            cand = pl.concat([self.held, cand], how="diagonal_relaxed")
+            self.held = None
+        if not cand.height or cand.get_column("line")[-1] != last_line:
+            return cand
+        last = cand.tail(1).select(pl.col("raw").str.contains(CRI_PARTIAL_HEAD)).item()
+        if not last:
+            return cand
+        f = _marked(cand)
+        start = f.select(pl.arg_where(~pl.col("_cont")).last()).item()
+        run = f.slice(start)
+        if run.select(pl.col("raw").str.len_bytes().sum()).item() > self.max_bytes:
+            return cand
+        # the first piece's ``follows`` as this chunk tells it (the line before it stays here)
+        first = pl.int_range(pl.len()) == 0
+        follows = pl.when(first).then(_run_follows()).otherwise(pl.col("follows"))
+        self.held = run.with_columns(follows=follows).select("line", "raw", "follows")
+        return cand.head(start)
+
+    def rest(self) -> pl.DataFrame | None:
+        """The pieces still held at the end of the candidates (joined as far as they go)."""
+        held, self.held = self.held, None
+        return held
+
+
+def join_partials(cand: pl.DataFrame) -> pl.DataFrame:
+    """``cand`` (``line``, ``raw``[, ``follows``]) with the pieces of each CRI partial line
+    (``<stamp> stderr P <piece>`` lines, then the ``F`` line that ends it) joined into one row at
+    the first piece's line, read as an ``F`` line of the first piece's stamp; ``_more``: the
+    other pieces' lines. A run still open at the candidates' end is joined as far as it goes
+    (the driver and ``parse_candidates`` hold one open at a chunk's end for the next chunk:
+    ``PartialCarry``, so that only the file's end cuts a run). Only candidates holding a ``P``
+    tag pay for more than one search."""
+    more = pl.lit(None, pl.List(pl.Int64)).alias("_more")
+    raw = pl.col("raw")
+    tagged = raw.str.contains(literal_regex(CRI_PARTIAL)).fill_null(False)
+    if not cand.height or not cand.select(tagged.any()).item():
+        return cand.with_columns(more)
+    f = _marked(cand).with_columns(_grp=(~pl.col("_cont")).cum_sum())
     joined = f.group_by("_grp", maintain_order=True).agg(
         pl.col("line").first(),
-        # ``follows`` is also set after a ``P`` tag: kept only after a ``Last error:`` line
-        # (or at the candidates' start, where the line before is not known)
-        (pl.col("follows") & (pl.col("_prev_err").fill_null(False) | ~pl.col("_adjacent")))
-        .first()
-        .alias("follows"),
+        _run_follows().first().alias("follows"),
         raw.first().alias("_first"),
         raw.slice(1).str.replace(CRI_HEAD, "").str.join("").alias("_rest"),
         pl.col("line").slice(1).alias("_more"),
@@ -194,6 +245,10 @@ class LinesState:
     batch_last: int = 0  # the last line of the batch's last chunk
     # the other physical lines of each line joined from pieces (``join_partials``): line -> other
     pieces: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=PIECES_SCHEMA))
+    # a CRI partial line open at the end of the last chunk (``parse_candidates``' path)
+    carry: PartialCarry = field(default_factory=PartialCarry)
+    # whether the last chunk's last line holds a ``follow`` literal (``parse_chunk``'s path)
+    follow_next: bool = False
 
 
 def route_rules() -> list[tuple[pl.Expr, str]]:
@@ -302,6 +357,11 @@ class LinesParser:
     def new_state(self, ctx: ParseContext) -> LinesState:
         return LinesState(self._kernel.new_state(ctx), self._nccl.new_state(ctx))
 
+    def new_carry(self) -> PartialCarry:
+        """What the driver's ``prepare_candidates`` thread keeps from chunk to chunk (the state
+        of ``parse_candidates``' own path holds another)."""
+        return PartialCarry()
+
     def parse_line(self, line: str, ctx: ParseContext) -> LineResult:
         """This parser's chunk path on one line (the families' own ``parse_line`` are the
         references for their messages)."""
@@ -316,20 +376,24 @@ class LinesParser:
         ``parse_candidates``."""
         raw = pl.col("raw")
         follow = literal_regex((nccl_line.LAST_ERROR, *CRI_PARTIAL))
-        follows = raw.shift(1).str.contains(follow).fill_null(False)
+        # the first line follows the last chunk's last line (as the scan's ``follows`` does)
+        first = pl.int_range(pl.len()) == 0
+        follows = pl.when(first).then(pl.lit(state.follow_next))
+        follows = follows.otherwise(raw.shift(1).str.contains(follow).fill_null(False))
         hit = raw.str.contains(literal_regex(LITERALS)).fill_null(False) | follows
-        cand = (
-            numbered(lines, first_line)
-            .with_columns(follows=follows)
-            .filter(hit & raw.is_not_null())
-        )
+        frame = numbered(lines, first_line).with_columns(follows=follows)
+        if lines.len():
+            state.follow_next = bool(frame.select(raw.last().str.contains(follow)).item())
+        cand = frame.filter(hit & raw.is_not_null())
         return self.parse_candidates(cand, first_line + lines.len() - 1, ctx, state)
 
     def parse_candidates(
         self, cand: pl.DataFrame, last_line: int, ctx: ParseContext, state: LinesState
     ) -> ChunkResult:
         """The candidate lines (``line``, ``raw``[, ``follows``]) of a chunk ending at
-        ``last_line``, each parsed by its family."""
+        ``last_line``, each parsed by its family (a CRI partial line open at the chunk's end
+        is read with the next chunk: ``PartialCarry``)."""
+        cand = state.carry.take(cand, last_line)
         return self.parse_prepared(self.prepare_candidates(cand, ctx), last_line, ctx, state)
 
     def prepare_candidates(self, cand: pl.DataFrame, ctx: ParseContext) -> pl.DataFrame:
@@ -393,7 +457,14 @@ class LinesParser:
         return result
 
     def finish(self, ctx: ParseContext, state: LinesState) -> ChunkResult:
-        rest = self._parse_batch(state.batch_last, ctx, state)
+        held = state.carry.rest()
+        if held is not None:  # a partial line open at the file's end: read as far as it goes
+            done = self.parse_prepared(
+                self.prepare_candidates(held, ctx), state.batch_last, ctx, state
+            )
+            rest = done.merge(self._parse_batch(state.batch_last, ctx, state))
+        else:
+            rest = self._parse_batch(state.batch_last, ctx, state)
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
         result = result.merge(slurm_daemon.daemon_finish(state.slurm))
         result, state.pieces = with_pieces(_filled(result, state.prefixes), state.pieces)

@@ -479,7 +479,8 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
         )
     prepare = getattr(parser, "prepare_candidates", None) if PREPARE_IN_THREAD else None
     if prepare is not None:  # a stateless first step: in a thread of its own, a chunk ahead
-        chunks = in_thread(functools.partial(_prepared, chunks, prepare, task.ctx), depth=2)
+        carry = parser.new_carry() if hasattr(parser, "new_carry") else None
+        chunks = in_thread(functools.partial(_prepared, chunks, prepare, task.ctx, carry), depth=2)
     for chunk in chunks:
         if chunk.too_long is not None:
             t = chunk.too_long
@@ -494,11 +495,22 @@ def _feed_candidates(task: FileTask, parser: Any, state: Any, sink: _Sink) -> tu
 
 
 def _prepared(
-    chunks: Iterable[CandidateChunk], prepare: Callable[..., pl.DataFrame], ctx: ParseContext
+    chunks: Iterable[CandidateChunk],
+    prepare: Callable[..., pl.DataFrame],
+    ctx: ParseContext,
+    carry: Any = None,
 ) -> Iterator[CandidateChunk]:
-    """``chunks`` with their candidates through the parser's ``prepare_candidates``."""
+    """``chunks`` with their candidates through the parser's ``prepare_candidates``; with a
+    ``carry`` (``lines.PartialCarry``), the candidates it holds back at one chunk's end are
+    prepared with the next chunk's (or, at the end, as a chunk of no lines of its own)."""
+    last = None
     for c in chunks:
-        yield CandidateChunk(prepare(c.cand, ctx), c.first_line, c.n_lines, c.end_byte, c.too_long)
+        cand = c.cand if carry is None else carry.take(c.cand, c.last_line)
+        yield CandidateChunk(prepare(cand, ctx), c.first_line, c.n_lines, c.end_byte, c.too_long)
+        last = c
+    held = None if carry is None else carry.rest()
+    if held is not None and last is not None:
+        yield CandidateChunk(prepare(held, ctx), last.last_line + 1, 0, last.end_byte, None)
 
 
 def uses_prefilter(parser: Any) -> bool:

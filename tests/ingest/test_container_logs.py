@@ -7,13 +7,15 @@ constants the files are written from.
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import polars as pl
 import pytest
 
-from faultlens.ingest import pipeline
+from faultlens.ingest import lines, pipeline, scan
 from faultlens.ingest.base import ParseContext
 from faultlens.ingest.pipeline import ingest_paths, parse_file, plan
 from faultlens.ingest.store import Store
@@ -163,6 +165,108 @@ def test_cri_partial_lines_are_joined_at_the_first_piece(tmp_path: Path) -> None
     assert events[1][7] == XID
     assert q == [] and parsed == [2, 3, 4, 5]
     assert report.noise == 3
+
+
+# A CRI log whose partial lines a scan block (or a reader chunk) boundary may cut: the NCCL WARN
+# in four pieces (lines 2-5: P, P, P, F) and an Xid in two (lines 9-10: P, F).
+CUT = NCCL_WARN.index("NCCL WARN") + len("NCCL W")
+CRI_LINES = [
+    _cri(T0, "F", "hello from the trainer", "stdout"),  # 1 noise
+    _cri(T0 + timedelta(seconds=1), "P", NCCL_WARN[:CUT]),  # 2: P
+    _cri(T0 + timedelta(seconds=1, microseconds=1), "P", NCCL_WARN[CUT : CUT + 20]),  # 3: P
+    _cri(T0 + timedelta(seconds=1, microseconds=2), "P", NCCL_WARN[CUT + 20 : CUT + 40]),  # 4: P
+    _cri(T0 + timedelta(seconds=1, microseconds=3), "F", NCCL_WARN[CUT + 40 :]),  # 5: F
+    _cri(T0 + timedelta(seconds=2), "F", XID, "stdout"),  # 6
+    _cri(T0 + timedelta(seconds=3), "P", "a partial line of no family, "),  # 7 noise
+    _cri(T0 + timedelta(seconds=3, microseconds=1), "F", "ended here"),  # 8 noise
+    _cri(T0 + timedelta(seconds=4), "P", XID[:24], "stdout"),  # 9: P
+    _cri(T0 + timedelta(seconds=4, microseconds=1), "F", XID[24:], "stdout"),  # 10: F
+]
+# (line, ts, node, kind, code, message) of the events, each at its first piece's line and time
+CRI_EVENTS = [
+    (2, T0 + timedelta(seconds=1), "gpu-b07", "nccl_error", None, NCCL_WARN.split("WARN ")[1]),
+    (6, T0 + timedelta(seconds=2), None, "xid", 79, XID),
+    (9, T0 + timedelta(seconds=4), None, "xid", 79, XID),
+]
+CRI_PARSED = [2, 3, 4, 5, 6, 9, 10]
+CRI_NOISE = [1, 7, 8]
+
+
+def _cri_file(tmp: Path) -> tuple[Path, list[int]]:
+    """The file, and the byte offset just past each of its lines."""
+    path = tmp / "trainer-0_default_trainer-cut.log"
+    path.write_text("\n".join(CRI_LINES) + "\n")
+    ends, at = [], 0
+    for line in CRI_LINES:
+        at += len(line.encode()) + 1
+        ends.append(at)
+    return path, ends
+
+
+def _cri_read(tmp: Path, path: Path) -> tuple[list[tuple], list[int]]:
+    report, fmt, events, q, parsed = _ingest(tmp, path)
+    assert fmt == "lines"
+    assert (report.lines, report.noise, q) == (len(CRI_LINES), len(CRI_NOISE), [])
+    return [(e[0], e[1], e[3], e[4], e[6], e[7]) for e in events], parsed
+
+
+def test_cri_partial_lines_cut_by_a_scan_block_are_joined(tmp_path: Path, monkeypatch) -> None:
+    path, ends = _cri_file(tmp_path)
+    whole, whole_parsed = _cri_read(tmp_path / "0", path)  # one 64 MiB block: no boundary
+    assert whole == CRI_EVENTS and whole_parsed == CRI_PARSED
+    # a block of exactly lines 1..k: a boundary after line k (and every k lines or so after)
+    for k in range(1, len(CRI_LINES)):
+        chunks = list(scan.iter_scan(path, lines.LITERALS, follow=lines.CRI_PARTIAL,
+                                     block_bytes=ends[k - 1]))  # fmt: skip
+        assert chunks[0].last_line == k  # the premise: the first block ends at line k
+        for in_thread in (True, False):
+            monkeypatch.setattr(pipeline, "SCAN_BLOCK_BYTES", ends[k - 1])
+            monkeypatch.setattr(pipeline, "PREPARE_IN_THREAD", in_thread)
+            got, parsed = _cri_read(tmp_path / f"{k}-{in_thread}", path)
+            assert (got, parsed) == (CRI_EVENTS, CRI_PARSED), (k, in_thread)
+
+
+def test_cri_partial_lines_cut_by_a_scan_block_polars_engine(tmp_path: Path, monkeypatch) -> None:
+    path, ends = _cri_file(tmp_path)
+    monkeypatch.setattr(scan, "available", lambda: False)  # the engine without Hyperscan
+    for k in (2, 3, 4, 9):  # inside a run of pieces: P|P, P|P, P|F and P|F
+        monkeypatch.setattr(pipeline, "SCAN_BLOCK_BYTES", ends[k - 1])
+        got, parsed = _cri_read(tmp_path / str(k), path)
+        assert (got, parsed) == (CRI_EVENTS, CRI_PARSED), k
+
+
+def test_cri_partial_lines_cut_by_a_chunk_of_parse_chunk() -> None:
+    """The chunk path (``parse_chunk``, one state) joins pieces a chunk boundary cuts; every
+    boundary and every pair of boundaries gives the events of the one-chunk read."""
+    parser = lines.LinesParser()
+
+    def read(cuts: list[int]) -> tuple[list[tuple], list[int]]:
+        ctx = ParseContext(file="cri.log", year=YEAR)
+        state = parser.new_state(ctx)
+        out = None
+        for lo, hi in itertools.pairwise([0, *cuts, len(CRI_LINES)]):
+            part = parser.parse_chunk(
+                pl.Series(CRI_LINES[lo:hi], dtype=pl.String), lo + 1, ctx, state
+            )
+            out = part if out is None else out.merge(part)
+        out = out.merge(parser.finish(ctx, state))
+        ev = out.tables["events"].sort("line")
+        rows = ev.select("line", "ts", "node", "kind", "code", "message").rows()
+        return rows, sorted(out.parsed_lines.to_list())
+
+    assert read([]) == (CRI_EVENTS, CRI_PARSED)
+    for cuts in [[k] for k in range(1, 10)] + [[2, 3], [2, 4], [3, 4], [2, 3, 4], [9, 9]]:
+        assert read(cuts) == (CRI_EVENTS, CRI_PARSED), cuts
+
+
+def test_a_run_of_pieces_past_the_limit_is_not_held() -> None:
+    cand = pl.DataFrame({"line": [2, 3], "raw": CRI_LINES[1:3]})
+    kept = lines.PartialCarry(max_bytes=len(CRI_LINES[1]) + len(CRI_LINES[2]) - 1)
+    assert kept.take(cand, 3).equals(cand) and kept.rest() is None
+    held = lines.PartialCarry()
+    assert held.take(cand, 3).height == 0
+    assert held.rest()["line"].to_list() == [2, 3]
+    assert held.rest() is None
 
 
 # -- torchelastic error file -----------------------------------------------------------------------
