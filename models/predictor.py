@@ -253,8 +253,14 @@ class TrainConfig:
     # 0.85 (was 0.9): chosen on the development seeds (bench_evaluate --seeds dev, pooled over
     # six clusters: 0.9 -> precision 0.941, recall 0.453; 0.87 -> 0.873 / 0.498; 0.85 -> 0.864 /
     # 0.502; 0.85 with a 0.2 floor -> 0.837 / 0.507), the highest recall whose pooled precision
-    # stayed above the 0.85.
-    target_precision: float = 0.85
+    # stayed above the 0.85. 0.80 (was 0.85) with cross-fitting, on twelve development
+    # clusters (DEV_SEEDS and the first six of the retired 20261203 list, 442 test episodes,
+    # cached databases, only train re-run): pooled precision / recall 0.888 / 0.548 at 0.85,
+    # 0.887 / 0.559 at 0.80, 0.888 / 0.561 at 0.75, 0.879 / 0.563 at 0.70, 0.860 / 0.563 at 0.80
+    # with a 0.3 floor. The cross-fitted pick sits above its target on held-out clusters (the
+    # seventh list: 0.915 at 0.85), and the 0.35 floor holds it on most clusters; 0.80 is the
+    # most recall at the same pooled precision with a margin kept above 0.85.
+    target_precision: float = 0.80
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
     # Training rows: every positive, negatives sampled down to about this many rows and
