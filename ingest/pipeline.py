@@ -47,7 +47,7 @@ from faultlens.ingest.reader import (
     tail_fingerprint,
 )
 from faultlens.ingest.schema import TELEMETRY_SOURCE, conform
-from faultlens.ingest.store import Store
+from faultlens.ingest.store import LOAD_MEMORY, Store
 from faultlens.ingest.streamed import feed_stream, streams
 
 log = logging.getLogger(__name__)
@@ -637,7 +637,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
     task = pf.task
     rows: dict[str, int] = {}
     try:
-        with store.transaction():
+        with store.lowered_memory(LOAD_MEMORY), store.transaction():
             if task.reparse:
                 store.forget_file(task.path)
             prior_no_ts, prior_no_node = store.file_summary(task.path)

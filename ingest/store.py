@@ -35,6 +35,26 @@ DEFAULT_DB = Path("data/faultlens.duckdb")
 # DuckDB's own default is 80% of RAM; past this limit it spills to disk instead of growing.
 # Callers pass their own (the CLI: ``$FAULTLENS_DUCKDB_MEMORY``, e.g. "8GB" for a big fleet).
 DEFAULT_MEMORY = "1GB"
+# DuckDB's limit while a parsed file's Parquet parts are appended (``pipeline.load``): the tables
+# have no index, so the inserts stream and need little of it, while the buffers DuckDB fills up to
+# its limit come on top of the parser's own memory at its peak. On the 1 GB mixed node log
+# (bench.bench_ingest_mixed, quiet machine) the process peaked at 1,006-1,028 MiB with the 1 GB
+# limit and at 946 MiB with 512 MB, in the same time (256 MB: 820 MiB, 14% slower).
+LOAD_MEMORY = "512MB"
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+_UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+
+
+def memory_bytes(limit: str) -> int | None:
+    """``"512MB"`` / ``"1 GiB"`` as bytes, the way DuckDB reads its ``memory_limit`` (None: not a
+    size this reads, e.g. a percentage)."""
+    text = limit.strip().upper().replace(" ", "")
+    num = text.rstrip("KMGTIB")
+    try:
+        return int(float(num) * _UNITS[text[len(num) :]])
+    except (ValueError, KeyError):
+        return None
+
 
 # Migrations from version N-1 to N: each a list of SQL statements. Version 1 is the initial schema,
 # created from TABLES; later versions append ALTER statements here.
@@ -101,6 +121,7 @@ class Store:
     ) -> None:
         self.path = str(path)
         self.read_only = read_only
+        self.memory_limit = memory_limit
         try:
             if not read_only and self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +236,20 @@ class Store:
             self._run("COMMIT")
         except duckdb.Error as e:
             raise StoreError(f"commit failed: {e}") from e
+
+    @contextmanager
+    def lowered_memory(self, limit: str) -> Iterator[Store]:
+        """DuckDB's ``memory_limit`` at ``limit`` inside (never raised above the store's own),
+        then back to the store's."""
+        mine, lower = memory_bytes(self.memory_limit), memory_bytes(limit)
+        if mine is None or lower is None or lower >= mine:
+            yield self
+            return
+        self._run(f"SET memory_limit = '{limit}'")
+        try:
+            yield self
+        finally:
+            self._run(f"SET memory_limit = '{self.memory_limit}'")
 
     # -- generic access --------------------------------------------------------------------------
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> None:

@@ -123,3 +123,51 @@ def test_old_database_is_migrated(db_path: Path) -> None:
     with Store(db_path) as store:
         assert store.scalar("SELECT max(version) FROM schema_version") == SCHEMA_VERSION
         assert store.count("events") == 0
+
+
+def _limit(store: Store) -> str:
+    return str(store.scalar("SELECT current_setting('memory_limit')"))
+
+
+def test_memory_sizes_read_as_duckdb_reads_them() -> None:
+    from faultlens.ingest.store import memory_bytes
+
+    assert memory_bytes("1GB") == 1_000_000_000
+    assert memory_bytes("512 MB") == 512_000_000
+    assert memory_bytes("2GiB") == 2 * 1024**3
+    assert memory_bytes("80%") is None  # not a size: the limit is left alone
+
+
+def test_a_file_is_loaded_under_the_lower_limit_then_the_stores_own_comes_back(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``pipeline.load`` runs under ``LOAD_MEMORY`` (DuckDB's buffers sit on top of the parser's
+    peak); a store opened with a lower limit keeps it; an error inside restores the limit."""
+    from faultlens.ingest import pipeline
+    from faultlens.ingest.store import LOAD_MEMORY
+
+    seen: list[str] = []
+    real = Store.load_file_events
+
+    def spy(self: Store, *args: object, **kwargs: object) -> int:
+        seen.append(_limit(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "load_file_events", spy)
+    log = tmp_path / "kern.log"
+    log.write_text(
+        "Mar  1 10:00:00 gpu001 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen "
+        "off the bus.\n"
+    )
+    with Store(db_path) as store:
+        before = _limit(store)
+        assert before == "953.6 MiB"  # 1GB, DuckDB's way of writing 10**9 bytes
+        (report,) = pipeline.ingest_paths(store, [str(log)], now=datetime(2025, 3, 2)).files
+        assert report.status == "ok" and store.count("events") == 1
+        assert seen == ["488.2 MiB"]  # 512MB while the events' parts were appended
+        assert _limit(store) == before
+        with pytest.raises(RuntimeError), store.lowered_memory(LOAD_MEMORY):
+            raise RuntimeError("a load that fails")
+        assert _limit(store) == before
+    with Store(db_path, memory_limit="256MB") as low, low.lowered_memory(LOAD_MEMORY):
+        assert _limit(low) == "244.1 MiB"  # never raised above the store's own
