@@ -121,6 +121,9 @@ PREFIX_SCHEMA = {
 }
 # Zone abbreviations that name one offset only; any other is not guessed (``tz_unknown``)
 UTC_ZONES = ("UTC", "GMT", "UT", "Z")
+# A zone written after a clock time (its one group): a ``UTC_ZONES`` name or a numeric offset
+# (``+01:00``, ``+0100``, ``+01``), as ``zone_minutes`` reads them
+ZONE_SUFFIX = r"(" + "|".join(UTC_ZONES) + r"|[+-]\d\d(?::?\d\d)?)"
 
 
 def _fold(name: str) -> str:
@@ -153,13 +156,7 @@ def _iso_ts(g: pl.Expr, zone: str | None = None) -> tuple[pl.Expr, pl.Expr]:
     local = pl.concat_str(
         [g.struct.field("date"), pl.lit("T"), g.struct.field("hms"), pl.lit("."), frac]
     ).str.to_datetime("%Y-%m-%dT%H:%M:%S%.f", time_unit="us", strict=False)
-    tz = g.struct.field("tz").str.replace(":", "", literal=True)
-    sign = pl.when(tz.str.starts_with("-")).then(-1).otherwise(1)
-    minutes = tz.str.slice(1, 2).cast(pl.Int64, strict=False) * 60 + tz.str.slice(3, 2).cast(
-        pl.Int64, strict=False
-    )
-    offset = pl.when(tz.is_null() | (tz == "Z")).then(0).otherwise(sign * minutes)
-    ts = local - pl.duration(minutes=offset.fill_null(0))
+    ts = local - pl.duration(minutes=zone_minutes(g.struct.field("tz")).fill_null(0))
     if zone is None:
         return ts, pl.lit(None, pl.String)
     zone_less = g.struct.field("tz").is_null()

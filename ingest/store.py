@@ -41,19 +41,21 @@ DEFAULT_MEMORY = "1GB"
 # (bench.bench_ingest_mixed, quiet machine) the process peaked at 1,006-1,028 MiB with the 1 GB
 # limit and at 946 MiB with 512 MB, in the same time (256 MB: 820 MiB, 14% slower).
 LOAD_MEMORY = "512MB"
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
-_UNITS |= {"KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
-def memory_bytes(limit: str) -> int | None:
-    """``"512MB"`` / ``"1 GiB"`` as bytes, the way DuckDB reads its ``memory_limit`` (None: not a
-    size this reads, e.g. a percentage)."""
-    text = limit.strip().upper().replace(" ", "")
-    num = text.rstrip("KMGTIB")
+def memory_bytes(limit: str, con: duckdb.DuckDBPyConnection | None = None) -> int | None:
+    """``"512MB"`` / ``"1 GiB"`` as bytes, read by DuckDB's own ``parse_formatted_bytes`` (as it
+    reads its ``memory_limit``) on ``con`` (a fresh in-memory one without it); None: not a size,
+    e.g. a percentage."""
+    db = con if con is not None else duckdb.connect()
     try:
-        return int(float(num) * _UNITS[text[len(num) :]])
-    except (ValueError, KeyError):
+        row = db.execute("SELECT parse_formatted_bytes(?)", [limit]).fetchone()
+    except duckdb.Error:
         return None
+    finally:
+        if con is None:
+            db.close()
+    return int(row[0]) if row and row[0] is not None else None
 
 
 # Migrations from version N-1 to N: each a list of SQL statements. Version 1 is the initial schema,
@@ -241,7 +243,7 @@ class Store:
     def lowered_memory(self, limit: str) -> Iterator[Store]:
         """DuckDB's ``memory_limit`` at ``limit`` inside (never raised above the store's own),
         then back to the store's."""
-        mine, lower = memory_bytes(self.memory_limit), memory_bytes(limit)
+        mine, lower = memory_bytes(self.memory_limit, self.con), memory_bytes(limit, self.con)
         if mine is None or lower is None or lower >= mine:
             yield self
             return

@@ -14,7 +14,7 @@ from datetime import datetime
 import polars as pl
 
 from faultlens.ingest.base import node_expr
-from faultlens.ingest.prefixes import zone_minutes
+from faultlens.ingest.prefixes import ZONE_SUFFIX, zone_minutes
 from faultlens.ingest.schema import TS, IncidentCategory, Severity
 from faultlens.ingest.zones import localize, zone_flag
 
@@ -279,7 +279,7 @@ UNIX_MIN_S = 1e8  # a bare number above this without --epoch is Unix seconds (af
 
 # a zone after a clock time: Z / UTC / GMT / UT or a numeric offset (+01:00, +0100, +01), with or
 # without a space before it; the clock (H:MM) before it keeps a date's own "-01" from reading as one
-_ZONED = r"^(.*\d:\d\d(?::\d\d(?:\.\d+)?)?)\s*(Z|UTC|GMT|UT|[+-]\d\d(?::?\d\d)?)$"
+_ZONED = r"^(.*\d:\d\d(?::\d\d(?:\.\d+)?)?)\s*" + ZONE_SUFFIX + "$"
 
 
 def parse_times(text: pl.Expr, epoch: datetime | None, unit: str) -> pl.Expr:

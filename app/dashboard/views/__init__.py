@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from faultlens.app.dashboard import ui
-from faultlens.reports.snapshot import Snapshot, call_key, freeze
+from faultlens.reports.snapshot import Snapshot, call_key, trace_key
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def on_trace_soon(
     """``(True, on_trace(...))`` if it is ready within ``wait_s``; else ``(False, None)`` while
     it is computed in the background (a lazy panel shows a placeholder and looks again)."""
     snap = ui.snapshot()
-    key = ("soon", f"{fn.__module__}.{fn.__qualname__}", since, until, freeze(args), freeze(kwargs))
+    key = ("soon", trace_key(fn, since, until, args, kwargs))
     return _soon(snap, key, lambda: snap.on_trace(fn, since, until, *args, **kwargs), wait_s)
 
 
