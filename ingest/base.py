@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -41,6 +42,8 @@ from faultlens.ingest.schema import Source, conform
 
 QUARANTINE_SCHEMA = {"line": pl.Int64, "raw": pl.String, "reason": pl.String}
 RAW_KEEP_CHARS = 4000  # quarantined raw text is kept up to this length
+# ``per_distinct`` joins per-key results back only when keys repeat this many times on average
+PER_DISTINCT_MIN_REPEAT = 2
 
 
 @dataclass
@@ -259,3 +262,25 @@ def fmt(template: str, *args: pl.Expr | str) -> pl.Expr:
             arg = args[i]
             exprs.append((pl.col(arg) if isinstance(arg, str) else arg).cast(pl.String))
     return pl.concat_str(exprs)
+
+
+def per_distinct(
+    frame: pl.DataFrame,
+    key: pl.Expr,
+    added: Callable[[pl.DataFrame], pl.DataFrame],
+) -> pl.DataFrame:
+    """``frame`` with the columns ``added`` adds to it, computed once per distinct ``key`` (an
+    expression of the columns ``added`` reads, its value telling their values apart): the rows
+    of a log repeat the same message, and a regex then runs once per message, not per line.
+    ``added`` must keep its input's rows and order and change none of its columns. When rows
+    repeat their key fewer than ``PER_DISTINCT_MIN_REPEAT`` times on average, ``added`` runs on
+    every row instead (no join)."""
+    keyed = frame.with_columns(_key=key)
+    first = keyed.get_column("_key").is_first_distinct()
+    if first.sum() * PER_DISTINCT_MIN_REPEAT > frame.height:
+        return added(frame)
+    new = added(keyed.filter(first))
+    cols = ["_key", *(c for c in new.columns if c not in keyed.columns)]
+    return keyed.join(
+        new.select(cols), on="_key", how="left", nulls_equal=True, maintain_order="left"
+    ).drop("_key")

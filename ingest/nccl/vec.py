@@ -25,7 +25,14 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.ingest.base import ChunkResult, ParseContext, fmt, line_series, node_expr
+from faultlens.ingest.base import (
+    ChunkResult,
+    ParseContext,
+    fmt,
+    line_series,
+    node_expr,
+    per_distinct,
+)
 from faultlens.ingest.nccl import line as nccl
 from faultlens.ingest.nccl import pytorch
 from faultlens.ingest.nccl.attrs import with_json
@@ -228,49 +235,34 @@ def _empty_events() -> pl.DataFrame:
 # -- plain NCCL WARN lines ------------------------------------------------------------------------
 
 
+# What a WARN row's subkind, ``take`` and attrs are computed from, in one string (the parts
+# cannot run into each other: tid and dev are numbers, src holds no ``:`` nor space).
+_WARN_KEY = pl.concat_str(
+    [pl.col(c).fill_null("") for c in ("tid", "dev", "src", "srcline", "msg")], separator=" "
+)
+# the order of the WARN shapes' rows among the events (each in line order)
+_WARN_ORDER = {"ib_completion": 0, "ibv": 1, "cuda": 2, "socket": 3}
+
+
 def warn_events(
     cand: pl.DataFrame, ctx: ParseContext, job_id: str | None
 ) -> tuple[pl.DataFrame, pl.Series]:
     """Events of plain NCCL WARN candidates (``nccl.classify_warn`` as expressions); and the mask
-    of candidates taken. Async-event and ``ncclResult_t``-named warnings are left to the handler."""
+    of candidates taken. Async-event and ``ncclResult_t``-named warnings are left to the handler.
+    The shapes and attrs are computed once per distinct message (``per_distinct``)."""
     is_warn = _mask(cand, (pl.col("level") == "WARN") & (pl.col("prefix") == ""))
     if not is_warn.any():
         return _empty_events(), is_warn
-    w = _classified(
-        cand.filter(is_warn).with_columns(msg=pl.col("msg").fill_null("").str.strip_chars(WS))
+    w = cand.filter(is_warn).select(
+        *_WARN_COLS[:-1], msg=pl.col("msg").fill_null("").str.strip_chars(WS)
     )
+    w = per_distinct(w, _WARN_KEY, _warn_attrs)
     taken = is_warn.clone().scatter(is_warn.arg_true(), w["take"])  # back to all rows
-    rows = w.filter("take")
-    subs = rows["sub"]
-    common = {
-        "tid": _int(pl.col("tid")),
-        "cuda_dev": _int(pl.col("dev")),
-        "src": pl.when(pl.col("src").is_not_null()).then(
-            fmt("{}:{}", pl.col("src"), pl.col("srcline"))
-        ),
-    }
-    parts = []
-    for sub, groups, attrs in (
-        ("ib_completion", "ib", _ib_attrs),
-        ("ibv", "ibv", _ibv_attrs),
-        ("cuda", "cuda", _cuda_attrs),
-        ("socket", None, _socket_attrs),
-        (None, None, None),
-    ):
-        mask = (subs.is_null() if sub is None else subs == sub).fill_null(False)
-        if not mask.any():
-            continue
-        part = rows.select(*_WARN_COLS, *([groups] if groups else [])).filter(mask)
-        fields = {**common, **(attrs() if attrs else {})}
-        parts.append(
-            with_json(part, fields).select(
-                "line", "host", "pid", "dev", "msg", "attrs", sub=pl.lit(sub, dtype=pl.String)
-            )
-        )
-    if not parts:
+    order = pl.col("sub").replace_strict(_WARN_ORDER, default=None, return_dtype=pl.Int8)
+    warns = w.filter("take").sort(order, nulls_last=True, maintain_order=True)
+    if warns.height == 0:
         return _empty_events(), taken
     is_err = pl.col("sub").is_not_null()
-    warns = pl.concat(parts)
     return _events(
         warns,
         ctx,
@@ -293,6 +285,33 @@ def warn_events(
             "attrs": pl.col("attrs"),
         },
     ), taken
+
+
+def _warn_attrs(w: pl.DataFrame) -> pl.DataFrame:
+    """WARN rows (``_WARN_COLS``) with ``sub``, ``take`` and the attrs of the rows taken."""
+    w = _classified(w)
+    subs, take = w.get_column("sub"), w.get_column("take")
+    common = {
+        "tid": _int(pl.col("tid")),
+        "cuda_dev": _int(pl.col("dev")),
+        "src": pl.when(pl.col("src").is_not_null()).then(
+            fmt("{}:{}", pl.col("src"), pl.col("srcline"))
+        ),
+    }
+    attrs = pl.Series("attrs", [None] * w.height, dtype=pl.String)
+    for sub, shape in (
+        ("ib_completion", _ib_attrs),
+        ("ibv", _ibv_attrs),
+        ("cuda", _cuda_attrs),
+        ("socket", _socket_attrs),
+        (None, None),
+    ):
+        mask = take & (subs.is_null() if sub is None else subs == sub).fill_null(False)
+        if not mask.any():
+            continue
+        fields = {**common, **(shape() if shape else {})}
+        attrs = attrs.scatter(mask.arg_true(), with_json(w.filter(mask), fields)["attrs"])
+    return w.drop("ib", "ibv", "cuda", "is_async", "is_sock", "named").with_columns(attrs)
 
 
 def _classified(w: pl.DataFrame) -> pl.DataFrame:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from faultlens.ingest import base
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.nccl import parser as nccl
 from faultlens.ingest.pipeline import ingest_paths
@@ -100,6 +101,19 @@ def test_reference_and_vectorized_paths_agree(corpus: Path, name: str) -> None:
     ctx = ParseContext(file=str(path), year=2024)
     vec, ref = both_paths(path, ctx)
     assert_same(vec, ref)
+
+
+@pytest.mark.parametrize("min_repeat", [0, 10**9])
+def test_paths_agree_per_distinct_message_and_per_row(
+    corpus: Path, monkeypatch: pytest.MonkeyPatch, min_repeat: int
+) -> None:
+    # 0: every batch's shapes computed per distinct message and joined back; 10**9: per row
+    monkeypatch.setattr(base, "PER_DISTINCT_MIN_REPEAT", min_repeat)
+    for name in CORPUS_FILES:
+        path = corpus / "nccl" / name
+        ctx = ParseContext(file=str(path), year=2024)
+        vec, ref = both_paths(path, ctx)
+        assert_same(vec, ref)
 
 
 @pytest.mark.parametrize("name", ["torchrun-watchdog-childfailed.log", "pdsh-nccl-timestamped.log"])
