@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci
+from faultlens.ingest.base import ParseContext, normalize_node, normalize_pci, per_distinct
 from faultlens.ingest.catalog import recovery_action_expr, severity_action_expr
 from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.kernel.line import SXID_DETAIL_SEVERITY, SXID_SEVERITY
@@ -325,11 +325,23 @@ def event_columns(source: str = "kernel") -> list[pl.Expr]:
     ]
 
 
+_XID_COLS = ("gpu", "kind", "subkind", "code", "severity", "action", "pid", "process", "attrs")
+
+
 def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Xid lines. Everything but the line's time and node comes from its message, computed once
+    per distinct message (``per_distinct``: a GPU repeats its Xid line)."""
+    f = per_distinct(f, pl.col("body"), _xid_fields)
+    f, q = _split_ok(f, "code", "NVRM Xid line with unknown shape")
+    return f.select(*event_columns(), *_XID_COLS, file=pl.lit(file)), q
+
+
+def _xid_fields(f: pl.DataFrame) -> pl.DataFrame:
+    """``f`` with ``_XID_COLS`` of its ``body`` (``code`` null where ``XID_RE`` does not match)."""
+    cols = f.columns
     body = pl.col("body")
     # ``XID_RE``, the per-line pattern: its ``msg`` is what follows the head's leftmost match
     f = f.with_columns(body.str.extract_groups(kp.XID_RE).alias("_m")).unnest("_m")
-    f, q = _split_ok(f, "code", "NVRM Xid line with unknown shape")
     msg = pl.col("msg")
 
     def having(literal: str) -> pl.Expr:  # the message, where it holds a pattern's literal
@@ -375,8 +387,8 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     sev, act = severity_action_expr(code)
     sev, act = pl.coalesce(rec_sev, sev), pl.coalesce(rec_act, act)
     proc = pl.col("proc")
-    out = f.select(
-        *event_columns(),
+    return f.select(
+        *cols,
         gpu=pci_of(f, "pci"),
         kind=pl.when(code.is_between(144, 150))
         .then(pl.lit("nvlink"))
@@ -392,22 +404,15 @@ def xid_events(f: pl.DataFrame, file: str) -> tuple[pl.DataFrame, pl.DataFrame]:
         .then(pl.lit(None, pl.String))
         .otherwise(proc),
         attrs=safe_attrs_expr(attrs),
-        file=pl.lit(file),
     )
-    return out, q
 
 
 def sxid_events(f: pl.DataFrame, file: str, state: Any = None) -> tuple[pl.DataFrame, pl.DataFrame]:
     """SXid lines. A line without a Fatal / Non-fatal tag (a detail line: ``Data {...}``,
     ``Severity N Engine instance ...``) takes the severity of the last tagged line of the same
     switch and code (in ``state.sxid_tags`` across chunks); with none, ``warning``."""
-    f = f.with_columns(pl.col("body").str.extract_groups(kp.SXID_RE).alias("_m")).unnest("_m")
+    f = per_distinct(f, pl.col("body"), _sxid_fields)
     f, q = _split_ok(f, "code", "NVSwitch SXid line with unknown shape")
-    f = f.with_columns(
-        _pci=pci_of(f, "pci"),
-        code=pl.col("code").cast(pl.Int32),
-        _sub=pl.col("msg").str.extract_groups(kp.SXID_SEV_RE).struct.field("sev"),
-    )
     tags = state.sxid_tags if state is not None else {}
     key = pl.concat_str(
         [pl.col("_pci").fill_null(""), pl.col("code").cast(pl.String)], separator="|"
@@ -424,7 +429,6 @@ def sxid_events(f: pl.DataFrame, file: str, state: Any = None) -> tuple[pl.DataF
         last = f.filter(pl.col("_sub").is_not_null()).unique(["_pci", "code"], keep="last")
         for pci, code, sub in last.select("_pci", "code", "_sub").iter_rows():
             tags[(pci, code)] = sub
-    data = pl.col("msg").str.extract_groups(kp.SXID_DATA_RE).struct.field("data")
     sev_map = {k: v[0] for k, v in SXID_SEVERITY.items()}
     act_map = {k: v[1] for k, v in SXID_SEVERITY.items()}
     out = f.select(
@@ -437,12 +441,27 @@ def sxid_events(f: pl.DataFrame, file: str, state: Any = None) -> tuple[pl.DataF
             sev_map, default=SXID_DETAIL_SEVERITY, return_dtype=pl.String
         ),
         action=pl.col("_tag").replace_strict(act_map, default=None, return_dtype=pl.String),
-        attrs=safe_attrs_expr(
-            {"switch": pl.col("switch").cast(pl.Int64), "data": data.str.split(", ")}
-        ),
+        attrs=pl.col("_attrs"),
         file=pl.lit(file),
     )
     return out, q
+
+
+def _sxid_fields(f: pl.DataFrame) -> pl.DataFrame:
+    """``f`` with what an SXid line's ``body`` gives: ``code`` (null where ``SXID_RE`` does not
+    match), ``_pci``, ``_sub`` (its Fatal / Non-fatal tag) and ``_attrs``."""
+    cols = f.columns
+    f = f.with_columns(pl.col("body").str.extract_groups(kp.SXID_RE).alias("_m")).unnest("_m")
+    data = pl.col("msg").str.extract_groups(kp.SXID_DATA_RE).struct.field("data")
+    return f.select(
+        *cols,
+        code=pl.col("code").cast(pl.Int32),
+        _pci=pci_of(f, "pci"),
+        _sub=pl.col("msg").str.extract_groups(kp.SXID_SEV_RE).struct.field("sev"),
+        _attrs=safe_attrs_expr(
+            {"switch": pl.col("switch").cast(pl.Int64), "data": data.str.split(", ")}
+        ),
+    )
 
 
 def dp_events(f: pl.DataFrame, file: str, route: str) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from faultlens.ingest import base
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.kernel.parser import PARSERS, KernelParser, sniff_text
 from faultlens.ingest.reader import iter_chunks
@@ -330,7 +331,10 @@ def _chunk_events(parser, path: Path, ctx: ParseContext) -> tuple[pl.DataFrame, 
     return ev, multi
 
 
-def test_vectorized_and_line_paths_agree_on_every_real_file(corpus):
+# 0: a batch's Xid messages read once per distinct message and joined back; 10**9: per row
+@pytest.mark.parametrize("min_repeat", [0, 10**9])
+def test_vectorized_and_line_paths_agree_on_every_real_file(corpus, monkeypatch, min_repeat):
+    monkeypatch.setattr(base, "PER_DISTINCT_MIN_REPEAT", min_repeat)
     for path in xid_files(corpus) + [corpus / "loghub" / "loghub-Linux_2k.log"]:
         name = "k8s_device_plugin" if "device-plugin" in path.name else "kernel"
         parser = BY_NAME[name]
