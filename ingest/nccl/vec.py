@@ -197,13 +197,28 @@ def _groups_by_line(frame: pl.DataFrame, cols: list[str] | None) -> dict[int, di
 NCCL_HEAD = "^(?P<_head>" + nccl.NCCL_LINE.removeprefix("^").removesuffix("(?P<msg>.*)$") + ")"
 
 
+# A line's match of ``NCCL_HEAD`` ends at the first "NCCL <level>" after its prefix: the fields
+# before it (``host:pid:tid``, ``[dev]``, elapsed, ``src:line``, one space apart) hold no "NCCL ".
+# So the match on the line's part up to its first "NCCL ", a level, its optional space and one
+# character more is the match on the line when it ends before that part's end. The part takes few
+# values (a thread's lines share it) and is read once per value; other lines are read whole.
+_HEAD_PART = len("NCCL ABORT ") + 1
+
+
 def nccl_groups(cand: pl.DataFrame) -> pl.DataFrame:
     """``cand`` with the groups of ``nccl.NCCL_LINE`` as columns (null where it does not match);
     lines without "NCCL " cannot match and are not tried."""
-    raw = pl.col("raw")
-    f = cand.with_columns(
-        ng=pl.when(raw.str.contains("NCCL ", literal=True)).then(raw).str.extract_groups(NCCL_HEAD),
-    ).unnest("ng")
+    raw, part = pl.col("raw"), pl.col("_part")
+    # ``str.find`` counts bytes, ``str.slice`` characters: the part is at least that long
+    f = cand.with_columns(_part=raw.str.slice(0, raw.str.find("NCCL ", literal=True) + _HEAD_PART))
+    f = per_distinct(f, part, lambda g: g.with_columns(ng=part.str.extract_groups(NCCL_HEAD)))
+    head = pl.col("ng").struct.field("_head")
+    cut = part.str.len_bytes() < raw.str.len_bytes()
+    whole = _mask(f, cut & (head.is_null() | (head.str.len_bytes() >= part.str.len_bytes())))
+    if whole.any():
+        ng = pl.when(whole).then(raw).str.extract_groups(NCCL_HEAD)
+        f = f.with_columns(ng=pl.when(whole).then(ng).otherwise(pl.col("ng")))
+    f = f.drop("_part").unnest("ng")
     return f.with_columns(msg=raw.str.strip_prefix(pl.col("_head"))).drop("_head")
 
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from faultlens.ingest import base
 from faultlens.ingest.base import ParseContext, Parsed, Quarantined
 from faultlens.ingest.nccl import parser as nccl
+from faultlens.ingest.nccl import vec as nccl_vec
 from faultlens.ingest.pipeline import ingest_paths
 from faultlens.ingest.reader import iter_chunks
 from faultlens.ingest.store import Store
@@ -429,3 +430,36 @@ def test_arbitrary_lines_never_crash_and_are_accounted(lines: list[str | None]) 
     if vec.quarantine is not None:
         assert vec.quarantine["line"].is_unique().all()
     assert_same(vec, nccl.reference_parse(lines, ctx))
+
+
+# pieces of NCCL line heads, so that generated lines match ``NCCL_LINE`` often, in odd places
+_HEAD_PIECES = st.sampled_from(
+    ["h:1:2 ", "h-2.x:3:4 ", "[0] ", "[-1] ", "1.5 ", "net.cc:12 ", "NCCL ", "NCCL WARN ", "WARN"]
+    + ["ABORT", "INFO", " ", ":", "x", "é", "\t", "[", "NCCL ABORT"]
+)
+
+
+@pytest.mark.parametrize("min_repeat", [0, 10**9])
+@settings(
+    max_examples=300,
+    deadline=None,
+    # the fixture sets the same constant for every example
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(st.lists(_HEAD_PIECES, max_size=12).map("".join), min_size=1, max_size=12))
+# the head behind an earlier "NCCL ", a level at the line's end, a space after ABORT
+@example(lines=["NCCL h:1:2 [0] NCCL WARN m", "é NCCL x h:1:2 [0] NCCL INFO"])
+@example(lines=["h:1:2 [0] net.cc:12 NCCL ABORT x", "h:1:2 [-1] NCCL ABORT", "h:1:2 [0] NCCL"])
+def test_nccl_groups_read_by_head_part_equal_the_whole_line_pattern(
+    monkeypatch: pytest.MonkeyPatch, min_repeat: int, lines: list[str]
+) -> None:
+    monkeypatch.setattr(base, "PER_DISTINCT_MIN_REPEAT", min_repeat)
+    cand = pl.DataFrame({"line": range(2 * len(lines)), "raw": lines * 2})
+    raw = pl.col("raw")
+    want = (
+        cand.with_columns(ng=raw.str.extract_groups(nccl_vec.NCCL_HEAD))
+        .unnest("ng")
+        .with_columns(msg=raw.str.strip_prefix(pl.col("_head")))
+        .drop("_head")
+    )
+    assert nccl_vec.nccl_groups(cand).equals(want)
