@@ -57,6 +57,34 @@ WATCHDOG_FAST = (
 # ``WATCHDOG_FAST`` without the rest of the line after "milliseconds" (capturing it character by
 # character is costly): the message is what it matched from ``body`` on, and the rest of the line.
 _WATCHDOG_HEAD = "^(?P<_head>" + WATCHDOG_FAST.removeprefix("^").removesuffix(".*)$") + "))"
+
+
+def _rewritten(pattern: str, *edits: tuple[str, str]) -> str:
+    for old, new in edits:
+        if old not in pattern:
+            raise ValueError(f"{old!r} is not in the pattern")
+        pattern = pattern.replace(old, new)
+    return pattern
+
+
+# ``_WATCHDOG_HEAD`` for lines without "[PG ", which its ``(?:PG [^\]]*?)?`` cannot match: the same
+# language and groups, written so that each character leads one way (the optional ``[N] `` and
+# ``[rankN]:`` tags share the "[" of "[E"; NumelIn and TensorShape the ", " and the "T" of
+# Timeout). The regex engine reads the groups of such a one-pass pattern about twice as fast.
+_WATCHDOG_HEAD_1P = _rewritten(
+    _WATCHDOG_HEAD,
+    (
+        r"(?:\[[0-9]+\] )?(?:\[(?:rank|default)[0-9]+\]: ?)?\[E",
+        r"\[(?:[0-9]+\] \[)?(?:(?:rank|default)[0-9]+\]: ?\[)?E",
+    ),
+    (r"\[(?:PG [^\]]*?)?Rank ", r"\[Rank "),
+    (
+        r"(?:, NumelIn=(?P<numel_in>-?[0-9]+), NumelOut=(?P<numel_out>-?[0-9]+))?"
+        r"(?:, TensorShape=\[[^\]]*\])?, Timeout",
+        r", (?:NumelIn=(?P<numel_in>-?[0-9]+), NumelOut=(?P<numel_out>-?[0-9]+), )?"
+        r"T(?:ensorShape=\[[^\]]*\], T)?imeout",
+    ),
+)
 # Lines the per-line handler treats specially even though they hold a watchdog timeout.
 _WATCHDOG_SLOW = (
     r"NCCL WARN|NCCL ABORT|_perf|ChildFailedError|Root Cause|what\(\)|terminated with exception"
@@ -750,7 +778,7 @@ def watchdog_events(
     tried = _mask(cand, maybe & ~raw.str.contains(_WATCHDOG_SLOW))
     if not tried.any():
         return _empty_events(), tried
-    rows = cand.filter(tried).select("line", "raw", wd=raw.str.extract_groups(_WATCHDOG_HEAD))
+    rows = watchdog_groups(cand.filter(tried).select("line", "raw"))
     ok = rows.get_column("wd").struct.field("body").is_not_null()
     taken = tried.clone().scatter(tried.arg_true(), ok)  # back to all rows
     if not ok.any():
@@ -783,6 +811,18 @@ def watchdog_events(
         },
     )
     return events, taken
+
+
+def watchdog_groups(rows: pl.DataFrame) -> pl.DataFrame:
+    """``rows`` with ``wd``: the groups of ``_WATCHDOG_HEAD`` in ``raw`` (``_WATCHDOG_HEAD_1P`` on
+    the lines without "[PG ")."""
+    raw = pl.col("raw")
+    pg = _mask(rows, raw.str.contains("[PG ", literal=True))
+    if not pg.any():
+        return rows.with_columns(wd=raw.str.extract_groups(_WATCHDOG_HEAD_1P))
+    one_pass = pl.when(~pg).then(raw).str.extract_groups(_WATCHDOG_HEAD_1P)
+    full = pl.when(pg).then(raw).str.extract_groups(_WATCHDOG_HEAD)
+    return rows.with_columns(wd=pl.when(pg).then(full).otherwise(one_pass))
 
 
 _GLOG_PARTS = ("_mo", "_dd", "_h", "_mi", "_s", "_us", "_ok")

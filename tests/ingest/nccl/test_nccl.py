@@ -463,3 +463,35 @@ def test_nccl_groups_read_by_head_part_equal_the_whole_line_pattern(
         .drop("_head")
     )
     assert nccl_vec.nccl_groups(cand).equals(want)
+
+
+# a watchdog line's parts in order, each in the spellings the pattern takes, then wrong ones
+_WATCHDOG_SLOTS = [
+    (["", "[3] "], ["[3]", "[x] "]),
+    (["", "[rank2]:", "[rank2]: ", "[default1]:"], ["[rank]:"]),
+    (["[E", "[E1129 13:05:01.000000028", "[E129 01:02:03", "[E1129 13:05:01"], ["[W", "E"]),
+    ([" ProcessGroupNCCL.cpp:616] "], [" ProcessGroupNCCL.cpp:] ", "ProcessGroupNCCL.cpp:1] "]),
+    (
+        ["[Rank 4] ", "[PG 0 Rank 4] ", "[PG 1 (default_pg) Rank 2 Rank 3] "],
+        ["[PG ] Rank 1] ", "[Rank] "],
+    ),
+    (["Watchdog caught collective operation timeout: WorkNCCL("], ["Watchdog caught "]),
+    (["", "SeqNum=28, "], ["SeqNum=, "]),
+    (["OpType=ALLREDUCE", "OpType=_ALL2"], ["OpType="]),
+    (["", ", NumelIn=224, NumelOut=-1"], [", NumelIn=1"]),
+    (["", ", TensorShape=[8, 2]", ", TensorShape=[]"], [", TensorShape=[", ", TensorShape=[]]"]),
+    ([", Timeout(ms)=600000) ran for 600028 milliseconds"], [", Timeout(ms)=1) ran for ms"]),
+    (["", " before timing out.", "é", ")"], []),
+]
+# each part right nine times in ten: about a third of the lines match
+_WATCHDOG_LINE = st.tuples(
+    *(st.sampled_from(right * 9 * max(1, len(wrong)) + wrong) for right, wrong in _WATCHDOG_SLOTS)
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_WATCHDOG_LINE, _LINE), min_size=1, max_size=12))
+def test_watchdog_groups_equal_the_whole_pattern(lines: list[str]) -> None:
+    rows = pl.DataFrame({"raw": lines})
+    want = rows.with_columns(wd=pl.col("raw").str.extract_groups(nccl_vec._WATCHDOG_HEAD))
+    assert nccl_vec.watchdog_groups(rows).equals(want)
