@@ -755,3 +755,32 @@ def test_rfc3164_fast_stamp_path_equals_the_general_one(corpus):
         )
     mixed = pl.concat([cand, pl.DataFrame({"line": [999], "raw": ["[  1.5] NVRM: x"]})])
     assert _bsd_prefix_frame(mixed, ParseContext(file="f"), KernelState()) is None
+
+
+# an RFC 3164 line's parts in order: stamp, host (colons inside or at its end), blank, tag, uptime
+_BSD_LINE = st.tuples(
+    st.sampled_from(["Feb 14 05:03:41 ", "Feb  4 05:03:41 ", "Feb 14 05:03:41  ", ""]),
+    st.lists(st.sampled_from(["h", "-1.x", ":", "::", "é", "[x]", "\x85"]), max_size=5).map(
+        "".join
+    ),
+    st.sampled_from([" ", "\t", " \t", ""]),
+    st.sampled_from(["kernel", "k[12]", "k[]", "", "a:b"]),
+    st.sampled_from([":", ": ", ":\t", ""]),
+    st.sampled_from(["[ 12.5] ", "[12.5]", "[x", ""]),
+    st.sampled_from(["NVRM: Xid", "", ":"]),
+).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_BSD_LINE, min_size=1))
+def test_rfc3164_fast_pattern_reads_the_host_as_written(lines):
+    from faultlens.ingest.kernel import patterns as kp
+
+    # the host as the pattern says it: non-blanks, the last not a colon, then a blank
+    plain = kp.BSD_FAST_RE.replace(r"(?:[^ \t:]|:+[^ \t:])+", r"[^ \t]*[^ \t:]")
+    assert plain != kp.BSD_FAST_RE
+    frame = pl.DataFrame({"raw": lines})
+    raw = pl.col("raw")
+    assert frame.select(raw.str.extract_groups(kp.BSD_FAST_RE)).equals(
+        frame.select(raw.str.extract_groups(plain))
+    )
