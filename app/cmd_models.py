@@ -102,6 +102,15 @@ def train(
             help="Alert precision the operating threshold aims for, on the rows it is fitted on."
         ),
     ] = 0.80,  # TrainConfig.target_precision (a test keeps the two equal)
+    clear_fraction: Annotated[
+        float,
+        typer.Option(
+            help="An open alert stays open until the score drops below this fraction of the "
+            "operating threshold (0.5: the watch level; 1: it closes below the threshold).",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = 0.5,  # TrainConfig.clear_fraction (a test keeps the two equal)
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
     since: Annotated[
@@ -180,6 +189,7 @@ def train(
         test_fraction=test_fraction,
         k=k,
         target_precision=target_precision,
+        clear_fraction=clear_fraction,
         seed=seed,
         since=since.replace(tzinfo=None) if since else None,
         max_memory_gb=max_memory_gb,

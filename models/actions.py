@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -37,17 +37,34 @@ class Thresholds:
     watch: float
     drain_after_jobs: float  # the operating threshold
     drain_now: float
+    # An open drain alert stays open while the node's score stays at or above this (no flapping
+    # as a score wavers around the operating threshold); None: it closes below the threshold
+    # (models trained before the clear level existed).
+    clear: float | None = None
 
-    def to_json(self) -> dict[str, float]:
+    @property
+    def hold(self) -> float:
+        """The level an open drain alert must drop below to close."""
+        op = self.drain_after_jobs
+        return op if self.clear is None else min(self.clear, op)
+
+    def to_json(self) -> dict[str, float | None]:
         return {
             "watch": self.watch,
             "drain_after_jobs": self.drain_after_jobs,
             "drain_now": self.drain_now,
+            "clear": self.clear,
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, float]) -> Thresholds:
-        return cls(float(d["watch"]), float(d["drain_after_jobs"]), float(d["drain_now"]))
+    def from_json(cls, d: dict[str, Any]) -> Thresholds:
+        clear = d.get("clear")
+        return cls(
+            float(d["watch"]),
+            float(d["drain_after_jobs"]),
+            float(d["drain_now"]),
+            None if clear is None else float(clear),
+        )
 
 
 def decide(scores: np.ndarray, features: pl.DataFrame, thresholds: Thresholds) -> list[str]:

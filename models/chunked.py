@@ -389,6 +389,7 @@ def _result(cfg: Any, plan: _Plan, fitted: _Fitted, created: datetime, client: A
         cfg.horizon_h,
         k,
         plan.split,
+        {"model": thresholds.hold},
     )
     start = floor_hour(plan.lo)
     shape = GridShape(
@@ -413,6 +414,7 @@ def _evaluate(
     horizon_h: float,
     k: int,
     split: Split,
+    clear: dict[str, float],
 ) -> dict[str, dict]:
     """``evaluate.evaluate_all`` on the compact rows: the model and both baselines."""
     base = test.select("node", "ts", "label")
@@ -425,6 +427,7 @@ def _evaluate(
             horizon_h=horizon_h,
             k=k,
             window=split.test,
+            clear=clear.get(name),
         )
         for name, col in columns.items()
     }

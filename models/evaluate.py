@@ -14,12 +14,15 @@ the model card):
 - ``pr_auc``: average precision over node-hour rows (the standard, threshold-free measure; the
   label of a row is "a failure episode of this node starts within the horizon").
 - An **alert episode** is what an SRE sees: on one node, the score crossing the threshold opens
-  an alert; it stays open while the hourly score stays at or above the threshold, and it closes
-  when the score drops below it or when the node fails (a failure closes the alert it caught; if
-  the score is still high after it, that is a new alert). An alert open from ``start`` until
-  ``end`` (the last alerting hour + 1 h) and a failure episode of the same node at ``f``
-  **match** when ``start <= f < end + horizon``: the alert was open at some time in the horizon
-  before the failure.
+  an alert; it stays open while the hourly score stays at or above the *clear* level (the watch
+  threshold, half the operating one: an alert does not flap off and on as the score wavers
+  around its threshold), and it closes when the score drops below that or when the node fails (a
+  failure closes the alert it caught; if the score is still high after it, that is a new
+  alert). With the clear level equal to the threshold, an alert is open exactly while the score
+  is at or above the threshold (the baselines, whose scores are counts). An alert open from
+  ``start`` until ``end`` (the last open hour + 1 h) and a failure episode of the same node at
+  ``f`` **match** when ``start <= f < end + horizon``: the alert was open at some time in the
+  horizon before the failure.
 - ``precision``: alert episodes that match a failure episode / all alert episodes that could
   match a failure of the window (started before its end, open or within a horizon after its
   start), the same alerts recall counts: a caught failure always comes with a true alert.
@@ -60,7 +63,8 @@ HOUR = timedelta(hours=1)
 METRIC_DEFINITIONS = {
     "pr_auc": "average precision over node-hour rows of the test window",
     "alert": "an episode per node: opens when the hourly score reaches the threshold, stays "
-    "open while it stays there, closes when it drops or when the node fails",
+    "open while it stays at or above the clear level (the watch threshold), closes when it "
+    "drops below that or when the node fails",
     "precision": "alert episodes followed by a failure of that node while open or within the "
     "horizon after / all alert episodes that could match a failure of the window",
     "recall": "failure episodes with an alert open within the horizon before them / all "
@@ -133,15 +137,24 @@ def time_split(
 _ALERT_SCHEMA = {"node": pl.String, "start": pl.Datetime("us"), "end": pl.Datetime("us")}
 
 
-def alert_episodes(rows: pl.DataFrame, threshold: float, failures: pl.DataFrame) -> pl.DataFrame:
+def alert_episodes(
+    rows: pl.DataFrame, threshold: float, failures: pl.DataFrame, clear: float | None = None
+) -> pl.DataFrame:
     """Alert episodes (node, start, end) from hourly scores (``rows``: node, ts, score).
 
     An episode opens at the first hour with ``score >= threshold`` and stays open through
-    consecutive alerting hours; a failure of the node (``failures``: node, ts) between two hours
-    closes it. ``end`` is the last alerting hour + 1 h."""
+    consecutive hours with ``score >= clear`` (``clear``: at most ``threshold``; None: the
+    threshold itself); a failure of the node (``failures``: node, ts) between two hours closes
+    it. ``end`` is the last open hour + 1 h."""
     if rows.height == 0 or not np.isfinite(threshold):
         return pl.DataFrame(schema=_ALERT_SCHEMA)
-    return _episodes(_alerting(rows, threshold, failures), threshold)
+    low = clear_level(threshold, clear)
+    return _episodes(_alerting(rows, low, failures), threshold, low)
+
+
+def clear_level(threshold: float, clear: float | None) -> float:
+    """The level an open alert must drop below to close: ``clear``, never above ``threshold``."""
+    return threshold if clear is None else min(float(clear), threshold)
 
 
 def _alerting(rows: pl.DataFrame, floor: float, failures: pl.DataFrame) -> pl.DataFrame:
@@ -169,9 +182,12 @@ def _alerting(rows: pl.DataFrame, floor: float, failures: pl.DataFrame) -> pl.Da
     return on
 
 
-def _episodes(on: pl.DataFrame, threshold: float) -> pl.DataFrame:
-    """Alert episodes at ``threshold`` from ``_alerting``'s hours (taken at a floor <= it)."""
-    on = on.filter(pl.col("score") >= threshold)
+def _episodes(on: pl.DataFrame, threshold: float, clear: float | None = None) -> pl.DataFrame:
+    """Alert episodes at ``threshold`` that close below ``clear`` (None: the threshold) from
+    ``_alerting``'s hours (taken at a floor <= both): each run of consecutive hours at or above
+    ``clear`` (one failure count) holds at most one alert, open from its first hour at or above
+    ``threshold`` to the run's end."""
+    on = on.filter(pl.col("score") >= clear_level(threshold, clear))
     if on.height == 0:
         return pl.DataFrame(schema=_ALERT_SCHEMA)
     new = (
@@ -179,9 +195,11 @@ def _episodes(on: pl.DataFrame, threshold: float) -> pl.DataFrame:
         | (pl.col("ts") - pl.col("ts").shift(1).over("node") != HOUR)
         | (pl.col("nf") != pl.col("nf").shift(1).over("node"))
     )
+    on = on.with_columns(new.cum_sum().alias("aid"))
+    if clear is not None and clear < threshold:
+        on = on.filter((pl.col("score") >= threshold).cum_max().over("aid"))
     return (
-        on.with_columns(new.cum_sum().alias("aid"))
-        .group_by("aid", maintain_order=True)
+        on.group_by("aid", maintain_order=True)
         .agg(
             pl.col("node").first(),
             pl.col("ts").min().alias("start"),
@@ -222,12 +240,14 @@ def episode_metrics(
     threshold: float,
     horizon_h: float,
     window: tuple[datetime, datetime],
+    clear: float | None = None,
 ) -> dict[str, float | None]:
     """Precision, recall and median lead time of alert episodes (module doc). Failures are
     counted when they happen in ``window``; alerts when they could match one (they start
     before its end and are open, or ended less than a horizon, after its start: ``rows`` may
     start a horizon early); matching may also use failures after the window."""
-    return _episode_metrics(alert_episodes(rows, threshold, failures), failures, horizon_h, window)
+    episodes = alert_episodes(rows, threshold, failures, clear)
+    return _episode_metrics(episodes, failures, horizon_h, window)
 
 
 def _episode_metrics(
@@ -264,8 +284,10 @@ def choose_threshold(
     target_precision: float,
     min_alerts: int = 10,
     candidates: np.ndarray | None = None,
+    clear_fraction: float = 1.0,
 ) -> float:
-    """The operating threshold, from alert episodes on the calibration window.
+    """The operating threshold, from alert episodes on the calibration window (an alert at a
+    threshold ``t`` closes below ``t * clear_fraction``, as the deployed alerts do).
 
     Among thresholds with at least ``min_alerts`` alert episodes (the support rule: a precision
     measured on three alerts means nothing), the lowest one whose *smoothed* alert precision
@@ -291,11 +313,14 @@ def choose_threshold(
     # the alerting hours at the lowest candidate, sorted and joined to the failures once; each
     # candidate's episodes are then a filter of them (the same as ``alert_episodes``)
     finite = cands[np.isfinite(cands)]
-    on = _alerting(rows, float(finite[0]), failures) if finite.size and rows.height else None
+    frac = min(1.0, clear_fraction)
+    low = float(finite[0]) * frac if finite.size else 0.0
+    on = _alerting(rows, low, failures) if finite.size and rows.height else None
     none = pl.DataFrame(schema=_ALERT_SCHEMA)
     sup = []
     for t in cands:
-        episodes = _episodes(on, float(t)) if on is not None and np.isfinite(t) else none
+        live = on is not None and np.isfinite(t)
+        episodes = _episodes(on, float(t), float(t) * frac) if live else none
         m = _episode_metrics(episodes, failures, horizon_h, window)
         if m["alerts"] >= min_alerts:
             sup.append((float(t), m["alerts"], m["precision"] or 0.0))
@@ -333,15 +358,19 @@ def metrics(
     horizon_h: float,
     k: int,
     window: tuple[datetime, datetime],
+    clear: float | None = None,
 ) -> dict[str, float | None]:
-    """The metric set ``M`` for one scorer. ``rows``: node, ts, label, score; rows before
-    ``window`` only feed alert episodes (the lead-in), never PR-AUC or precision@k."""
+    """The metric set ``M`` for one scorer (its alerts close below ``clear``: None, the
+    threshold). ``rows``: node, ts, label, score; rows before ``window`` only feed alert
+    episodes (the lead-in), never PR-AUC or precision@k."""
     inside = rows.filter(pl.col("ts").is_between(*window))
     labels = inside["label"].to_numpy()
     pr_auc = (
         float(average_precision_score(labels, inside["score"].to_numpy())) if labels.sum() else None
     )
-    ep = episode_metrics(rows, failures, threshold=threshold, horizon_h=horizon_h, window=window)
+    ep = episode_metrics(
+        rows, failures, threshold=threshold, horizon_h=horizon_h, window=window, clear=clear
+    )
     return {
         "pr_auc": _round(pr_auc),
         "precision": _round(ep["precision"]),
@@ -349,6 +378,7 @@ def metrics(
         "precision_at_k": _round(precision_at_k(inside, k)),
         "median_lead_time_h": _round(ep["median_lead_time_h"]),
         "threshold": _round(threshold if np.isfinite(threshold) else None),
+        "clear": _round(clear_level(threshold, clear) if np.isfinite(threshold) else None),
         "alerts": ep["alerts"],
         "true_alerts": ep["true_alerts"],
         "failure_episodes": ep["failure_episodes"],
@@ -377,8 +407,10 @@ def evaluate_all(
     horizon_h: float,
     k: int,
     window: tuple[datetime, datetime],
+    clear: dict[str, float] | None = None,
 ) -> dict[str, dict]:
-    """Model and both baselines on the same test rows, with their operating thresholds."""
+    """Model and both baselines on the same test rows, with their operating thresholds and
+    clear levels (``clear``: by scorer; a scorer not in it closes at its threshold)."""
     base = test.select("node", "ts", "label")
     return {
         name: metrics(
@@ -388,6 +420,7 @@ def evaluate_all(
             horizon_h=horizon_h,
             k=k,
             window=window,
+            clear=(clear or {}).get(name),
         )
         for name, s in scorer_columns(test, model_scores).items()
     }

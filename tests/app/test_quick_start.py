@@ -75,3 +75,4 @@ def test_train_precision_refit_and_cross_fit_defaults_are_the_configs() -> None:
     assert params["target_precision"].default == TrainConfig().target_precision
     assert params["refit"].default is TrainConfig().refit
     assert params["cross_fit_folds"].default == TrainConfig().cross_fit_folds
+    assert params["clear_fraction"].default == TrainConfig().clear_fraction
