@@ -593,6 +593,9 @@ def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
         | real_host.fill_null(False)
         | c("t").str.contains(pytorch.RAY_PREFIX.pattern),
         tagged=c("t").str.starts_with("["),  # a tag _RANK_PFX did not read: unknown process
+        # a start that is also a result or "Last error:" line: the handler reads it as the
+        # pending block's next line first (``ncclRemoteError: NCCL error in: ...``)
+        cont=c("is_r") | c("is_l"),
     )
     starts = f.filter("is_start").select(s="line", p="rank_pfx")
     out = starts.select(line="s")
@@ -606,7 +609,8 @@ def _reopened(f: pl.DataFrame, host: pl.Expr) -> pl.DataFrame:
         )
         hit = hit.join(first, on="s", how="left")
         before = c("fs").is_null() | (c("at") < c("fs"))
-        open_ = hit.filter(~c("start") & before).select(line="s").unique()
+        upto = c("fs").is_null() | (c("at") <= c("fs"))
+        open_ = hit.filter(~c("start") & before | c("cont") & upto).select(line="s").unique()
         open_ = open_.with_columns(pl.lit(True))
         out = out.join(open_.rename({"literal": f"g{k}"}), on="line", how="left")
     return out

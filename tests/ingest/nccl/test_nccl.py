@@ -418,6 +418,9 @@ _LINE = st.lists(st.one_of(_FRAGMENTS, st.text(max_size=20)), max_size=6).map(""
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.none(), _LINE), max_size=30))
+# a start line that is also a result line, after a gap: the handler folds it into the block
+@example(["NCCL error in: x:1, ", None, "ncclRemoteError: NCCL error in: x:1, "])
+@example(["NCCL error in: x:1, ", None, "Last error:", "NCCL error in: x:1, "])
 def test_arbitrary_lines_never_crash_and_are_accounted(lines: list[str | None]) -> None:
     lines = [None if (x is None or x == "" or "\n" in x) else x for x in lines]
     ctx = ParseContext(file="/tmp/x.log", year=2024)
