@@ -69,6 +69,49 @@ _NOUNS: dict[str, str] = {
     "attr_hw": "job failures attributed to its hardware",
     "fail": "earlier hardware failures",
 }
+# The nouns for a count of one, where they differ ("1 hardware warning in 24 h").
+_ONE = {
+    "xid_all": "Xid error",
+    "xid_critical": "critical Xid (GPU reset or worse)",
+    "xid_drain": "Xid that calls for a drain",
+    "ecc": "ECC error event",
+    "row_remap": "row-remap event",
+    "nvlink": "NVLink error",
+    "pcie": "PCIe AER error",
+    "pcie_w": "PCIe AER error",
+    "off_bus": "GPU off-the-bus / init failure",
+    "gsp": "GSP RPC timeout",
+    "gsp_w": "GSP RPC timeout",
+    "thermal": "thermal event",
+    "host_mem": "host memory error (EDAC / MCE)",
+    "ib_port": "InfiniBand port change",
+    "hung_task": "hung task",
+    "unhealthy": "device-unhealthy report",
+    "nccl_error": "NCCL error",
+    "nccl_timeout": "NCCL watchdog timeout",
+    "process_failed": "failed rank",
+    "node_down": "node down / not responding event",
+    "node_drain": "drain",
+    "job_requeue": "requeued job",
+    "severe": "error / critical event",
+    "warn": "hardware warning",
+    "warn_streak": "hour in a row with hardware warnings (max)",
+    "ecc_sbe_inc": "new correctable ECC error",
+    "ecc_dbe_inc": "new uncorrectable ECC error",
+    "retired_inc": "newly retired page",
+    "remap_corr_inc": "new correctable row remap",
+    "remap_uncorr_inc": "new uncorrectable row remap",
+    "remap_fail_inc": "row-remap failure / pending",
+    "pcie_replay_inc": "new PCIe replay",
+    "nvlink_err_inc": "new NVLink CRC / replay error",
+    "throttle_hw": "hour of hardware clock throttling",
+    "node_fail_single": "single-node job ended NODE_FAIL",
+    "node_fail_multi": "multi-node job ended NODE_FAIL",
+    "jobs_failed": "failed job",
+    "attr_any": "job failure attributed to the node",
+    "attr_hw": "job failure attributed to its hardware",
+    "fail": "earlier hardware failure",
+}
 _SPECIAL = {
     "warn_kinds_7d": "{v:g} kinds of hardware warning in 7 d",
     "warn_escalation": "warnings escalating (score {v:g})",
@@ -103,7 +146,8 @@ def reason_text(feature: str, value: float) -> str:
     if feature == "hours_since_fail":
         return f"last hardware failure {v:g} h ago"
     if feature in _SPECIAL:
-        return _SPECIAL[feature].format(v=v)
+        text = _SPECIAL[feature].format(v=v)
+        return text.replace("1 kinds of", "1 kind of", 1) if v == 1 else text
     m = _WINDOW.match(feature)
     if m is None:
         return f"{feature} = {v:g}"
@@ -114,8 +158,9 @@ def reason_text(feature: str, value: float) -> str:
     if xid:
         return f"{v:g} Xid {xid[1]} in {window}"
     if base.startswith("xid_") and base not in _NOUNS:
-        return f"{v:g} {base[4:]} Xids in {window}"
-    return f"{v:g} {_NOUNS.get(base, base)} in {window}"
+        return f"{v:g} {base[4:]} Xid{'' if v == 1 else 's'} in {window}"
+    noun = _ONE.get(base) if v == 1 else None
+    return f"{v:g} {noun or _NOUNS.get(base, base)} in {window}"
 
 
 def window_h(feature: str) -> float | None:

@@ -34,7 +34,12 @@ T = datetime(2025, 6, 1, 12)
         ("ecc_sbe_inc_24h", 12, "12 new correctable ECC errors in 24 h"),
         ("pcie_7d", 5, "5 PCIe AER errors in 7 d"),
         ("fail_28d", 2, "2 earlier hardware failures in 28 d"),
-        ("xid_memory_24h", 1, "1 memory Xids in 24 h"),
+        ("xid_memory_24h", 1, "1 memory Xid in 24 h"),
+        ("xid_memory_24h", 2, "2 memory Xids in 24 h"),
+        ("warn_24h", 1, "1 hardware warning in 24 h"),  # a count of one reads in the singular
+        ("warn_24h", 3, "3 hardware warnings in 24 h"),
+        ("warn_kinds_7d", 1, "1 kind of hardware warning in 7 d"),
+        ("fail_28d", 1, "1 earlier hardware failure in 28 d"),
         ("hours_since_fail", 30.5, "last hardware failure 30.5 h ago"),
         ("temp_hot_24h", 11, "GPU temperature 11 C above 80 C in 24 h"),
     ],
