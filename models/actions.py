@@ -32,6 +32,12 @@ ACTION_RANK = {a: i for i, a in enumerate(RiskAction)}
 CATALOG_DRAIN_COLUMNS = ("xid_drain_24h", "off_bus_24h")
 
 
+def clear_level(threshold: float, clear: float | None) -> float:
+    """The level an open alert must drop below to close: ``clear``, never above ``threshold``
+    (None: the threshold itself, no hold)."""
+    return threshold if clear is None else min(float(clear), threshold)
+
+
 @dataclass(frozen=True)
 class Thresholds:
     watch: float
@@ -45,8 +51,7 @@ class Thresholds:
     @property
     def hold(self) -> float:
         """The level an open drain alert must drop below to close."""
-        op = self.drain_after_jobs
-        return op if self.clear is None else min(self.clear, op)
+        return clear_level(self.drain_after_jobs, self.clear)
 
     def to_json(self) -> dict[str, float | None]:
         return {

@@ -47,6 +47,8 @@ import polars as pl
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import average_precision_score
 
+from faultlens.models.actions import clear_level
+
 RULE_COLUMNS = (
     "xid_critical_24h",
     "ecc_24h",
@@ -150,11 +152,6 @@ def alert_episodes(
         return pl.DataFrame(schema=_ALERT_SCHEMA)
     low = clear_level(threshold, clear)
     return _episodes(_alerting(rows, low, failures), threshold, low)
-
-
-def clear_level(threshold: float, clear: float | None) -> float:
-    """The level an open alert must drop below to close: ``clear``, never above ``threshold``."""
-    return threshold if clear is None else min(float(clear), threshold)
 
 
 def _alerting(rows: pl.DataFrame, floor: float, failures: pl.DataFrame) -> pl.DataFrame:

@@ -25,95 +25,59 @@ from faultlens.models.actions import ACTION_RANK, RiskAction, command
 from faultlens.models.feature_catalog import FEATURES, HOURS_SINCE_CAP, TEMP_NORMAL_C
 
 _WINDOW = re.compile(r"^(?P<base>.+?)_(?P<n>\d+)(?P<unit>[hd])$")
-# Counted things per base column (the feature is "<n> <noun> in <window>").
-_NOUNS: dict[str, str] = {
-    "xid_all": "Xid errors",
-    "xid_critical": "critical Xids (GPU reset or worse)",
-    "xid_drain": "Xids that call for a drain",
-    "ecc": "ECC error events",
-    "row_remap": "row-remap events",
-    "nvlink": "NVLink errors",
-    "pcie": "PCIe AER errors",
-    "pcie_w": "PCIe AER errors",
-    "off_bus": "GPU off-the-bus / init failures",
-    "gsp": "GSP RPC timeouts",
-    "gsp_w": "GSP RPC timeouts",
-    "thermal": "thermal events",
-    "host_mem": "host memory errors (EDAC / MCE)",
-    "ib_port": "InfiniBand port changes",
-    "hung_task": "hung tasks",
-    "unhealthy": "device-unhealthy reports",
-    "nccl_error": "NCCL errors",
-    "nccl_timeout": "NCCL watchdog timeouts",
-    "process_failed": "failed ranks",
-    "node_down": "node down / not responding events",
-    "node_drain": "drains",
-    "job_requeue": "requeued jobs",
-    "severe": "error / critical events",
-    "warn": "hardware warnings",
-    "warn_streak": "hours in a row with hardware warnings (max)",
-    "ecc_sbe_inc": "new correctable ECC errors",
-    "ecc_dbe_inc": "new uncorrectable ECC errors",
-    "retired_inc": "newly retired pages",
-    "remap_corr_inc": "new correctable row remaps",
-    "remap_uncorr_inc": "new uncorrectable row remaps",
-    "remap_fail_inc": "row-remap failures / pending",
-    "pcie_replay_inc": "new PCIe replays",
-    "nvlink_err_inc": "new NVLink CRC / replay errors",
-    "violation_inc": "new clock-violation time (us)",
-    "throttle_hw": "hours of hardware clock throttling",
-    "node_fail_single": "single-node jobs ended NODE_FAIL",
-    "node_fail_multi": "multi-node jobs ended NODE_FAIL",
-    "jobs_failed": "failed jobs",
-    "attr_any": "job failures attributed to the node",
-    "attr_hw": "job failures attributed to its hardware",
-    "fail": "earlier hardware failures",
-}
-# The nouns for a count of one, where they differ ("1 hardware warning in 24 h").
-_ONE = {
-    "xid_all": "Xid error",
-    "xid_critical": "critical Xid (GPU reset or worse)",
-    "xid_drain": "Xid that calls for a drain",
-    "ecc": "ECC error event",
-    "row_remap": "row-remap event",
-    "nvlink": "NVLink error",
-    "pcie": "PCIe AER error",
-    "pcie_w": "PCIe AER error",
-    "off_bus": "GPU off-the-bus / init failure",
-    "gsp": "GSP RPC timeout",
-    "gsp_w": "GSP RPC timeout",
-    "thermal": "thermal event",
-    "host_mem": "host memory error (EDAC / MCE)",
-    "ib_port": "InfiniBand port change",
-    "hung_task": "hung task",
-    "unhealthy": "device-unhealthy report",
-    "nccl_error": "NCCL error",
-    "nccl_timeout": "NCCL watchdog timeout",
-    "process_failed": "failed rank",
-    "node_down": "node down / not responding event",
-    "node_drain": "drain",
-    "job_requeue": "requeued job",
-    "severe": "error / critical event",
-    "warn": "hardware warning",
-    "warn_streak": "hour in a row with hardware warnings (max)",
-    "ecc_sbe_inc": "new correctable ECC error",
-    "ecc_dbe_inc": "new uncorrectable ECC error",
-    "retired_inc": "newly retired page",
-    "remap_corr_inc": "new correctable row remap",
-    "remap_uncorr_inc": "new uncorrectable row remap",
-    "remap_fail_inc": "row-remap failure / pending",
-    "pcie_replay_inc": "new PCIe replay",
-    "nvlink_err_inc": "new NVLink CRC / replay error",
-    "throttle_hw": "hour of hardware clock throttling",
-    "node_fail_single": "single-node job ended NODE_FAIL",
-    "node_fail_multi": "multi-node job ended NODE_FAIL",
-    "jobs_failed": "failed job",
-    "attr_any": "job failure attributed to the node",
-    "attr_hw": "job failure attributed to its hardware",
-    "fail": "earlier hardware failure",
+# Counted things per base column, for a count of one and for any other (the feature is
+# "<n> <noun> in <window>": "1 hardware warning in 24 h", "3 hardware warnings in 24 h").
+_NOUNS: dict[str, tuple[str, str]] = {
+    "xid_all": ("Xid error", "Xid errors"),
+    "xid_critical": ("critical Xid (GPU reset or worse)", "critical Xids (GPU reset or worse)"),
+    "xid_drain": ("Xid that calls for a drain", "Xids that call for a drain"),
+    "ecc": ("ECC error event", "ECC error events"),
+    "row_remap": ("row-remap event", "row-remap events"),
+    "nvlink": ("NVLink error", "NVLink errors"),
+    "pcie": ("PCIe AER error", "PCIe AER errors"),
+    "pcie_w": ("PCIe AER error", "PCIe AER errors"),
+    "off_bus": ("GPU off-the-bus / init failure", "GPU off-the-bus / init failures"),
+    "gsp": ("GSP RPC timeout", "GSP RPC timeouts"),
+    "gsp_w": ("GSP RPC timeout", "GSP RPC timeouts"),
+    "thermal": ("thermal event", "thermal events"),
+    "host_mem": ("host memory error (EDAC / MCE)", "host memory errors (EDAC / MCE)"),
+    "ib_port": ("InfiniBand port change", "InfiniBand port changes"),
+    "hung_task": ("hung task", "hung tasks"),
+    "unhealthy": ("device-unhealthy report", "device-unhealthy reports"),
+    "nccl_error": ("NCCL error", "NCCL errors"),
+    "nccl_timeout": ("NCCL watchdog timeout", "NCCL watchdog timeouts"),
+    "process_failed": ("failed rank", "failed ranks"),
+    "node_down": ("node down / not responding event", "node down / not responding events"),
+    "node_drain": ("drain", "drains"),
+    "job_requeue": ("requeued job", "requeued jobs"),
+    "severe": ("error / critical event", "error / critical events"),
+    "warn": ("hardware warning", "hardware warnings"),
+    "warn_streak": (
+        "hour in a row with hardware warnings (max)",
+        "hours in a row with hardware warnings (max)",
+    ),
+    "ecc_sbe_inc": ("new correctable ECC error", "new correctable ECC errors"),
+    "ecc_dbe_inc": ("new uncorrectable ECC error", "new uncorrectable ECC errors"),
+    "retired_inc": ("newly retired page", "newly retired pages"),
+    "remap_corr_inc": ("new correctable row remap", "new correctable row remaps"),
+    "remap_uncorr_inc": ("new uncorrectable row remap", "new uncorrectable row remaps"),
+    "remap_fail_inc": ("row-remap failure / pending", "row-remap failures / pending"),
+    "pcie_replay_inc": ("new PCIe replay", "new PCIe replays"),
+    "nvlink_err_inc": ("new NVLink CRC / replay error", "new NVLink CRC / replay errors"),
+    "violation_inc": ("new clock-violation time (us)", "new clock-violation time (us)"),
+    "throttle_hw": ("hour of hardware clock throttling", "hours of hardware clock throttling"),
+    "node_fail_single": ("single-node job ended NODE_FAIL", "single-node jobs ended NODE_FAIL"),
+    "node_fail_multi": ("multi-node job ended NODE_FAIL", "multi-node jobs ended NODE_FAIL"),
+    "jobs_failed": ("failed job", "failed jobs"),
+    "attr_any": ("job failure attributed to the node", "job failures attributed to the node"),
+    "attr_hw": (
+        "job failure attributed to its hardware",
+        "job failures attributed to its hardware",
+    ),
+    "fail": ("earlier hardware failure", "earlier hardware failures"),
 }
 _SPECIAL = {
-    "warn_kinds_7d": "{v:g} kinds of hardware warning in 7 d",
+    "warn_kinds_7d": "{v:g} {kinds} of hardware warning in 7 d",
     "warn_escalation": "warnings escalating (score {v:g})",
     "temp_hot_mean_24h": "mean GPU temperature {v:g} C above normal over 24 h",
 }
@@ -146,8 +110,7 @@ def reason_text(feature: str, value: float) -> str:
     if feature == "hours_since_fail":
         return f"last hardware failure {v:g} h ago"
     if feature in _SPECIAL:
-        text = _SPECIAL[feature].format(v=v)
-        return text.replace("1 kinds of", "1 kind of", 1) if v == 1 else text
+        return _SPECIAL[feature].format(v=v, kinds="kind" if v == 1 else "kinds")
     m = _WINDOW.match(feature)
     if m is None:
         return f"{feature} = {v:g}"
@@ -159,8 +122,8 @@ def reason_text(feature: str, value: float) -> str:
         return f"{v:g} Xid {xid[1]} in {window}"
     if base.startswith("xid_") and base not in _NOUNS:
         return f"{v:g} {base[4:]} Xid{'' if v == 1 else 's'} in {window}"
-    noun = _ONE.get(base) if v == 1 else None
-    return f"{v:g} {noun or _NOUNS.get(base, base)} in {window}"
+    noun = _NOUNS[base][v != 1] if base in _NOUNS else base
+    return f"{v:g} {noun} in {window}"
 
 
 def window_h(feature: str) -> float | None:
