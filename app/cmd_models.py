@@ -110,7 +110,7 @@ def train(
             min=0.0,
             max=1.0,
         ),
-    ] = 0.5,  # TrainConfig.clear_fraction (a test keeps the two equal)
+    ] = 0.3,  # TrainConfig.clear_fraction (a test keeps the two equal)
     models_dir: ModelsDirOption = None,
     seed: Annotated[int, typer.Option(help="Random seed (negative subsampling, trees).")] = 0,
     since: Annotated[
