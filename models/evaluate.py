@@ -65,7 +65,7 @@ HOUR = timedelta(hours=1)
 METRIC_DEFINITIONS = {
     "pr_auc": "average precision over node-hour rows of the test window",
     "alert": "an episode per node: opens when the hourly score reaches the threshold, stays "
-    "open while it stays at or above the clear level (the watch threshold), closes when it "
+    "open while it stays at or above the clear level (the card's thresholds.clear), closes when it "
     "drops below that or when the node fails",
     "precision": "alert episodes followed by a failure of that node while open or within the "
     "horizon after / all alert episodes that could match a failure of the window",

@@ -262,19 +262,18 @@ class TrainConfig:
     # most recall at the same pooled precision with a margin kept above 0.85.
     target_precision: float = 0.80
     # An open alert closes when the score drops below this fraction of the operating threshold
-    # (``Thresholds.clear``; 0.5: the watch threshold), not at the threshold itself: an alert
-    # whose score wavers around the threshold is one alert, not a new page each time it comes
-    # back (hysteresis, as Prometheus' ``keep_firing_for`` against flapping). The threshold is
+    # (``Thresholds.clear``; 0.5: the watch threshold; 0.3: below it), not at the threshold itself:
+    # an alert whose score wavers around the threshold is one alert, not a new page each time it
+    # comes back (hysteresis, as Prometheus' ``keep_firing_for`` against flapping). The threshold is
     # picked with the same alerts. 1.0: no hold. On the twelve development clusters (442 test
-    # episodes), pooled precision / recall: 0.887 / 0.559 without the hold, 0.917 / 0.559 at
-    # 0.75, 0.923 / 0.561 at 0.5; a third of the false alerts had been the first half of an
-    # alert that dipped below the threshold for a few hours before its node failed. 0.3 (was
-    # 0.5), with the floor at 0.25, chosen on the same twelve clusters at the default warning
-    # share and at share 0.3 (441 episodes, 150 of them warned), offline on one training run's
-    # dumped scores per cluster: at the 0.35 floor, 0.925 / 248 caught (default share) and
-    # 0.927 / 114 caught (share 0.3) against 0.923 / 248 and 0.899 / 112 at 0.5; 0.2 gave the
-    # same as 0.3. A warning that comes days before its failure lifts the score for a day, then
-    # the score sags; held down to 0.3 the alert is still open when the node fails.
+    # episodes), pooled precision / recall: 0.887 / 0.559 without the hold, 0.917 / 0.559 at 0.75,
+    # 0.923 / 0.561 at 0.5; a third of the false alerts had been the first half of an alert that
+    # dipped below the threshold for a few hours before its node failed. 0.3 (was 0.5), with the
+    # floor at 0.25, chosen on the same twelve clusters at the default warning share and at share
+    # 0.3 (441 episodes, 150 of them warned), offline on one training run's dumped scores per
+    # cluster: at the 0.35 floor, 0.925 / 248 caught (default share) and 0.927 / 114 caught (share
+    # 0.3) against 0.923 / 248 and 0.899 / 112 at 0.5; 0.2 gave the same as 0.3. The scores are the
+    # same: the extra catches are failures an alert was still open for.
     clear_fraction: float = 0.3
     drain_now_precision: float = 0.97
     k: int | None = None  # nodes an SRE can drain per day; default 1% of nodes (at least 1)
