@@ -282,22 +282,22 @@ class TrainConfig:
     max_train_rows: int = 300_000
     max_calib_rows: int = 800_000  # calibrator fit: negatives beyond this are sampled, weighted
     min_alerts: int = 10  # support rule of the threshold choice (alert episodes on calibration)
-    # Floor of the operating threshold, in calibrated probability of a failure within the
-    # horizon. The calibration window holds only a few dozen alert episodes; on a development
-    # cluster (seed 90210) its precision curve stayed >= 0.85 down to a threshold of 0.18, where
-    # the next quarter's precision was 0.59. The pick at 0.9 (choose_threshold) landed at
-    # 0.24-0.79 on the four development clusters; the floor keeps a flat calibration curve from
-    # pulling the threshold into the noise. 0.35 (was 0.3) with cross-fitting, chosen on 22
-    # development clusters (DEV_SEEDS, the first six of the retired 20261203 list and the retired
-    # 20261206 list; 803 test episodes): pooled precision / recall 0.862 / 0.538 at 0.3, 0.874 /
-    # 0.537 at 0.35, 0.873 / 0.528 at 0.4, 0.880 / 0.518 at 0.45. 0.25 with the hold at 0.3
-    # (``clear_fraction``) was chosen on the twelve development clusters at both warning shares
-    # (pooled precision / caught of the warned failures at the default share 0.925 / 0.908 at 0.35,
-    # 0.904 / 0.916 at 0.3, 0.879 / 0.919 at 0.25; at share 0.3, 0.927 / 0.760, 0.915 / 0.773, 0.875
-    # / 0.800) and held out once on the tenth evaluation list: at share 0.3 it caught 0.84 of the
-    # ceiling at precision 0.87, but at the default share its precision fell to 0.822 (0.879 on the
-    # development pool). Back to 0.35: the precision margin on the development pool must be wider
-    # than 0.03 to hold out (the eighth and tenth lists fell 0.04-0.06 below it).
+    # Floor of the operating threshold, in calibrated probability of a failure within the horizon.
+    # The calibration window holds only a few dozen alert episodes; on a development cluster (seed
+    # 90210) its precision curve stayed >= 0.85 down to a threshold of 0.18, where the next
+    # quarter's precision was 0.59. The pick at 0.9 (choose_threshold) landed at 0.24-0.79 on the
+    # four development clusters; the floor keeps a flat calibration curve from pulling the threshold
+    # into the noise. 0.35 (was 0.3) with cross-fitting, chosen on 22 development clusters
+    # (DEV_SEEDS, the first six of the retired 20261203 list and the retired 20261206 list; 803 test
+    # episodes): pooled precision / recall 0.862 / 0.538 at 0.3, 0.874 / 0.537 at 0.35, 0.873 /
+    # 0.528 at 0.4, 0.880 / 0.518 at 0.45. 0.25 with the hold at 0.3 (``clear_fraction``) was chosen
+    # on the twelve development clusters at both warning shares (pooled precision / caught of the
+    # warned failures at the default share 0.925 / 0.908 at 0.35, 0.904 / 0.916 at 0.3, 0.879 /
+    # 0.919 at 0.25; at share 0.3, 0.927 / 0.760, 0.915 / 0.773, 0.875 / 0.800) and held out once on
+    # the tenth evaluation list: at share 0.3 it caught 0.84 of the ceiling at precision 0.87, but
+    # at the default share its precision fell to 0.822 (0.879 on the development pool). Back to
+    # 0.35: the precision margin on the development pool must be wider than 0.03 to hold out (the
+    # eighth and tenth lists fell 0.04-0.06 below it).
     min_threshold: float = 0.35
     # Cap of the operating threshold (None: no cap), in the same calibrated probability.
     max_threshold: float | None = None
