@@ -380,7 +380,7 @@ def _result(cfg: Any, plan: _Plan, fitted: _Fitted, created: datetime, client: A
     calib, test, episodes, counts = fitted.calib, fitted.test, fitted.episodes, fitted.counts
     counts["calib"] = (calib.height, int(calib["label"].sum()))
     counts["test"] = (test.height, int(test["label"].sum()))
-    thresholds, baselines = pick_thresholds(calib, episodes, fitted.window, cfg)
+    thresholds, baselines, floor_note = pick_thresholds(calib, episodes, fitted.window, cfg)
     k = cfg.k or max(1, round(0.01 * len(plan.nodes)))
     found = _evaluate(
         test,
@@ -395,7 +395,7 @@ def _result(cfg: Any, plan: _Plan, fitted: _Fitted, created: datetime, client: A
     shape = GridShape(
         start, plan.grid_end, plan.nodes, episodes.with_columns(pl.col("node").cast(pl.String))
     )
-    how = calibration_note(cfg, fitted.window, fitted.crossed)
+    how = calibration_note(cfg, fitted.window, fitted.crossed, floor_note)
     card = _card(
         shape, plan.split, cfg, fitted.deployed, thresholds, found, counts, k, created, how
     )

@@ -74,11 +74,12 @@ METRIC_DEFINITIONS = {
     "median_lead_time_h": "median over caught failures of failure time - start of the "
     "earliest matching alert",
     "precision_at_k": "each day, the k highest-scoring nodes: share that fail within the horizon",
-    "threshold": "max(min_threshold, lowest threshold whose alert precision on the scored "
+    "threshold": "max(floor, lowest threshold whose alert precision on the scored "
     "rows it is fitted on (out-of-fold over the training and calibration windows, or the "
     "calibration window: the card's calibration), isotonic-smoothed over thresholds with at "
     "least min_alerts alerts, reaches the target; if none does, the lowest threshold of the "
-    "smoothed curve's top)",
+    "smoothed curve's top); the floor is min_threshold, lowered towards low_share_floor where "
+    "the same scores saw few of the window's failures coming (the card's calibration.floor)",
 }
 
 
@@ -329,6 +330,36 @@ def choose_threshold(
     if reach.size:
         return float(t_arr[reach[0]])
     return float(t_arr[int(np.flatnonzero(smooth >= smooth.max() - 1e-12)[0])])
+
+
+def seen_share(
+    rows: pl.DataFrame,
+    failures: pl.DataFrame,
+    *,
+    horizon_h: float,
+    window: tuple[datetime, datetime],
+    level: float,
+) -> tuple[float | None, int]:
+    """The share of the failure episodes of ``window`` that the scores saw coming: their node
+    scored above ``level`` at some hour of the horizon before them. Returns (share, episodes);
+    share None when the window holds no failure. ``rows``: node, ts, score (out-of-fold, so the
+    model never saw the failure it is scored for)."""
+    h = timedelta(hours=horizon_h)
+    f = failures.filter(pl.col("ts").is_between(*window)).select(
+        pl.col("node").cast(pl.String), pl.col("ts").cast(pl.Datetime("us")).alias("fts")
+    )
+    if f.height == 0:
+        return None, 0
+    high = rows.filter(pl.col("score") > level).select(
+        pl.col("node").cast(pl.String), pl.col("ts").cast(pl.Datetime("us"))
+    )
+    seen = (
+        f.with_row_index("fid")
+        .join(high, on="node", how="inner")
+        .filter((pl.col("ts") < pl.col("fts")) & (pl.col("ts") >= pl.col("fts") - h))["fid"]
+        .n_unique()
+    )
+    return seen / f.height, f.height
 
 
 def precision_at_k(rows: pl.DataFrame, k: int) -> float | None:

@@ -18,7 +18,7 @@ from faultlens.models.crossfit import (
     usable,
 )
 from faultlens.models.evaluate import time_split
-from faultlens.models.predictor import TrainConfig, train_failure_model
+from faultlens.models.predictor import TrainConfig, operating_floor, train_failure_model
 from tests.models.synthetic import random_cluster
 
 N_NODES = 36
@@ -103,6 +103,14 @@ def test_thresholds_come_from_out_of_fold_scores_over_both_windows(cluster, grou
     assert res.card["trees_fitted_on"] == ["train", "calib"]
     assert res.estimator.calibrator_ is not None
     assert np.isfinite(res.thresholds.drain_after_jobs)
+    # the floor the card names is the one the seen share gives, and the threshold respects it
+    floor = how["floor"]
+    cfg = TrainConfig()
+    assert floor["failure_episodes"] > 0 and 0.0 <= floor["seen_share"] <= 1.0
+    expected = operating_floor(cfg, floor["seen_share"], floor["failure_episodes"])
+    assert floor["floor"] == pytest.approx(expected, abs=1e-4)
+    assert cfg.low_share_floor <= floor["floor"] <= cfg.min_threshold
+    assert res.thresholds.drain_after_jobs >= floor["floor"]
     # the scored rows are every row of the span (no cap at this size), the training rows too
     assert res.card["rows"]["calib"] == res.card["rows"]["train"]
     assert res.metrics["model"]["pr_auc"] > res.metrics["lemon_baseline"]["pr_auc"]
