@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -241,28 +240,11 @@ def print_metrics(out: Console, doc: dict[str, Any]) -> None:
             f"{doc['test_window'][0][:16]} .. {doc['test_window'][1][:16]}",
         )
     )
-    line = threshold_line(doc)
+    from faultlens.reports.q_detail import threshold_note
+
+    line = threshold_note(doc)
     if line:
         out.print(line, highlight=False)
-
-
-def threshold_line(doc: dict[str, Any]) -> str | None:
-    """The operating threshold and where its floor came from (``TrainConfig.low_share_floor``),
-    in words; None for a card without the floor's account."""
-    floor = (doc.get("calibration") or {}).get("floor")
-    thr = (doc.get("thresholds") or {}).get("drain_after_jobs")
-    if not floor or thr is None:
-        return None
-    seen = floor.get("seen_share")
-    why = (
-        f"the out-of-fold scores saw {seen:.0%} of the {floor['failure_episodes']} failures of "
-        f"the fitting window coming (above {floor['seen_level']:g} in the {doc['horizon_h']:g} h "
-        "before)"
-        if seen is not None
-        else "no failures in the fitting window"
-    )
-    head = f"operating threshold {thr:.3f}" if math.isfinite(thr) else "no operating threshold"
-    return f"{head}: floor {floor['floor']:.3f}, {why}"
 
 
 METRIC_KEYS = ("pr_auc", "precision", "recall", "precision_at_k", "median_lead_time_h")

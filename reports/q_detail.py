@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,26 @@ def model_card(models_dir: Path, version: str | None = None) -> dict[str, Any] |
     except (OSError, ValueError) as e:
         log.warning("cannot read model card %s: %s", card, e)
         return None
+
+
+def threshold_note(card: dict[str, Any]) -> str | None:
+    """The operating threshold and where its floor came from (``TrainConfig.low_share_floor``),
+    in words, from a model card (or ``train --json``'s document); None for a card without the
+    floor's account (models trained before it)."""
+    floor = (card.get("calibration") or {}).get("floor")
+    thr = (card.get("thresholds") or {}).get("drain_after_jobs")
+    if not floor or thr is None:
+        return None
+    seen = floor.get("seen_share")
+    why = (
+        f"the out-of-fold scores saw {seen:.0%} of the {floor['failure_episodes']} failures of "
+        f"the fitting window coming (above {floor['seen_level']:g} in the {card['horizon_h']:g} h "
+        "before)"
+        if seen is not None
+        else "no failures in the fitting window"
+    )
+    head = f"operating threshold {thr:.3f}" if math.isfinite(thr) else "no operating threshold"
+    return f"{head}: floor {floor['floor']:.3f}, {why}"
 
 
 def baseline_metrics(card: dict[str, Any]) -> pl.DataFrame:

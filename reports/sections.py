@@ -214,6 +214,10 @@ def predictions(store: Store, f: Filters, models_dir: Path | None) -> Section:
     card = q_detail.model_card(models_dir, made_by) if models_dir else None
     base = q_detail.baseline_metrics(card) if card else pl.DataFrame()
     numbers = [("Model", str(card.get("model_version"))) if card else ("Model", "none trained")]
+    floor = ((card or {}).get("calibration") or {}).get("floor")
+    thr = ((card or {}).get("thresholds") or {}).get("drain_after_jobs")
+    if floor and thr is not None:  # the text says why: q_detail.threshold_note
+        numbers.append(("Alert threshold", f"{thr:.3f} (floor {floor['floor']:.3f})"))
     return Section(
         "Predictions",
         "predictions",

@@ -103,6 +103,28 @@ def test_predictions_without_model_says_what_to_run(app: AppTest) -> None:
     assert any("faultlens train" in i.value for i in app.info)
 
 
+def test_predictions_say_the_threshold_and_why_its_floor(app: AppTest, tmp_path: Path) -> None:
+    card = {
+        "model_version": "failure-test",  # the model smalldb's predictions name
+        "horizon_h": 24.0,
+        "thresholds": {"drain_after_jobs": 0.25, "watch": 0.125, "drain_now": 0.9},
+        "calibration": {
+            "floor": {"floor": 0.25, "seen_share": 0.28, "seen_level": 0.1, "failure_episodes": 96}
+        },
+        "metrics": {},
+    }
+    folder = tmp_path / "models" / "failure-test"
+    folder.mkdir(parents=True)
+    (folder / "model_card.json").write_text(json.dumps(card))
+    app.switch_page("views/predictions.py").run()
+    assert not app.exception
+    captions = [c.value for c in app.caption]
+    assert (
+        "Operating threshold 0.250: floor 0.250, the out-of-fold scores saw 28% of the 96 "
+        "failures of the fitting window coming (above 0.1 in the 24 h before)." in captions
+    ), captions
+
+
 def test_recovery_what_if_ranks_strategies(app: AppTest) -> None:
     app.switch_page("views/recovery.py").run()
     app.slider("rw_interval").set_value(60).run()

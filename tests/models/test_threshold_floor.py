@@ -79,8 +79,8 @@ def test_the_operating_threshold_uses_the_given_floor() -> None:
     assert operating_threshold(cfg, 0.9, 0.25) == 0.6  # the cap still applies
 
 
-def test_train_prints_the_threshold_and_why_its_floor() -> None:
-    from faultlens.app.cmd_models import threshold_line
+def test_the_threshold_and_why_its_floor_in_words() -> None:
+    from faultlens.reports.q_detail import threshold_note
 
     doc = {
         "horizon_h": 24.0,
@@ -89,13 +89,13 @@ def test_train_prints_the_threshold_and_why_its_floor() -> None:
             "floor": {"floor": 0.25, "seen_share": 0.28, "seen_level": 0.1, "failure_episodes": 96}
         },
     }
-    assert threshold_line(doc) == (
+    assert threshold_note(doc) == (
         "operating threshold 0.250: floor 0.250, the out-of-fold scores saw 28% of the 96 "
         "failures of the fitting window coming (above 0.1 in the 24 h before)"
     )
     doc["calibration"]["floor"].update(seen_share=None, failure_episodes=0, floor=0.35)
     doc["thresholds"]["drain_after_jobs"] = float("inf")
-    assert threshold_line(doc) == (
+    assert threshold_note(doc) == (
         "no operating threshold: floor 0.350, no failures in the fitting window"
     )
-    assert threshold_line({"horizon_h": 24.0, "thresholds": {}, "calibration": {}}) is None
+    assert threshold_note({"horizon_h": 24.0, "thresholds": {}, "calibration": {}}) is None

@@ -187,3 +187,37 @@ def test_report_retries_a_database_that_changes_while_it_is_copied(tmp_path, mon
         build.first_snapshot(reader, db, attempts=2, pause_s=0.0)
     with pytest.raises(StoreError, match="no database"):
         build.first_snapshot(reader, tmp_path / "missing.duckdb", attempts=2, pause_s=0.0)
+
+
+def test_predictions_section_names_the_threshold_and_its_floor(small, tmp_path: Path) -> None:  # noqa: ANN001
+    import json
+
+    from faultlens.reports import sections
+
+    risk = q_fleet.latest_predictions(small, WEEK)
+    version = risk["model_version"][0]
+    card = {
+        "model_version": version,
+        "horizon_h": 24.0,
+        "thresholds": {"drain_after_jobs": 0.2577, "watch": 0.12885, "drain_now": 0.9},
+        "calibration": {
+            "floor": {
+                "floor": 0.2577,
+                "seen_share": 0.3153,
+                "seen_level": 0.1,
+                "failure_episodes": 111,
+            }
+        },
+        "metrics": {},
+    }
+    (tmp_path / "models" / version).mkdir(parents=True)
+    (tmp_path / "models" / version / "model_card.json").write_text(json.dumps(card))
+    numbers = dict(sections.predictions(small, WEEK, tmp_path / "models").numbers)
+    assert numbers["Model"] == version
+    assert numbers["Alert threshold"] == "0.258 (floor 0.258)"
+    # a card from before the floor was recorded: no threshold line rather than a guessed one
+    del card["calibration"]
+    (tmp_path / "models" / version / "model_card.json").write_text(json.dumps(card))
+    assert "Alert threshold" not in dict(
+        sections.predictions(small, WEEK, tmp_path / "models").numbers
+    )

@@ -53,6 +53,9 @@ def render() -> None:
         st.info("No model card: run `faultlens train` to see the model against its baselines.")
         return
     st.subheader(f"Model card: {card.get('model_version', '?')}")
+    note = q_detail.threshold_note(card)
+    if note:
+        st.caption(note[0].upper() + note[1:] + ".")
     ui.chart(st, figures.fig_model_vs_baselines(q_detail.baseline_metrics(card)), key="base")
     st.dataframe(q_detail.baseline_metrics(card), hide_index=True)
     with st.expander("Model card (JSON)"):
