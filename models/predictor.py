@@ -423,6 +423,7 @@ def pick_thresholds(
         "seen_share": None if seen is None else round(seen, 4),
         "seen_level": cfg.seen_level,
         "failure_episodes": n_failures,
+        "min_episodes": cfg.min_seen_episodes,
     }
     pick = {
         "failures": episodes,

@@ -242,14 +242,16 @@ def threshold_note(card: dict[str, Any]) -> str | None:
     thr = (card.get("thresholds") or {}).get("drain_after_jobs")
     if not floor or thr is None:
         return None
-    seen = floor.get("seen_share")
+    seen, n = floor.get("seen_share"), floor["failure_episodes"]
     why = (
-        f"the out-of-fold scores saw {seen:.0%} of the {floor['failure_episodes']} failures of "
-        f"the fitting window coming (above {floor['seen_level']:g} in the {card['horizon_h']:g} h "
-        "before)"
+        f"the out-of-fold scores saw {seen:.0%} of the {n} failures of the fitting window coming "
+        f"(above {floor['seen_level']:g} in the {card['horizon_h']:g} h before)"
         if seen is not None
         else "no failures in the fitting window"
     )
+    least = floor.get("min_episodes")
+    if seen is not None and least is not None and n < least:
+        why += f"; fewer than {least}, too few to lower the floor"
     head = f"operating threshold {thr:.3f}" if math.isfinite(thr) else "no operating threshold"
     return f"{head}: floor {floor['floor']:.3f}, {why}"
 

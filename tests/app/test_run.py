@@ -130,7 +130,7 @@ def test_train_predict_json_and_locked_run_via_cli(tmp_path: Path) -> None:
     }
     assert (tmp_path / "models" / doc["model_version"] / "model_card.json").is_file()
     floor = doc["calibration"]["floor"]
-    assert set(floor) == {"floor", "seen_share", "seen_level", "failure_episodes"}
+    assert set(floor) == {"floor", "seen_share", "seen_level", "failure_episodes", "min_episodes"}
     assert doc["thresholds"]["drain_after_jobs"] >= floor["floor"]
     res = runner.invoke(
         app, ["predict", "--db", str(db), "--as-of", truth["end"].isoformat(), "--json"]

@@ -93,6 +93,13 @@ def test_the_threshold_and_why_its_floor_in_words() -> None:
         "operating threshold 0.250: floor 0.250, the out-of-fold scores saw 28% of the 96 "
         "failures of the fitting window coming (above 0.1 in the 24 h before)"
     )
+    doc["calibration"]["floor"].update(failure_episodes=9, min_episodes=20, floor=0.35)
+    doc["thresholds"]["drain_after_jobs"] = 0.35
+    assert threshold_note(doc) == (
+        "operating threshold 0.350: floor 0.350, the out-of-fold scores saw 28% of the 9 "
+        "failures of the fitting window coming (above 0.1 in the 24 h before); fewer than 20, "
+        "too few to lower the floor"
+    )
     doc["calibration"]["floor"].update(seen_share=None, failure_episodes=0, floor=0.35)
     doc["thresholds"]["drain_after_jobs"] = float("inf")
     assert threshold_note(doc) == (
