@@ -52,10 +52,6 @@ _NOUNS: dict[str, tuple[str, str]] = {
     "job_requeue": ("requeued job", "requeued jobs"),
     "severe": ("error / critical event", "error / critical events"),
     "warn": ("hardware warning", "hardware warnings"),
-    "warn_streak": (
-        "hour in a row with hardware warnings (max)",
-        "hours in a row with hardware warnings (max)",
-    ),
     "ecc_sbe_inc": ("new correctable ECC error", "new correctable ECC errors"),
     "ecc_dbe_inc": ("new uncorrectable ECC error", "new uncorrectable ECC errors"),
     "retired_inc": ("newly retired page", "newly retired pages"),
@@ -80,6 +76,18 @@ _SPECIAL = {
     "warn_kinds_7d": "{v:g} {kinds} of hardware warning in 7 d",
     "warn_escalation": "warnings escalating (score {v:g})",
     "temp_hot_mean_24h": "mean GPU temperature {v:g} C above normal over 24 h",
+    # per warning, the same GPU's warnings in the 72 h up to it (``warn_streak``) and the hours
+    # since the first of them (``warn_span``), the most of the window's warnings
+    **{
+        f"warn_streak_{w}": "{v:g} hardware warning{s} on one GPU within 72 h, seen in the last "
+        + w.replace("h", " h")
+        for w in ("24h", "72h")
+    },
+    **{
+        f"warn_span_{w}": "one GPU warning for {v:g} h (first to latest within 72 h), seen in the "
+        "last " + w.replace("h", " h")
+        for w in ("24h", "72h")
+    },
 }
 # Slurm node-state event kinds, newest first wins.
 SLURM_STATE_KINDS = {
@@ -110,7 +118,9 @@ def reason_text(feature: str, value: float) -> str:
     if feature == "hours_since_fail":
         return f"last hardware failure {v:g} h ago"
     if feature in _SPECIAL:
-        return _SPECIAL[feature].format(v=v, kinds="kind" if v == 1 else "kinds")
+        return _SPECIAL[feature].format(
+            v=v, kinds="kind" if v == 1 else "kinds", s="" if v == 1 else "s"
+        )
     m = _WINDOW.match(feature)
     if m is None:
         return f"{feature} = {v:g}"

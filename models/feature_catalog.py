@@ -54,7 +54,10 @@ def _catalog_sets() -> tuple[dict[str, list[int]], list[int], list[int]]:
 # now and then; a failing one escalates: more of them, on one GPU, over hours to days. The
 # ``warn`` features count them of any kind, so that an escalation of a rarely seen kind still
 # looks like one; ``warn_streak`` is, per event, the warnings of the same GPU (or of the node, for
-# host warnings) in the ``WARN_STREAK_H`` hours up to it, maxed over the window.
+# host warnings) in the ``WARN_STREAK_H`` hours up to it, maxed over the window; ``warn_span`` is,
+# per event, the hours from the first of those warnings to it: a blip is over within a few hours,
+# a part on its way out keeps warning for a day or more, so the span tells a recurring warning
+# from a burst of the same size (and a rarely seen kind's recurrence from its one-off blip).
 WARN_KINDS = (
     "ecc",
     "row_remap",
@@ -121,6 +124,7 @@ EVENT_BASES: tuple[Base, ...] = (
     _ev("severe", (W1, W24), "severity IN ('error', 'critical')"),
     _ev("warn", (W1, W6, W24, W72, W7D), "warn"),
     Base("warn_streak", "events", (W24, W72), "max", "warn"),
+    Base("warn_span", "events", (W24, W72), "max", "warn"),
     _kinds("pcie_w", (W72,), "pcie"),
     _kinds("gsp_w", (W72,), "gsp_timeout"),
     _ev("xid74_w", (W72,), "kind = 'xid' AND code = 74"),
@@ -240,6 +244,7 @@ MONOTONE_BASES = frozenset(
     {
         "warn",
         "warn_streak",
+        "warn_span",
         "pcie_w",
         "gsp_w",
         "xid74_w",

@@ -124,8 +124,9 @@ def event_buckets(
     caller."""
     cols, params = [], []
     for b in EVENT_BASES:
-        if b.name == "warn_streak":
-            cols.append("coalesce(max(streak), 0) AS warn_streak")
+        if b.name in ("warn_streak", "warn_span"):
+            col = "streak" if b.name == "warn_streak" else "span_h"
+            cols.append(f"coalesce(max({col}), 0) AS {b.name}")
             continue
         cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
         params.extend(b.params)
@@ -138,9 +139,10 @@ def event_buckets(
         "FROM events e LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
         "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu "
         f"WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL{in_nodes}), "
-        "y AS (SELECT *, CASE WHEN warn THEN sum(CAST(warn AS INTEGER)) OVER ("
-        "PARTITION BY node, gpu_key ORDER BY ts RANGE BETWEEN "
-        f"INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW) END AS streak FROM x) "
+        "y AS (SELECT *, CASE WHEN warn THEN sum(CAST(warn AS INTEGER)) OVER w END AS streak, "
+        "CASE WHEN warn THEN (epoch(ts) - epoch(min(CASE WHEN warn THEN ts END) OVER w)) / 3600.0 "
+        "END AS span_h FROM x WINDOW w AS (PARTITION BY node, gpu_key ORDER BY ts RANGE BETWEEN "
+        f"INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW)) "
         f"SELECT node, gkey, b, {', '.join(cols)} FROM y GROUP BY node, gkey, b"
     )
     if point:

@@ -42,6 +42,13 @@ T = datetime(2025, 6, 1, 12)
         ("fail_28d", 1, "1 earlier hardware failure in 28 d"),
         ("hours_since_fail", 30.5, "last hardware failure 30.5 h ago"),
         ("temp_hot_24h", 11, "GPU temperature 11 C above 80 C in 24 h"),
+        ("warn_streak_24h", 3, "3 hardware warnings on one GPU within 72 h, seen in the last 24 h"),
+        ("warn_streak_72h", 1, "1 hardware warning on one GPU within 72 h, seen in the last 72 h"),
+        (
+            "warn_span_72h",
+            30.25,
+            "one GPU warning for 30.25 h (first to latest within 72 h), seen in the last 72 h",
+        ),
     ],
 )
 def test_reason_text(feature: str, value: float, text: str) -> None:

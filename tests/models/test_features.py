@@ -218,3 +218,37 @@ def test_a_subset_of_nodes_gives_the_same_rows_as_the_whole_grid(store) -> None:
     assert alone["xid_all_28d"].sum() > 0
     assert alone["hours_since_fail"].min() < HOURS_SINCE_CAP  # some failure seen
     assert sorted(set(alone["node"])) == [grid.nodes[i] for i in (1, 4, 5, 17)]
+
+
+def test_warning_streak_and_span_per_gpu(store) -> None:
+    """A GPU that keeps warning for a day (Xid 119 at 01:00, 13:00, 31:30) against one whose two
+    warnings come an hour apart, on the same node: the span is the first GPU's hours from its first
+    warning to its latest within the 72 h before it."""
+
+    def xid(hours: float, gpu: str, code: int = 119) -> dict:
+        return {"ts": T0 + hours * H, "node": "n1", "gpu": gpu, "kind": "xid", "code": code}
+
+    insert_gpus(store, ["n1"])
+    insert_events(
+        store,
+        [xid(1, "0"), xid(13, "0"), xid(31.5, "0"), xid(20, "1", 92), xid(21, "1", 92)]
+        + [xid(100, "0")],  # within its 72 h only the one at 31:30: 1:00 and 13:00 are older
+    )
+    end = T0 + 130 * H
+    grid = FeatureGrid(store, T0, end, horizon_h=24)
+    mask = np.zeros(grid.shape, dtype=bool)
+    hours = [2, 14, 22, 32, 101]
+    mask[:, hours] = True
+    rows = grid.table({"rows": mask})["rows"].filter(pl.col("node") == "n1").sort("ts")
+    # 02:00: one warning, no span; 14:00: two warnings 12 h apart; 22:00: GPU 1's two in one
+    # hour do not beat GPU 0's 12 h; 32:00: GPU 0's three over 30.5 h
+    # 101:00: the 72 h window holds 31:30 (three warnings, 30.5 h) and 100:00 (two: 31:30 and
+    # itself, 68.5 h); the 24 h window only 100:00
+    assert rows["warn_streak_72h"].to_list() == [1, 2, 2, 3, 3]
+    assert rows["warn_span_72h"].to_list() == pytest.approx([0, 12, 12, 30.5, 68.5])
+    assert rows["warn_streak_24h"].to_list() == [1, 2, 2, 3, 2]
+    assert rows["warn_span_24h"].to_list() == pytest.approx([0, 12, 12, 30.5, 68.5])
+    point = point_features(store, T0 + 32 * H).filter(pl.col("node") == "n1")
+    gpu0 = point.filter(pl.col("gpu") == "0").row(0, named=True)
+    gpu1 = point.filter(pl.col("gpu") == "1").row(0, named=True)
+    assert (gpu0["warn_span_72h"], gpu1["warn_span_72h"]) == pytest.approx((30.5, 1.0))
