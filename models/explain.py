@@ -76,18 +76,13 @@ _SPECIAL = {
     "warn_kinds_7d": "{v:g} {kinds} of hardware warning in 7 d",
     "warn_escalation": "warnings escalating (score {v:g})",
     "temp_hot_mean_24h": "mean GPU temperature {v:g} C above normal over 24 h",
-    # per warning, the same GPU's warnings in the 72 h up to it (``warn_streak``) and the hours
-    # since the first of them (``warn_span``), the most of the window's warnings
-    **{
-        f"warn_streak_{w}": "{v:g} hardware warning{s} on one GPU within 72 h, seen in the last "
-        + w.replace("h", " h")
-        for w in ("24h", "72h")
-    },
-    **{
-        f"warn_span_{w}": "one GPU warning for {v:g} h (first to latest within 72 h), seen in the "
-        "last " + w.replace("h", " h")
-        for w in ("24h", "72h")
-    },
+}
+# Windowed features that are not counts: per warning, the same GPU's warnings in the 72 h up to it
+# (``warn_streak``) and the hours since the first of them (``warn_span``), maxed over the window.
+_BASE_TEXT = {
+    "warn_streak": "{v:g} hardware warning{s} on one GPU within 72 h, seen in the last {window}",
+    "warn_span": "one GPU warning for {v:g} h (first to latest within 72 h), seen in the last "
+    "{window}",
 }
 # Slurm node-state event kinds, newest first wins.
 SLURM_STATE_KINDS = {
@@ -118,13 +113,13 @@ def reason_text(feature: str, value: float) -> str:
     if feature == "hours_since_fail":
         return f"last hardware failure {v:g} h ago"
     if feature in _SPECIAL:
-        return _SPECIAL[feature].format(
-            v=v, kinds="kind" if v == 1 else "kinds", s="" if v == 1 else "s"
-        )
+        return _SPECIAL[feature].format(v=v, kinds="kind" if v == 1 else "kinds")
     m = _WINDOW.match(feature)
     if m is None:
         return f"{feature} = {v:g}"
     base, window = m["base"], _window_text(m["n"], m["unit"])
+    if base in _BASE_TEXT:
+        return _BASE_TEXT[base].format(v=v, s="" if v == 1 else "s", window=window)
     if base == "temp_hot":
         return f"GPU temperature {v:g} C above {TEMP_NORMAL_C:g} C in {window}"
     xid = re.fullmatch(r"xid(\d+)(_w)?", base)

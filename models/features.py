@@ -110,6 +110,15 @@ def _warn_sql() -> tuple[str, list[object]]:
     return sql, [list(WARN_KINDS), list(WARN_XIDS), *target_event_params()]
 
 
+# Per-warning values over the same GPU's (the node's, for host warnings) warnings in the
+# ``WARN_STREAK_H`` hours up to it (window ``w`` of ``event_buckets``), maxed per hour bucket: how
+# many there are, and the hours since the first of them.
+_PER_WARNING = {
+    "warn_streak": "sum(CAST(warn AS INTEGER)) OVER w",
+    "warn_span": "(epoch(ts) - epoch(min(CASE WHEN warn THEN ts END) OVER w)) / 3600.0",
+}
+
+
 def event_buckets(
     store: Store,
     lo: datetime,
@@ -124,13 +133,13 @@ def event_buckets(
     caller."""
     cols, params = [], []
     for b in EVENT_BASES:
-        if b.name in ("warn_streak", "warn_span"):
-            col = "streak" if b.name == "warn_streak" else "span_h"
-            cols.append(f"coalesce(max({col}), 0) AS {b.name}")
+        if b.name in _PER_WARNING:
+            cols.append(f"coalesce(max({b.name}), 0) AS {b.name}")
             continue
         cols.append(f"count(*) FILTER (WHERE {b.cond}) AS {b.name}")
         params.extend(b.params)
     warn, warn_params = _warn_sql()
+    per_warning = ", ".join(f"CASE WHEN warn THEN {v} END AS {k}" for k, v in _PER_WARNING.items())
     in_nodes, node_params = _in_nodes("e.node", nodes)
     gpu = _gkey_events(True)
     sql = (
@@ -139,10 +148,8 @@ def event_buckets(
         "FROM events e LEFT JOIN (SELECT node, pci_bus_id, min(gpu_index) AS gi FROM gpus "
         "WHERE pci_bus_id IS NOT NULL GROUP BY ALL) g ON g.node = e.node AND g.pci_bus_id = e.gpu "
         f"WHERE e.ts >= ? AND e.ts < ? AND e.node IS NOT NULL{in_nodes}), "
-        "y AS (SELECT *, CASE WHEN warn THEN sum(CAST(warn AS INTEGER)) OVER w END AS streak, "
-        "CASE WHEN warn THEN (epoch(ts) - epoch(min(CASE WHEN warn THEN ts END) OVER w)) / 3600.0 "
-        "END AS span_h FROM x WINDOW w AS (PARTITION BY node, gpu_key ORDER BY ts RANGE BETWEEN "
-        f"INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW)) "
+        f"y AS (SELECT *, {per_warning} FROM x WINDOW w AS (PARTITION BY node, gpu_key "
+        f"ORDER BY ts RANGE BETWEEN INTERVAL {WARN_STREAK_H} HOURS PRECEDING AND CURRENT ROW)) "
         f"SELECT node, gkey, b, {', '.join(cols)} FROM y GROUP BY node, gkey, b"
     )
     if point:
