@@ -90,6 +90,16 @@ def ingest(
             "an offset and Unix times are exact whatever it says.",
         ),
     ] = None,
+    tz_path: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tz-path",
+            metavar="GLOB=ZONE",
+            help="Files whose path matches GLOB read their zone-less stamps as ZONE (repeatable, "
+            "the first match wins; other files take --tz), e.g. '*/eu-*/*=Europe/Berlin'. A "
+            "relative GLOB is from the current folder; `*` crosses folders.",
+        ),
+    ] = None,
     columns: Annotated[
         str | None,
         typer.Option(help="Comma-separated column names for headerless sacct output."),
@@ -203,7 +213,7 @@ def ingest(
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
         delimiter=delimiter,
-        options=_incident_options(dataset, epoch, map_) | _zone_option(tz),
+        options=_incident_options(dataset, epoch, map_) | _zone_option(tz, tz_path),
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, open_store(db_path(db)) as store:
@@ -291,15 +301,25 @@ def _incident_options(
     return options
 
 
-def _zone_option(tz: str | None) -> dict[str, Any]:
-    """``{"tz": ZONE}`` for a zone this machine knows (a usage error otherwise), or nothing."""
-    from faultlens.ingest.zones import check_zone
+def _zone_option(tz: str | None, tz_path: list[str] | None = None) -> dict[str, Any]:
+    """``{"tz": ZONE, "tz_paths": [(GLOB, ZONE), ...]}`` for zones this machine knows (a usage
+    error otherwise), each part only when given."""
+    from faultlens.ingest.zones import check_zone, zone_paths
 
+    options: dict[str, Any] = {}
     try:
         zone = check_zone(tz)
     except ValueError as e:
         raise ConfigError(f"--tz: {e}") from e
-    return {"tz": zone} if zone else {}
+    if zone:
+        options["tz"] = zone
+    if tz_path:
+        pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_path]
+        try:
+            options["tz_paths"] = zone_paths(pairs, Path.cwd())
+        except ValueError as e:
+            raise ConfigError(f"--tz-path: {e}") from e
+    return options
 
 
 def _lost(f: FileReport) -> bool:

@@ -46,7 +46,7 @@ from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.ingest.watermarks import data_mark
-from faultlens.ingest.zones import check_zone
+from faultlens.ingest.zones import check_zone, zone_paths
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.drains import update_drain_outcomes
 from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
@@ -61,6 +61,8 @@ class RunConfig:
     ingest_paths: list[str] = field(default_factory=list)
     node_from_path: str | None = None  # [ingest] node_from_path: regex with a ``node`` group
     tz: str | None = None  # [ingest] tz: the zone of stamps that carry none (IANA; UTC if unset)
+    # [ingest.tz_paths] "GLOB" = "ZONE": a group of files' zone (the first match; else ``tz``)
+    tz_paths: list[tuple[str, str]] = field(default_factory=list)
     models_dir: Path | None = None
     model_version: str | None = None
     scheduler: str = "slurm"
@@ -113,12 +115,16 @@ def load_config(
 
     top, ing = doc.get("faultlens", {}), doc.get("ingest", {})
     prom, amc = doc.get("prometheus", {}), doc.get("alertmanager", {})
+    zones = ing.get("tz_paths") or {}
+    if not isinstance(zones, dict):
+        raise ConfigError(f'{path}: [ingest.tz_paths] is a table of "GLOB" = "ZONE" lines')
     try:
         cfg = RunConfig(
             db=db or rel(top.get("db")) or default_db_path(),
             ingest_paths=[rel_glob(p) for p in ing.get("paths", [])],
             node_from_path=ing.get("node_from_path") or None,
             tz=check_zone(ing.get("tz")),
+            tz_paths=zone_paths(zones.items(), base),
             models_dir=rel(top.get("models_dir")),
             model_version=top.get("model_version"),
             scheduler=str(top.get("scheduler", "slurm")),
@@ -207,6 +213,14 @@ class RunOutcome:
     needs_human: list[str]
     ingest_failed: bool = False
     delivery_failed: bool = False
+
+
+def ingest_context(cfg: RunConfig) -> ParseContext:
+    """What every file a run ingests starts from: the ``[ingest]`` node pattern and zones."""
+    options: dict[str, Any] = {"tz": cfg.tz} if cfg.tz else {}
+    if cfg.tz_paths:
+        options["tz_paths"] = cfg.tz_paths
+    return ParseContext(file="", node_pattern=cfg.node_from_path, options=options)
 
 
 def run_once(
@@ -312,13 +326,12 @@ def _ingest_and_predict(
             if store.count("xid_catalog") == 0:
                 store.load_xid_catalog(load_catalog())
             log.info("ingesting %s", cfg.ingest_paths)
-            ctx = ParseContext(
-                file="",
-                node_pattern=cfg.node_from_path,
-                options={"tz": cfg.tz} if cfg.tz else {},
-            )
             report = ingest_paths(
-                store, cfg.ingest_paths, now=now, base_ctx=ctx, live_write_s=cfg.live_write_s
+                store,
+                cfg.ingest_paths,
+                now=now,
+                base_ctx=ingest_context(cfg),
+                live_write_s=cfg.live_write_s,
             )
             log.info("ingested %d files", len(report.files))
             if any(f.status in ("ok", "partial") for f in report.files):

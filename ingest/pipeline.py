@@ -49,6 +49,7 @@ from faultlens.ingest.reader import (
 from faultlens.ingest.schema import TELEMETRY_SOURCE, conform
 from faultlens.ingest.store import LOAD_MEMORY, Store
 from faultlens.ingest.streamed import feed_stream, streams
+from faultlens.ingest.zones import zone_for_path
 
 log = logging.getLogger(__name__)
 
@@ -175,6 +176,15 @@ def _place_node(ctx: ParseContext, path: str) -> None:
             ctx.node_origin = "path" if ctx.node else None
 
 
+def _place_zone(ctx: ParseContext, path: str) -> None:
+    """The zone of this file's zone-less stamps: its ``--tz-path`` zone, else ``--tz``."""
+    if ctx.options and ctx.options.get("tz_paths"):
+        zone = zone_for_path(path, ctx.options)
+        ctx.options = {k: v for k, v in ctx.options.items() if k not in ("tz", "tz_paths")}
+        if zone:
+            ctx.options["tz"] = zone
+
+
 def infer_node(path: str) -> str | None:
     """The node a per-node log's folder suggests when its file name is a generic one (a hint to
     show, never applied: pass ``--node`` or ``--node-from-path``).
@@ -232,6 +242,7 @@ def plan(
             **{**asdict(base_ctx), "file": abspath, "mtime": base_ctx.mtime or mtime}
         )
     _place_node(ctx, abspath)
+    _place_zone(ctx, abspath)
     if ctx.job_id is None:
         ctx.job_id = infer_job(abspath)
     task = FileTask(abspath, fmt, ctx, head.fingerprint, head.head_len, head.size, head.gzipped)

@@ -1,4 +1,5 @@
-"""The site's time zone for stamps that carry none (``--tz``, ``[ingest] tz``).
+"""The site's time zone for stamps that carry none (``--tz``, ``[ingest] tz``), or each group of
+files' (``--tz-path GLOB=ZONE``, ``[ingest.tz_paths]``: a fleet spread over regions).
 
 Most log stamps say no zone: RFC 3164 syslog, ISO 8601 without an offset, ``dmesg -T``, glog,
 Slurm's ``iso8601``, ``sacct``'s times, nvidia-smi's ``Timestamp``. Without ``tz`` they are read
@@ -16,7 +17,11 @@ is left null, the event kept and flagged, as for any other time that cannot be k
 
 from __future__ import annotations
 
+import fnmatch
+import os
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -42,6 +47,36 @@ def check_zone(name: str | None) -> str | None:
             "America/Chicago or UTC (`timedatectl list-timezones` lists them)"
         ) from e
     return name
+
+
+def zone_paths(pairs: Iterable[tuple[str, str]], base: str | Path) -> list[tuple[str, str]]:
+    """``(GLOB, ZONE)`` pairs (``--tz-path``, ``[ingest.tz_paths]``) with every zone checked
+    (ValueError naming the pair otherwise) and every relative glob taken from ``base``; a glob
+    that starts with ``*`` is kept as it is (it matches anywhere)."""
+    out = []
+    for glob, name in pairs:
+        glob = str(glob).strip()
+        if not glob:
+            raise ValueError(f"an empty path pattern for zone {name!r}: give GLOB=ZONE")
+        try:
+            zone = check_zone(name)
+        except ValueError as e:
+            raise ValueError(f"{glob}={name}: {e}") from e
+        if zone is None:
+            raise ValueError(f"no zone for {glob!r}: give GLOB=ZONE")
+        if not (glob.startswith("*") or os.path.isabs(glob)):
+            glob = os.path.join(str(base), glob)
+        out.append((glob, zone))
+    return out
+
+
+def zone_for_path(path: str, options: dict[str, Any]) -> str | None:
+    """The zone a file's zone-less stamps are in: the first ``tz_paths`` glob that matches its
+    absolute path (``*`` crosses folders), else ``options["tz"]``."""
+    for glob, zone in options.get("tz_paths") or ():
+        if fnmatch.fnmatchcase(path, glob):
+            return zone
+    return options.get("tz")
 
 
 def zone_of(ctx: Any) -> str | None:

@@ -8,6 +8,7 @@ Sunday of March (29 March 2026, 02:00 -> 03:00) to the last Sunday of October (2
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from faultlens.app.cli import app
-from faultlens.app.run import load_config
+from faultlens.app.run import ingest_context, load_config
 from faultlens.ingest.errors import ConfigError
+from faultlens.ingest.pipeline import ingest_paths
+from faultlens.ingest.store import Store
 from faultlens.ingest.zones import check_zone, localize, to_utc, zone_flag
 
 runner = CliRunner()
@@ -161,6 +164,112 @@ def test_the_scheduled_job_takes_its_zone_from_the_config(tmp_path: Path) -> Non
     assert load_config(cfg).tz is None
     cfg.write_text('[ingest]\ntz = "Mars/Olympus"\n')
     with pytest.raises(ConfigError, match="Mars/Olympus"):
+        load_config(cfg)
+
+
+REGIONS = ("eu-west", "us-central")
+
+
+def _regions(tmp_path: Path, *options: str) -> dict[str, list[tuple[object, ...]]]:
+    """The same node log in two regions' folders, ingested in one command: each file's times."""
+    for region in REGIONS:
+        (tmp_path / "logs" / region).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "logs" / region / "node.log").write_text("\n".join(NODE_LOG) + "\n")
+    db = tmp_path / f"regions-{len(list(tmp_path.glob('*.duckdb')))}.duckdb"
+    args = ["ingest", str(tmp_path / "logs"), "--year", "2026", "--db", str(db), *options]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.sql("SELECT file, line, ts, ts_flag FROM events ORDER BY file, line").fetchall()
+    return {
+        region: [r[1:] for r in rows if f"/{region}/" in r[0]]
+        for region in ("eu-west", "us-central")
+    }
+
+
+def test_each_regions_files_read_in_their_own_zone(tmp_path: Path) -> None:
+    times = _regions(tmp_path, "--tz-path", f"*/eu-*/*={BERLIN}")
+    assert times["eu-west"] == WANT_BERLIN
+    assert times["us-central"] == WANT_UTC  # no pattern of its own, no --tz: UTC
+
+
+def test_the_first_matching_pattern_wins_and_the_rest_take_tz(tmp_path: Path) -> None:
+    times = _regions(
+        tmp_path,
+        "--tz",
+        BERLIN,
+        "--tz-path",
+        "*/us-central/*=UTC",
+        "--tz-path",
+        f"*/us-*/*={BERLIN}",
+    )
+    assert times["us-central"] == WANT_UTC
+    assert times["eu-west"] == WANT_BERLIN  # no pattern matches: --tz
+
+
+def test_a_relative_pattern_is_taken_from_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    times = _regions(tmp_path, "--tz-path", f"logs/eu-west/*={BERLIN}")
+    assert times["eu-west"] == WANT_BERLIN and times["us-central"] == WANT_UTC
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # logs/eu-west/* is now elsewhere/logs/...: no file matches
+    times = _regions(tmp_path, "--tz-path", f"logs/eu-west/*={BERLIN}")
+    assert times["eu-west"] == WANT_UTC
+
+
+@pytest.mark.parametrize(
+    ("pattern", "said"),
+    [("*/eu/*=Mars/Olympus", "Mars/Olympus"), ("*/eu/*", "GLOB=ZONE"), ("=UTC", "GLOB=ZONE")],
+)
+def test_a_bad_zone_pattern_is_a_usage_error_before_anything_is_written(
+    tmp_path: Path, pattern: str, said: str
+) -> None:
+    log = tmp_path / "node.log"
+    log.write_text(NODE_LOG[0] + "\n")
+    db = tmp_path / "never.duckdb"
+    result = runner.invoke(app, ["ingest", str(log), "--tz-path", pattern, "--db", str(db)])
+    assert result.exit_code == 2
+    assert "--tz-path" in result.output and said in result.output
+    assert not db.exists()
+
+
+def test_the_scheduled_job_takes_each_regions_zone_from_the_config(tmp_path: Path) -> None:
+    cfg = tmp_path / "faultlens.toml"
+    cfg.write_text(
+        '[ingest]\npaths = ["logs"]\ntz = "UTC"\n'
+        f'[ingest.tz_paths]\n"logs/eu-*/*" = "{BERLIN}"\n"*/us-*/*" = "America/Chicago"\n'
+    )
+    assert load_config(cfg).tz_paths == [
+        (str(tmp_path / "logs" / "eu-*" / "*"), BERLIN),  # from the config's folder
+        ("*/us-*/*", "America/Chicago"),
+    ]
+    # the run's ingest reads each region's files in its zone (the same context ``run_once`` uses)
+    _regions(tmp_path)  # the two folders' files
+    cfg.write_text(f'[ingest]\npaths = ["logs"]\n[ingest.tz_paths]\n"logs/eu-*/*" = "{BERLIN}"\n')
+    config = load_config(cfg)
+    for log in (tmp_path / "logs").glob("*/node.log"):  # year-less stamps: the file's year
+        stamp = datetime(2026, 12, 31).timestamp()
+        os.utime(log, (stamp, stamp))
+    db = tmp_path / "run.duckdb"
+    with Store(db) as store:
+        ingest_paths(
+            store,
+            config.ingest_paths,
+            now=datetime(2027, 1, 1),
+            base_ctx=ingest_context(config),
+        )
+        rows = store.query("SELECT file, line, ts, ts_flag FROM events ORDER BY file, line").rows()
+    times = {region: [r[1:3] for r in rows if f"/{region}/" in r[0]] for region in REGIONS}
+    assert times["eu-west"] == [want[:2] for want in WANT_BERLIN]
+    assert times["us-central"] == [want[:2] for want in WANT_UTC]
+    cfg.write_text('[ingest.tz_paths]\n"logs/*" = "Mars/Olympus"\n')
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        load_config(cfg)
+    cfg.write_text('[ingest]\ntz_paths = ["logs/*"]\n')
+    with pytest.raises(ConfigError, match="GLOB"):
         load_config(cfg)
 
 
