@@ -84,7 +84,8 @@ def table_counts(store: Store) -> dict[str, int]:
         "attributions",
     )
     sql = " UNION ALL ".join(f"SELECT '{n}' AS t, count(*) AS n FROM {n}" for n in names)
-    return {r["t"]: int(r["n"]) for r in store.query(sql).iter_rows(named=True)}
+    counts = {r["t"]: int(r["n"]) for r in store.query(sql).iter_rows(named=True)}
+    return {n: counts[n] for n in names}  # in this order: a UNION ALL's rows come in any order
 
 
 # -- overview --------------------------------------------------------------------------------------

@@ -60,8 +60,7 @@ CONTEXT_LOGGER = "streamlit.runtime.scriptrunner_utils.script_run_context"
 
 def preload(modules: tuple[str, ...] = FIRST_PAGE) -> None:
     """Once the server has started: import ``modules`` and open the database's reader (its
-    first snapshot), then build and serialize a plotly figure (the other pages' charts; plotly
-    loads its validators on first use). A failure is left to the page, which shows it."""
+    first snapshot). A failure is left to the page, which shows it."""
     logging.getLogger(CONTEXT_LOGGER).addFilter(_NotThisThread())
     try:
         _server_started()
@@ -76,10 +75,6 @@ def preload(modules: tuple[str, ...] = FIRST_PAGE) -> None:
             file=sys.stderr,
             flush=True,
         )
-        import plotly.graph_objects as go
-        import plotly.io as pio
-
-        pio.to_json(go.Figure([go.Bar(x=[1], y=[1]), go.Scatter(x=[1], y=[1])]), validate=True)
     except Exception:  # noqa: BLE001 - the page's own run shows the error to the user
         log.debug("preloading the first page failed", exc_info=True)
 

@@ -22,23 +22,11 @@ from faultlens.reports.filters import Filters, cluster_of, default_days, nodes_f
 from faultlens.reports.snapshot import Snapshot, SnapshotReader
 from faultlens.reports.source_context import ROOTS_ENV, read_context
 
-# Charts without plotly's mode bar (drag still zooms, a double click resets): dozens of icons
-# fewer per chart to draw on every rerun.
-CHART = {"displayModeBar": False, "displaylogo": False}
-
-
-def chart(where: Any, fig: Any, key: str) -> None:
-    """A ``reports.figures`` chart in ``where`` (``st``, a column, ...), the way pages draw
-    plotly (the overview draws Vega-Lite: ``vega`` below).
-
-    ``theme=None``: the figure's own template (the report's look) instead of Streamlit's theme,
-    which the browser would otherwise merge into every figure on every redraw."""
-    where.plotly_chart(fig, key=key, config=CHART, theme=None)
-
 
 def vega(where: Any, chart: tuple[Any, dict[str, Any]], key: str, **kw: Any) -> Any:
-    """An ``app.dashboard.vega`` chart (``(data, spec)``) in ``where``, the chart's own look
-    (``theme=None``) across its column."""
+    """An ``app.dashboard.vega*`` chart (``(data, spec)``) in ``where``, the chart's own look
+    (``theme=None``) across its column: every page draws Vega-Lite, so a browser never loads
+    plotly.js for the dashboard (the HTML report keeps plotly)."""
     data, spec = chart
     return where.vega_lite_chart(data, spec, key=key, theme=None, width="stretch", **kw)
 

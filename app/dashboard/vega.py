@@ -7,10 +7,12 @@ first load in the browser (1.4 s of script time of 2.5 s, the fleet grid and thr
 is then not imported to draw the first page at all. The events page's timeline too: the first
 page to load plotly.js paid about a second for it (its first render over the 2 s target). The
 node page's two charts follow (the page a click on the grid or an incident opens; its filter
-changes took as long either way). The look follows ``reports.figures`` (which
-the report and every other page keep): the same colours, titles, sizes and labels
-(``reports.chart_style``). Each function returns ``(data, spec)``; an empty frame gives a chart
-that says there is nothing to show.
+changes took as long either way). Then the jobs page was the first with a plotly chart and paid
+1.2-2 s for plotly.js on its first render after a write, so every other page's charts followed
+(``vega_ops``, ``vega_models``, ``vega_reliability``, which build on the pieces here): the
+dashboard never loads plotly.js. The look follows ``reports.figures`` (which the HTML report
+keeps): the same colours, titles, sizes and labels (``reports.chart_style``). Each function
+returns ``(data, spec)``; an empty frame gives a chart that says there is nothing to show.
 """
 
 from __future__ import annotations
@@ -146,11 +148,12 @@ def mtbf(frame: pl.DataFrame) -> Chart:
     title = "MTBF per node by component (hours)"
     if frame.height == 0:
         return empty(title, "no failures in this range")
-    return frame.select("component", "mtbf_node_h", "failures"), _spec(
+    data = frame.select("component", "mtbf_node_h", "failures").with_row_index("rank")
+    return data, _spec(
         title,
         mark={"type": "bar", "color": PALETTE[3]},
         encoding={
-            "x": {"field": "component", "type": "nominal", "sort": None, "title": None},
+            "x": in_order("component"),
             "y": {"field": "mtbf_node_h", "type": "quantitative", "title": "hours"},
             "tooltip": [
                 {"field": "component", "type": "nominal"},
@@ -166,19 +169,13 @@ def top_xids(frame: pl.DataFrame) -> Chart:
     if frame.height == 0:
         return empty(title, "no Xid events in this range")
     labels = [xid_label(x, n) for x, n in zip(frame["xid"], frame["name"], strict=True)]
-    data = frame.select("events").with_columns(pl.Series("xid", labels))
+    data = frame.select("events").with_columns(pl.Series("xid", labels)).with_row_index("rank")
     return data, _spec(
         title,
         mark={"type": "bar", "color": PALETTE[2]},
         encoding={
-            # the catalog's order (most events first), labels whole (chart_style cuts them)
-            "y": {
-                "field": "xid",
-                "type": "nominal",
-                "sort": None,
-                "title": None,
-                "axis": {"labelLimit": 0},
-            },
+            # the query's order (most events first), labels whole (chart_style cuts them)
+            "y": in_order("xid", labelLimit=0),
             "x": {
                 "field": "events",
                 "type": "quantitative",
@@ -294,6 +291,21 @@ def telemetry(frame: pl.DataFrame, metric: str = "") -> Chart:
             ],
         },
     )
+
+
+def in_order(field: str, **axis: Any) -> dict[str, Any]:
+    """A category axis on ``field`` in the rows' order, read from their ``rank`` column (the
+    data's ``with_row_index("rank")``), untitled, with ``axis`` options. Not ``"sort": None``:
+    that keeps the order the values were first seen in, which in the browser outlives a data
+    change (Streamlit swaps a chart's data in place when only the data changed, so a filter
+    change left the first order)."""
+    spec: dict[str, Any] = {
+        "field": field,
+        "type": "nominal",
+        "sort": {"field": "rank", "op": "min"},
+        "title": None,
+    }
+    return spec | ({"axis": axis} if axis else {})
 
 
 def _time_x(field: str) -> dict[str, Any]:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app.smallapp import MAIN, small_app
 from tests.reports import smalldb
 
-MAIN = str(Path(__file__).resolve().parents[2] / "app" / "dashboard" / "main.py")
 PAGES = (
     "overview",
     "events",
@@ -26,15 +26,7 @@ PAGES = (
 
 @pytest.fixture
 def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AppTest:
-    db = smalldb.build(tmp_path / "small.duckdb")
-    monkeypatch.setenv("FAULTLENS_DB", str(db))
-    monkeypatch.setenv("FAULTLENS_MODELS_DIR", str(tmp_path / "models"))
-    at = AppTest.from_file(MAIN, default_timeout=120)
-    at.run()
-    # the last day of data is END - 1 day; the range covers whole days: exactly the 7 days
-    last_day = (smalldb.END - timedelta(days=1)).date()
-    at.sidebar.date_input("f_range").set_value((smalldb.START.date(), last_day)).run()
-    return at
+    return small_app(tmp_path, monkeypatch)
 
 
 def _metrics(at: AppTest) -> dict[str, str]:
@@ -90,12 +82,13 @@ def test_node_page_keeps_the_telemetry_chart_for_a_node_without_telemetry(app: A
     app.selectbox("node_pick").set_value("gpu002").run()
     assert app.selectbox("node_m").value == "DCGM_FI_DEV_GPU_TEMP"
     assert not app.selectbox("node_m").disabled
-    charts = [c.proto.spec for c in app.get("arrow_vega_lite_chart")]
+    charts = [c.proto.spec for c in app.get("vega_lite_chart")]
+    assert len(charts) == 2  # the events chart and the telemetry chart
     app.selectbox("node_pick").set_value("gpu001").run()
     assert not app.exception
     assert app.selectbox("node_m").disabled and app.selectbox("node_m").value is None
     assert "No telemetry for this node." in [c.value for c in app.caption]
-    assert [c.proto.spec for c in app.get("arrow_vega_lite_chart")] == charts  # same specs
+    assert [c.proto.spec for c in app.get("vega_lite_chart")] == charts  # same specs
 
 
 def test_predictions_without_model_says_what_to_run(app: AppTest) -> None:

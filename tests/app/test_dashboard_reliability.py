@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -43,6 +46,11 @@ def _db(tmp_path: Path) -> Path:
     return db
 
 
+def _rows(chart: Any) -> list[dict[str, Any]]:
+    """The rows a Vega-Lite chart element carries."""
+    return pa.ipc.open_stream(chart.proto.data.data).read_all().to_pylist()
+
+
 def test_the_page_shows_the_datasets_rate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = _db(tmp_path)
     monkeypatch.setenv("FAULTLENS_DB", str(db))
@@ -60,6 +68,22 @@ def test_the_page_shows_the_datasets_rate(tmp_path: Path, monkeypatch: pytest.Mo
     assert metrics["Failures / 1000 node-days"] == f"{want:.2f}"
     assert metrics["Failures"] == str(len(RECORDS))
     assert metrics["Worst 1.5% of nodes"] == f"{3 / 5:.1%}"
+    # the charts are Vega-Lite (the page never loads plotly.js), in the report's order
+    charts = at.get("vega_lite_chart")
+    specs = [json.loads(c.proto.spec) for c in charts]
+    assert [s["title"] for s in specs] == [
+        "Failures by category (count; MTBF per node in the hover)",
+        "Repair time (hours, log scale)",
+        "Time between failures per node: empirical vs Weibull vs exponential",
+        "Failures per node, worst first (cumulative share)",
+        "Kaplan-Meier survival of units (by batch)",
+    ]
+    assert at.get("plotly_chart") == []
+    # node 1's three failures leave two gaps (no fit), and the records hold no unit lifetimes
+    # (Streamlit sends a spec's own rows as Arrow, as any chart's data)
+    assert _rows(charts[2]) == [{"text": "fewer than 3 repeat failures of a node"}]
+    assert _rows(charts[4]) == [{"text": "no unit lifetimes in this dataset"}]
+    assert sum(r["failures"] for r in _rows(charts[1])) == len(RECORDS)  # every repair time
 
 
 def test_the_report_section_has_the_plots(tmp_path: Path) -> None:

@@ -91,7 +91,24 @@ def test_top_xids_keep_the_queries_order_and_catalog_labels() -> None:
     assert data["xid"].to_list()[1] == "Xid 13"
     assert data["xid"].to_list()[0].startswith("Xid 79 GPU_HAS_FALLEN")
     assert data["events"].to_list() == [9, 4]
-    assert spec["encoding"]["y"]["sort"] is None  # most events first, as the query orders them
+    # most events first, as the query orders them, from the rows' rank: a sort of None keeps the
+    # first data's order in the browser when a filter change swaps the data in place
+    assert data["rank"].to_list() == [0, 1]
+    assert spec["encoding"]["y"]["sort"] == {"field": "rank", "op": "min"}
+
+
+def test_mtbf_bars_keep_the_queries_order_after_a_data_change() -> None:
+    frame = pl.DataFrame(
+        {
+            "component": ["GPU", "NIC", "SSD"],
+            "mtbf_node_h": [10.0, 80.0, 40.0],
+            "failures": [8, 1, 2],
+        }
+    )
+    data, spec = vega.mtbf(frame)
+    order = data.sort("rank")["component"].to_list()
+    assert order == ["GPU", "NIC", "SSD"]
+    assert spec["encoding"]["x"]["sort"] == {"field": "rank", "op": "min"}
 
 
 def test_node_events_span_the_range_with_the_severities_present() -> None:

@@ -4,6 +4,7 @@ forecast checked against the generator's ground truth by a matcher of this test'
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from tests.models.test_stragglers import START, ingest_file
 SEED = 40127  # not used by any other test, nor to choose anything in the predictor
 LAST_WINDOW = timedelta(minutes=10)
 MAIN = str(Path(__file__).resolve().parents[2] / "app" / "dashboard" / "main.py")
+FORECAST_TITLE = "Likely to straggle in the next window"
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +143,14 @@ def test_dashboard_panel_under_apptest(cluster, monkeypatch, tmp_path) -> None:
     assert shown["gpu"].tolist() == expected["gpu"].to_list()
     labels = {m.label: m.value for m in at.metric}
     assert labels["GPUs likely to straggle next"].startswith(f"{expected.height:,} of ")
+    # the page's charts are Vega-Lite (the browser never loads plotly.js for the dashboard)
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert [s["title"] for s in specs] == [
+        "GPU-hours wasted by straggler cause",
+        "Slowdown vs GPU-hours wasted",
+        FORECAST_TITLE,
+    ]
+    assert at.get("plotly_chart") == []
 
 
 @pytest.fixture
@@ -194,9 +204,15 @@ def test_dashboard_panel_in_chromium(dashboard, cluster, tmp_path) -> None:
             page.get_by_text("Next window: straggler predictor").wait_for(timeout=300_000)
             _wait_idle(page)
             _no_exception(page)
-            # the chart drew its bars (plotly's SVG) with the forecast's title
-            page.locator(".js-plotly-plot .bars path").first.wait_for(timeout=60_000)
-            assert page.get_by_text("Likely to straggle in the next window").count() >= 1
+            # the chart drew its bars (Vega-Lite's SVG) under the forecast's title, one a GPU
+            chart = page.locator(
+                "[data-testid='stVegaLiteChart']",
+                has=page.locator("svg.marks .role-title-text", has_text=FORECAST_TITLE),
+            )
+            chart.locator(".role-mark.mark-rect path").first.wait_for(timeout=60_000)
+            bars = chart.locator(".role-mark.mark-rect path").count()
+            assert bars == min(expected.height, sf.TOP_N), bars
+            assert page.locator(".js-plotly-plot").count() == 0
             metric = page.locator("[data-testid='stMetric']", has_text="likely to straggle")
             assert metric.inner_text().split("\n")[-1].startswith(f"{expected.height:,} of ")
             page.screenshot(path=str(tmp_path / "stragglers.png"), full_page=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, vega_ops
 from faultlens.app.dashboard.views import query
-from faultlens.reports import figures, q_fleet
+from faultlens.reports import q_fleet
 
 PAGE_SIZE = 50
 
@@ -28,9 +28,9 @@ def render() -> None:
     c[4].metric("Quarantined", f"{totals['quarantined']:,}")
     st.caption("Rows per table: " + ", ".join(f"{k} {v:,}" for k, v in counts.items()))
     left, right = st.columns(2)
-    ui.chart(left, figures.fig_ingest(query(q_fleet.ingest_by_format)), key="ingest")
+    ui.vega(left, vega_ops.ingest(query(q_fleet.ingest_by_format)), key="ingest")
     reasons = query(q_fleet.quarantine_reasons)
-    ui.chart(right, figures.fig_quarantine_reasons(reasons), key="reasons")
+    ui.vega(right, vega_ops.quarantine_reasons(reasons), key="reasons")
     st.subheader("Ingested files")
     st.dataframe(query(q_fleet.ingested_files), hide_index=True)
     quarantine_browser(reasons["reason"].to_list())

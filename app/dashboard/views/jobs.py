@@ -6,9 +6,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import panels, ui, urls
+from faultlens.app.dashboard import panels, ui, urls, vega_ops
 from faultlens.app.dashboard.views import query
-from faultlens.reports import figures, q_detail, q_fleet
+from faultlens.reports import q_detail, q_fleet
 from faultlens.reports.filters import Filters
 
 PAGE_SIZE = 100
@@ -31,7 +31,7 @@ def render() -> None:
         attribution(f, f.job_id)
     tax = query(q_detail.taxonomy, f)
     left, right = st.columns([3, 2])
-    ui.chart(left, figures.fig_taxonomy(tax), key="taxonomy")
+    ui.vega(left, vega_ops.taxonomy(tax), key="taxonomy")
     with right:
         st.subheader("Taxonomy")
         if tax.height:

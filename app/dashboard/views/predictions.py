@@ -5,9 +5,9 @@ from __future__ import annotations
 import polars as pl
 import streamlit as st
 
-from faultlens.app.dashboard import ui, urls
+from faultlens.app.dashboard import ui, urls, vega_models
 from faultlens.app.dashboard.views import query
-from faultlens.reports import figures, q_detail, q_fleet, sections
+from faultlens.reports import q_detail, q_fleet, sections
 from faultlens.reports.filters import Filters
 
 
@@ -34,9 +34,9 @@ def render() -> None:
             "(LATEST). Run `faultlens predict` to score with it."
         )
     left, right = st.columns(2)
-    ui.chart(left, figures.fig_at_risk(at_risk), key="risk")
+    ui.vega(left, vega_models.at_risk(at_risk), key="risk")
     fleet = Filters(since=f.since, until=f.until)  # calibration is fleet-wide: one result per range
-    ui.chart(right, figures.fig_calibration(query(q_detail.calibration, fleet)), key="calib")
+    ui.vega(right, vega_models.calibration(query(q_detail.calibration, fleet)), key="calib")
     st.subheader("At-risk nodes and GPUs")
     table = sections.risk_table(at_risk)
     if table.height:
@@ -56,7 +56,7 @@ def render() -> None:
     note = q_detail.threshold_note(card)
     if note:
         st.caption(note[0].upper() + note[1:] + ".")
-    ui.chart(st, figures.fig_model_vs_baselines(q_detail.baseline_metrics(card)), key="base")
+    ui.vega(st, vega_models.model_vs_baselines(q_detail.baseline_metrics(card)), key="base")
     st.dataframe(q_detail.baseline_metrics(card), hide_index=True)
     with st.expander("Model card (JSON)"):
         st.json(card, expanded=False)

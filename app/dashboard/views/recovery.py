@@ -6,10 +6,10 @@ from typing import Any
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, vega_ops
 from faultlens.app.dashboard.views import on_trace, query
 from faultlens.replay import ALL_STRATEGIES
-from faultlens.reports import figures, q_detail, q_fleet
+from faultlens.reports import q_detail, q_fleet
 from faultlens.reports.filters import Filters
 
 DEFAULT = ("checkpoint", "young-daly", "in-memory", "hot-spares", "elastic")
@@ -74,8 +74,8 @@ def what_if(f: Filters, n_nodes: int) -> None:
         f"({scores[0].window_h:,.0f} h, {scores[0].gpus:,} GPUs)"
     )
     left, right = st.columns(2)
-    ui.chart(left, figures.fig_strategy_ranking(frame), key="ranking")
-    ui.chart(right, figures.fig_badput(frame), key="badput")
+    ui.vega(left, vega_ops.strategy_ranking(frame), key="ranking")
+    ui.vega(right, vega_ops.badput(frame), key="badput")
     st.subheader("Ranking (fewest dollars lost first)")
     st.caption(f"ETTR interval: {RESAMPLES} block-bootstrap resamples of the trace.")
     st.dataframe(frame, hide_index=True)

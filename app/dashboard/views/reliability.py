@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, vega_reliability
 from faultlens.app.dashboard.views import query
 from faultlens.reports import reliability as R
 
@@ -25,11 +25,11 @@ def render() -> None:
     numbers = R.numbers_of(view.doc)
     for col, (label, value) in zip(st.columns(len(numbers)), numbers, strict=True):
         col.metric(label, value)
-    figs = R.figures_of(view)
-    for i in range(0, len(figs), 2):
+    charts = vega_reliability.charts_of(view)
+    for i in range(0, len(charts), 2):
         cols = st.columns(2)
-        for j, fig in enumerate(figs[i : i + 2]):
-            ui.chart(cols[j], fig, key=f"rel{i + j}")
+        for j, chart in enumerate(charts[i : i + 2]):
+            ui.vega(cols[j], chart, key=f"rel{i + j}")
     st.subheader("By category and component")
     st.dataframe(R.category_table(view.doc), hide_index=True)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from faultlens.app.dashboard import ui
+from faultlens.app.dashboard import ui, vega_models
 from faultlens.app.dashboard.views import query
-from faultlens.reports import figures, q_detail
+from faultlens.reports import q_detail
 from faultlens.reports import straggler_forecast as sf
 from faultlens.reports.filters import Filters
 
@@ -28,8 +28,8 @@ def render() -> None:
     c[1].metric("Jobs slowed", f"{found['job_id'].n_unique() if found.height else 0:,}")
     c[2].metric("GPU-hours wasted", f"{float(found['wasted_gpu_h'].sum() or 0):,.1f}")
     left, right = st.columns(2)
-    ui.chart(left, figures.fig_straggler_causes(found), key="causes")
-    ui.chart(right, figures.fig_straggler_slowdown(found), key="slowdown")
+    ui.vega(left, vega_models.straggler_causes(found), key="causes")
+    ui.vega(right, vega_models.straggler_slowdown(found), key="slowdown")
     st.subheader("Slow GPUs and nodes (worst first)")
     st.dataframe(found, hide_index=True)
     st.subheader("Cost per job")
@@ -51,7 +51,7 @@ def forecast_panel(f: Filters) -> None:
     c = st.columns(len(sf.numbers(fc)))
     for col, (label, value) in zip(c, sf.numbers(fc), strict=True):
         col.metric(label, value)
-    ui.chart(st, sf.fig_straggler_forecast(fc.next), key="forecast")
+    ui.vega(st, vega_models.straggler_forecast(fc.next), key="forecast")
     st.caption(
         f"Test split {fc.test_window[0]} to {fc.test_window[1]} ({fc.positives_test} "
         "straggling windows); the baseline says a GPU straggles next if it straggles now."
