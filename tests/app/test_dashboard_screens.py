@@ -269,6 +269,8 @@ def test_every_page_matches_its_reviewed_screenshot(
     tmp_path: Path,
 ) -> None:
     failures = []
+    scripts: list[str] = []  # every page draws Vega-Lite: the browser never loads plotly.js
+    page.on("request", lambda r: scripts.append(r.url) if r.resource_type == "script" else None)
     for path in PAGES:
         _open(page, site, path)
         for chart in page.evaluate(CHART_GEOMETRY) + page.evaluate(VEGA_GEOMETRY):
@@ -285,6 +287,8 @@ def test_every_page_matches_its_reviewed_screenshot(
         problem = _compare(shot, SCREENSHOTS / f"{site.name}-{path}.png", tmp_path)
         if problem:
             failures.append(f"{path}: {problem}")
+    assert scripts, "no script requests seen: the check below would prove nothing"
+    assert not [u for u in scripts if "plotly" in u.lower()], scripts
     assert not failures, "\n".join(failures)
 
 
