@@ -389,8 +389,19 @@ def _print_unplaced(files: list[FileReport]) -> None:
 
 def _print_report(files: list[FileReport]) -> None:
     out = stdout_console()
+    # the zone each file's zone-less stamps were read in, when a zone was given at all
+    zones = any(f.zone for f in files)
     table = Table(
-        "file", "format", "status", "lines", "parsed", "noise", "quarantined", "no time", "no node"
+        "file",
+        "format",
+        "status",
+        "lines",
+        "parsed",
+        "noise",
+        "quarantined",
+        "no time",
+        "no node",
+        *(["zone"] if zones else []),
     )
     for f in files:
         table.add_row(
@@ -403,6 +414,7 @@ def _print_report(files: list[FileReport]) -> None:
             str(f.quarantined),
             str(f.events_no_ts),
             str(f.events_no_node),
+            *([f.zone or "UTC"] if zones else []),
         )
     out.print(table)
 

@@ -73,6 +73,7 @@ class FileReport:
     warning: str | None = None  # e.g. the format was not recognized (scanned for known messages)
     events_no_ts: int = 0  # the file's events without a wall-clock time (kept, flagged)
     events_no_node: int = 0  # ... and without a node (no evidence named one)
+    zone: str | None = None  # the zone its zone-less stamps were read in (--tz / --tz-path)
     bytes_read: int = 0
     rows: dict[str, int] = field(default_factory=dict)
 
@@ -721,6 +722,7 @@ def load(store: Store, pf: ParsedFile, *, now: datetime) -> FileReport:
         warning=pf.warning,
         events_no_ts=no_ts,
         events_no_node=no_node,
+        zone=(task.ctx.options or {}).get("tz"),
         bytes_read=pf.end_byte - task.start_byte,
         rows=rows,
     )

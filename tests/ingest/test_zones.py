@@ -8,6 +8,7 @@ Sunday of March (29 March 2026, 02:00 -> 03:00) to the last Sunday of October (2
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from pathlib import Path
@@ -191,6 +192,23 @@ def test_each_regions_files_read_in_their_own_zone(tmp_path: Path) -> None:
     times = _regions(tmp_path, "--tz-path", f"*/eu-*/*={BERLIN}")
     assert times["eu-west"] == WANT_BERLIN
     assert times["us-central"] == WANT_UTC  # no pattern of its own, no --tz: UTC
+
+
+def test_the_ingest_report_names_each_files_zone(tmp_path: Path) -> None:
+    _regions(tmp_path)  # the two folders' files
+    logs, db = tmp_path / "logs", tmp_path / "report.duckdb"
+    zone = ["--tz-path", f"*/eu-*/*={BERLIN}", "--year", "2026", "--db", str(db)]
+    result = runner.invoke(app, ["ingest", str(logs), *zone, "--json"])
+    assert result.exit_code == 0, result.output
+    zones = {Path(f["path"]).parent.name: f["zone"] for f in json.loads(result.stdout)["files"]}
+    assert zones == {"eu-west": BERLIN, "us-central": None}  # None: read as UTC
+    result = runner.invoke(app, ["ingest", str(logs), *zone, "--reparse"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if "node.log" in line]
+    assert len(rows) == 2 and any(BERLIN in r for r in rows) and any("UTC" in r for r in rows)
+    assert "zone" in result.stdout
+    plain = runner.invoke(app, ["ingest", str(logs), "--reparse", "--db", str(db)])
+    assert plain.exit_code == 0 and "zone" not in plain.stdout  # no zone given: no column
 
 
 def test_the_first_matching_pattern_wins_and_the_rest_take_tz(tmp_path: Path) -> None:
