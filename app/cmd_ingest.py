@@ -304,22 +304,18 @@ def _incident_options(
 def _zone_option(tz: str | None, tz_path: list[str] | None = None) -> dict[str, Any]:
     """``{"tz": ZONE, "tz_paths": [(GLOB, ZONE), ...]}`` for zones this machine knows (a usage
     error otherwise), each part only when given."""
-    from faultlens.ingest.zones import check_zone, zone_paths
+    from faultlens.ingest.zones import check_zone, zone_options, zone_paths
 
-    options: dict[str, Any] = {}
     try:
         zone = check_zone(tz)
     except ValueError as e:
         raise ConfigError(f"--tz: {e}") from e
-    if zone:
-        options["tz"] = zone
-    if tz_path:
-        pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_path]
-        try:
-            options["tz_paths"] = zone_paths(pairs, Path.cwd())
-        except ValueError as e:
-            raise ConfigError(f"--tz-path: {e}") from e
-    return options
+    pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_path or ()]
+    try:
+        paths = zone_paths(pairs, Path.cwd())
+    except ValueError as e:
+        raise ConfigError(f"--tz-path: {e}") from e
+    return zone_options(zone, paths)
 
 
 def _lost(f: FileReport) -> bool:

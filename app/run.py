@@ -46,7 +46,7 @@ from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.ingest.watermarks import data_mark
-from faultlens.ingest.zones import check_zone, zone_paths
+from faultlens.ingest.zones import check_zone, zone_options, zone_paths
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.drains import update_drain_outcomes
 from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
@@ -217,9 +217,7 @@ class RunOutcome:
 
 def ingest_context(cfg: RunConfig) -> ParseContext:
     """What every file a run ingests starts from: the ``[ingest]`` node pattern and zones."""
-    options: dict[str, Any] = {"tz": cfg.tz} if cfg.tz else {}
-    if cfg.tz_paths:
-        options["tz_paths"] = cfg.tz_paths
+    options = zone_options(cfg.tz, cfg.tz_paths)
     return ParseContext(file="", node_pattern=cfg.node_from_path, options=options)
 
 

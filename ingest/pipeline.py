@@ -179,11 +179,10 @@ def _place_node(ctx: ParseContext, path: str) -> None:
 
 def _place_zone(ctx: ParseContext, path: str) -> None:
     """The zone of this file's zone-less stamps: its ``--tz-path`` zone, else ``--tz``."""
-    if ctx.options and ctx.options.get("tz_paths"):
+    if ctx.options and ctx.options.get("tz_paths"):  # a copy: the base context's stays whole
         zone = zone_for_path(path, ctx.options)
-        ctx.options = {k: v for k, v in ctx.options.items() if k not in ("tz", "tz_paths")}
-        if zone:
-            ctx.options["tz"] = zone
+        rest = {k: v for k, v in ctx.options.items() if k not in ("tz", "tz_paths")}
+        ctx.options = rest | ({"tz": zone} if zone else {})
 
 
 def infer_node(path: str) -> str | None:

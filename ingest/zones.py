@@ -70,6 +70,12 @@ def zone_paths(pairs: Iterable[tuple[str, str]], base: str | Path) -> list[tuple
     return out
 
 
+def zone_options(tz: str | None, tz_paths: list[tuple[str, str]]) -> dict[str, Any]:
+    """The parse options that carry the zones (checked ones): ``tz`` and ``tz_paths``, each only
+    when given (what ``ingest`` and ``run`` hand the pipeline)."""
+    return ({"tz": tz} if tz else {}) | ({"tz_paths": tz_paths} if tz_paths else {})
+
+
 def zone_for_path(path: str, options: dict[str, Any]) -> str | None:
     """The zone a file's zone-less stamps are in: the first ``tz_paths`` glob that matches its
     absolute path (``*`` crosses folders), else ``options["tz"]``."""

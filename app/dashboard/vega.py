@@ -124,16 +124,7 @@ def event_timeline(frame: pl.DataFrame) -> Chart:
         encoding={
             "x": _time_x("bucket"),
             "y": {"field": "events", "type": "quantitative", "title": "events", "stack": True},
-            "color": {
-                "field": "group",
-                "type": "nominal",
-                "sort": order,
-                "scale": {
-                    "domain": order,
-                    "range": [PALETTE[i % len(PALETTE)] for i in range(len(order))],
-                },
-                "legend": {"orient": "right", "title": None},
-            },
+            "color": colors("group", order, [PALETTE[i % len(PALETTE)] for i in range(len(order))]),
             "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
             "tooltip": [
                 {**_TIME, "field": "bucket", "format": "%Y-%m-%d %H:%M", "title": "from"},
@@ -306,6 +297,18 @@ def in_order(field: str, **axis: Any) -> dict[str, Any]:
         "title": None,
     }
     return spec | ({"axis": axis} if axis else {})
+
+
+def colors(field: str, names: list[str], palette: list[str]) -> dict[str, Any]:
+    """A nominal colour encoding of ``field``: ``names`` in ``palette``'s colours, the legend
+    right of the plot in the order of ``names``."""
+    return {
+        "field": field,
+        "type": "nominal",
+        "sort": names,
+        "scale": {"domain": names, "range": palette},
+        "legend": {"orient": "right", "title": None},
+    }
 
 
 def _time_x(field: str) -> dict[str, Any]:

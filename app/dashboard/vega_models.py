@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from faultlens.app.dashboard.vega import Chart, _spec, empty, in_order
+from faultlens.app.dashboard.vega import Chart, _spec, colors, empty, in_order
 from faultlens.reports.chart_style import PALETTE
 from faultlens.reports.straggler_forecast import TOP_N
 
@@ -149,13 +149,7 @@ def model_vs_baselines(frame: pl.DataFrame) -> Chart:
             },
             "xOffset": {"field": "metric", "type": "nominal", "sort": metrics},
             "y": {"field": "value", "type": "quantitative", "title": None, "scale": _PROBABILITY},
-            "color": {
-                "field": "metric",
-                "type": "nominal",
-                "sort": metrics,
-                "scale": {"domain": metrics, "range": list(PALETTE[: len(metrics)])},
-                "legend": {"orient": "right", "title": None},
-            },
+            "color": colors("metric", metrics, list(PALETTE[: len(metrics)])),
             "tooltip": [
                 {"field": "scorer"},
                 {"field": "metric"},

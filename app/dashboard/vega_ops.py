@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from faultlens.app.dashboard.vega import HEIGHT, Chart, _js, _spec, empty, in_order
+from faultlens.app.dashboard.vega import HEIGHT, Chart, _js, _spec, colors, empty, in_order
 from faultlens.reports.chart_style import PALETTE, _cut
 
 TAXONOMY_MARKS = {"interruptions": (PALETTE[0], "square"), "GPU-hours lost": (PALETTE[2], "circle")}
@@ -36,17 +36,6 @@ INGEST_ROW_PX = 18  # a format's bar: a site has dozens, and the chart grows wit
 INGEST_LABEL_CHARS = 24
 TOP_REASONS = 12
 REASON_LABEL_CHARS = 40
-
-
-def _colors(names: list[str], colors: list[str]) -> dict[str, Any]:
-    """A nominal colour encoding of the ``group`` column: ``names`` in ``colors``, the legend
-    right of the plot in the order of ``names``."""
-    return {
-        "field": "group",
-        "type": "nominal",
-        "scale": {"domain": names, "range": colors},
-        "legend": {"orient": "right", "title": None},
-    }
 
 
 # -- jobs ------------------------------------------------------------------------------------------
@@ -196,14 +185,14 @@ def badput(frame: pl.DataFrame) -> Chart:
         )
         for i, (c, name) in enumerate(zip(cols, names, strict=True))
     )
-    colors = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
+    palette = [PALETTE[i % len(PALETTE)] for i in range(len(names))]
     return data, _spec(
         title,
         mark={"type": "bar"},
         encoding={
             "x": _strategy_x(),
             "y": {"field": "gpu_hours", "type": "quantitative", "title": "GPU-hours"},
-            "color": _colors(names[::-1], colors[::-1]),
+            "color": colors("group", names[::-1], palette[::-1]),
             "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
             "tooltip": [
                 {"field": "strategy"},
@@ -243,7 +232,7 @@ def ingest(frame: pl.DataFrame) -> Chart:
             "y": in_order("label"),
             "x": {"field": "lines", "type": "quantitative", "title": "lines"},
             # the legend as the report's: the stack's last part first
-            "color": _colors(names[::-1], list(INGEST_PARTS.values())[::-1]),
+            "color": colors("group", names[::-1], list(INGEST_PARTS.values())[::-1]),
             "order": {"field": "order", "type": "quantitative", "sort": "ascending"},
             "tooltip": [
                 {"field": "format"},

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from faultlens.app.dashboard.vega import Chart, _js, _spec, empty
+from faultlens.app.dashboard.vega import colors as vega_colors
 from faultlens.reports.chart_style import PALETTE
 
 if TYPE_CHECKING:
@@ -45,13 +46,8 @@ def _q(field: str, title: str | None, **kw: Any) -> dict[str, Any]:
 def _colors(names: list[str], colors: list[str]) -> dict[str, Any]:
     """A nominal colour encoding of ``series``: ``names`` in ``colors``, the legend right of the
     plot in that order (none for a single name, as plotly shows none for a single trace)."""
-    return {
-        "field": "series",
-        "type": "nominal",
-        "sort": names,
-        "scale": {"domain": names, "range": colors},
-        "legend": {"orient": "right", "title": None} if len(names) > 1 else None,
-    }
+    encoding = vega_colors("series", names, colors)
+    return encoding if len(names) > 1 else {**encoding, "legend": None}
 
 
 def _decades(lo: float, hi: float, most: int = 6) -> list[float]:
