@@ -31,6 +31,7 @@ from faultlens.ingest.schema import CauseCategory as C
 from faultlens.ingest.schema import Kind as K
 from faultlens.ingest.schema import empty_frame
 from faultlens.ingest.store import Store
+from faultlens.ingest.training import cuda
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,16 @@ def _cause_case() -> str:
     parts.append(f"WHEN e.kind = 'xid' THEN '{C.USER_UNKNOWN.value}'")
     # CPU thermal throttling (kernel therm_throt, sub-kinds cpu_*) is the host's, not the GPU's
     parts.append(f"WHEN e.kind = 'thermal' AND e.subkind LIKE 'cpu_%' THEN '{C.HOST.value}'")
+    # a CUDA error the job printed: an uncorrectable ECC / NVLink error is the GPU's; any other
+    # (illegal address, launch failure, out of memory) is weighed as an application Xid is
+    cuda_k = K.CUDA_ERROR.value
+    for codes, cause in (
+        (cuda.GPU_MEMORY_CODES, C.GPU_MEMORY),
+        (cuda.GPU_HARDWARE_CODES, C.GPU_HARDWARE),
+    ):
+        listed = ", ".join(str(int(c)) for c in codes)
+        parts.append(f"WHEN e.kind = '{cuda_k}' AND e.code IN ({listed}) THEN '{cause.value}'")
+    parts.append(f"WHEN e.kind = '{cuda_k}' THEN '{C.USER_UNKNOWN.value}'")
     for kind, cause in EVENT_CAUSE.items():
         parts.append(f"WHEN e.kind = '{kind.value}' THEN '{cause.value}'")
     parts.append("END")

@@ -1,11 +1,12 @@
 """Line-oriented logs of any kind: every family's lines found, wherever they stand.
 
 A node's journal, a log shipper's file or a job's output holds kernel, NCCL / PyTorch and Slurm
-daemon lines together. The ``lines`` parser is what the driver uses for every line-oriented
-log (the sniffed ``kernel``, ``nccl``, ``pytorch`` and ``slurmctld`` formats, and any file of no
-known format): one raw-byte scan (``ingest.scan``, Hyperscan) finds the candidate lines of all
-families at once, each candidate goes to the one family whose anchor it carries, and each family
-parses its lines with its own vectorized path and keeps its own state across chunks.
+daemon lines, and the CUDA errors the job printed, together. The ``lines`` parser is what the
+driver uses for every line-oriented log (the sniffed ``kernel``, ``nccl``, ``pytorch`` and
+``slurmctld`` formats, and any file of no known format): one raw-byte scan (``ingest.scan``,
+Hyperscan) finds the candidate lines of all families at once, each candidate goes to the one
+family whose anchor it carries, and each family parses its lines with its own vectorized path
+and keeps its own state across chunks.
 
 Routing, per candidate line, first that applies:
 
@@ -17,7 +18,8 @@ Routing, per candidate line, first that applies:
 2. a line a Slurm daemon wrote (``slurmctld:`` / ``slurmd[123]:`` / ``_slurm_rpc_``) -> ``slurm``;
    a Kubernetes node condition (``kubectl get events`` / ``describe node``) -> ``k8s``;
 3. a line with a kernel literal (``NVRM``, ``Xid``, ``PCIe Bus Error``, ``[Hardware Error]``,
-   EDAC, panics, ...) -> ``kernel``;
+   EDAC, panics, ...) -> ``kernel``; a CUDA error an application printed (``CUDA error:``,
+   ``CUDA_ERROR_*``, ``cudaError*``, ``CUDA out of memory``) -> ``cuda`` (``training.cuda``);
 4. any other NCCL / PyTorch literal -> ``nccl``.
 
 ``parse_line`` is this module's chunk path run on one line (``ChunkResult.to_line_result``); the
@@ -43,6 +45,7 @@ from faultlens.ingest.reader import MAX_LINE_BYTES, literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
+from faultlens.ingest.training import cuda
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
 # rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
@@ -81,6 +84,7 @@ LITERALS: tuple[str, ...] = tuple(
             *ras.LITERALS,
             *SLURM_LITERALS,
             *k8s.LITERALS,
+            *cuda.LITERALS,
             *CRI_PARTIAL,
         )
     )
@@ -110,7 +114,7 @@ _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid")
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
 _K8S_WORDS = r"Ready|Rebooted|Pressure|Insufficient|Node became not ready|Name:"
-FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel")
+FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel", "cuda")
 # Candidates gathered over chunks before the families parse them (a 64 MiB block of a node log
 # holds ~30k): every family call has a fixed cost of dozens of expressions, paid once per batch.
 BATCH_ROWS = 100_000
@@ -263,6 +267,7 @@ def route_rules() -> list[tuple[pl.Expr, str]]:
         # its words are matched against it
         (raw.str.contains(_K8S_WORDS) & raw.str.contains(k8s.ANCHOR), "k8s"),
         (raw.str.contains(_KERNEL_STRONG), "kernel"),
+        (raw.str.contains(cuda.ANCHOR), "cuda"),
         (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
         (raw.str.contains(_KERNEL), "kernel"),
         (raw.str.contains(_NCCL), "nccl"),
@@ -441,6 +446,9 @@ class LinesParser:
         kube = routed.filter(pl.col("family") == "k8s").select("line", raw="body")
         if kube.height:
             result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))
+        c = routed.filter(pl.col("family") == "cuda").select("line", raw="body")
+        if c.height:
+            result = result.merge(cuda.rows(c, ctx))
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
             result = result.merge(

@@ -206,14 +206,18 @@ _HOST_LIKE = re.compile(r"^[a-z0-9][a-z0-9._-]*[0-9][a-z0-9._-]*$")
 # Folder names that hold logs but name no node (``/var/log/kern.log``).
 _NOT_NODES = {".", "/", "log", "logs", "var", "tmp", "data", "journal", "input", "raw"}
 _JOB_ID = re.compile(r"^[0-9]+(?:_[0-9]+)?(?:\.[0-9a-z]+)?$")
+_SLURM_OUTPUT = re.compile(r"^slurm-(?P<job>[0-9]+(?:_[0-9]+)?)\.(?:out|err)(?:\.gz)?$")
 
 
 def infer_job(path: str) -> str | None:
-    """The job a per-job log belongs to: its folder under ``jobs/``, or a Slurm-job-id folder."""
+    """The job a per-job log belongs to: its folder under ``jobs/``, a Slurm-job-id folder, or
+    the name Slurm gives a batch job's output by default (``slurm-%j.out``, and
+    ``slurm-%A_%a.out`` for an array task)."""
     parent = Path(path).parent
     if parent.parent.name == "jobs" or _JOB_ID.match(parent.name):
         return parent.name
-    return None
+    m = _SLURM_OUTPUT.match(Path(path).name)
+    return m["job"] if m else None
 
 
 def plan(

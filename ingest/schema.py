@@ -57,6 +57,7 @@ class Kind(StrEnum):
     NCCL_WARN = "nccl_warn"
     NCCL_RAS = "nccl_ras"  # NCCL RAS: unresponsive / dead peers, missing ranks (subkind)
     PROCESS_FAILED = "process_failed"  # torchrun ChildFailedError
+    CUDA_ERROR = "cuda_error"  # a CUDA error in an application's own log (``training.cuda``)
     NODE_DOWN = "node_down"
     NODE_DRAIN = "node_drain"
     NODE_NOT_RESPONDING = "node_not_responding"

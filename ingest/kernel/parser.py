@@ -46,7 +46,8 @@ Lines with no stamp at all get ``ts_flag='no_ts'``.
 
 Accounting: lines without any pre-filter literal are noise without further work. Known NVRM
 chatter (module banner, ``GPU at PCI:..: GPU-uuid`` inventory, board serial, GSP RPC history
-tables, ``_kgspLogXid119`` banners), mce register dumps, rtc_cmos lines and weak-literal chatter
+tables, ``_kgspLogXid119`` banners, the falcon core dump's ``PRI:`` / ``TRACE:`` / ``ICD:`` register
+lines after a GSP timeout), mce register dumps, rtc_cmos lines and weak-literal chatter
 (mlx5, EDAC, AER, carrier lines without an error shape) are noise. Candidate lines with a strong
 literal (NVRM, Xid, PCIe Bus Error, [Hardware Error], NV_ERR_) that match no shape are quarantined.
 """

@@ -180,6 +180,8 @@ BENIGN_NVRM_RE = (
     r"|[ \t]+-?[0-9]+[ \t]+[0-9]+[ \t]+[A-Z_0-9]+"
     r"|_kgspLogXid119"
     r"|(?:GPU[0-9]+ )?_kgspLogRpcTimeout: [A-Z][a-z]"  # the dump's notes after its banner
+    # the falcon / RISC-V core dump a GSP timeout prints after its banner: registers, trace PCs
+    r"|(?:GPU[0-9]+ )?kflcnCoreDump(?:Nondestructive|Destructive)(?:_IMPL)?: (?:PRI|TRACE|ICD): "
     r"|nvidia-bug-report\.sh"
     r"|persistence mode"
     r")"

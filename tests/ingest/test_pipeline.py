@@ -66,6 +66,11 @@ def test_per_node_and_per_job_folders() -> None:
     assert infer_node("/logs/jobs/100440/nccl.log") is None
     assert infer_job("/logs/jobs/100440/nccl.log") == "100440"
     assert infer_job("/logs/nodes/gpu0001/kern.log") is None
+    # Slurm's default output names (sbatch --output slurm-%j.out, slurm-%A_%a.out for arrays)
+    assert infer_job("/home/ana/runs/slurm-4242.out") == "4242"
+    assert infer_job("/home/ana/runs/slurm-4242_7.err") == "4242_7"
+    assert infer_job("/home/ana/runs/slurm-notes.out") is None
+    assert infer_job("/var/log/slurm/slurmd.log") is None
 
 
 def test_parsed_parts_are_partitioned_by_source_and_day(store, tmp_path) -> None:

@@ -408,6 +408,26 @@ def test_candidate_without_shape_is_quarantined():
     assert KERNEL.parse_line("[ 1.0] usb 1-1: new device", ParseContext(file="f")) is None
 
 
+def test_gsp_core_dump_registers_are_noise_and_driver_asserts_stay_quarantined(tmp_path, store):
+    # the falcon core dump a GSP timeout prints (open-gpu-kernel-modules' kflcnCoreDump*: its
+    # PRI / TRACE / ICD lines) is the dump's body, like the RPC history table; an assertion
+    # the driver prints is a message of no known shape: quarantined, on both parser paths
+    lines = [
+        "[ 9.1] NVRM: GPU2 kflcnCoreDumpNondestructive_IMPL: PRI: riscvPc               : 0000a1c4",
+        "[ 9.1] NVRM: kflcnCoreDumpNondestructive_IMPL: TRACE: 07 = 0x0000000000c0ffee",
+        "[ 9.2] NVRM: GPU2 kflcnCoreDumpDestructive: ICD: PC = 0x00000000deadbeef",
+        "[ 9.3] NVRM: GPU2 nvAssertFailedNoLog: Assertion failed: 0 @ kernel_gsp.c:1200",
+    ]
+    ctx = ParseContext(file="f")
+    assert [KERNEL.parse_line(ln, ctx) for ln in lines[:3]] == [None, None, None]
+    assert isinstance(KERNEL.parse_line(lines[3], ctx), Quarantined)
+    log = tmp_path / "dmesg.log"
+    log.write_text("\n".join(lines) + "\n")
+    (f,) = ingest(store, [log]).files
+    assert (f.lines, f.parsed, f.noise, f.quarantined) == (4, 0, 3, 1)
+    assert store.query("SELECT line FROM quarantine").rows() == [(4,)]
+
+
 # -- sniffing does not steal other formats ---------------------------------------------------------
 
 
