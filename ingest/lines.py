@@ -16,7 +16,9 @@ Routing, per candidate line, first that applies:
    (``NCCL INFO|WARN|ABORT|TRACE``, ``ProcessGroupNCCL``, ``torch.distributed``, ``c10d``, a
    watchdog) -> ``nccl`` (the NCCL / PyTorch parser);
 2. a line a Slurm daemon wrote (``slurmctld:`` / ``slurmd[123]:`` / ``_slurm_rpc_``) -> ``slurm``;
-   a Kubernetes node condition (``kubectl get events`` / ``describe node``) -> ``k8s``;
+   a Kubernetes node condition (``kubectl get events`` / ``describe node``) -> ``k8s``; a line
+   fabric manager (``nv-fabricmanager[pid]:``) or systemd about its service wrote -> ``fabric``
+   (``telemetry.dcgm_logs.journal_rows``);
 3. a line with a kernel literal (``NVRM``, ``Xid``, ``PCIe Bus Error``, ``[Hardware Error]``,
    EDAC, panics, ...) -> ``kernel``; a CUDA error an application printed (``CUDA error:``,
    ``CUDA_ERROR_*``, ``cudaError*``, ``CUDA out of memory``) -> ``cuda`` (``training.cuda``);
@@ -45,6 +47,7 @@ from faultlens.ingest.reader import MAX_LINE_BYTES, literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
+from faultlens.ingest.telemetry import dcgm_logs as fabric
 from faultlens.ingest.training import cuda
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
@@ -85,6 +88,7 @@ LITERALS: tuple[str, ...] = tuple(
             *SLURM_LITERALS,
             *k8s.LITERALS,
             *cuda.LITERALS,
+            *fabric.FM_JOURNAL_LITERALS,
             *CRI_PARTIAL,
         )
     )
@@ -114,7 +118,7 @@ _KERNEL_STRONG = literal_regex(tuple(lit for lit in kp.LITERALS if lit != "Xid")
 _KERNEL = literal_regex(kp.LITERALS)
 _NCCL = nccl_line.FILTER
 _K8S_WORDS = r"Ready|Rebooted|Pressure|Insufficient|Node became not ready|Name:"
-FAMILIES = ("ras", "nccl", "slurm", "k8s", "kernel", "cuda")
+FAMILIES = ("ras", "nccl", "slurm", "k8s", "fabric", "kernel", "cuda")
 # Candidates gathered over chunks before the families parse them (a 64 MiB block of a node log
 # holds ~30k): every family call has a fixed cost of dozens of expressions, paid once per batch.
 BATCH_ROWS = 100_000
@@ -266,6 +270,7 @@ def route_rules() -> list[tuple[pl.Expr, str]]:
         # the k8s anchor has no literal a search could start from: only lines holding one of
         # its words are matched against it
         (raw.str.contains(_K8S_WORDS) & raw.str.contains(k8s.ANCHOR), "k8s"),
+        (raw.str.contains(fabric.FM_JOURNAL_ANCHOR), "fabric"),
         (raw.str.contains(_KERNEL_STRONG), "kernel"),
         (raw.str.contains(cuda.ANCHOR), "cuda"),
         (raw.str.contains(SLURM_FILE_STAMP) | raw.str.contains("NODE_FAIL", literal=True), "slurm"),
@@ -446,6 +451,9 @@ class LinesParser:
         kube = routed.filter(pl.col("family") == "k8s").select("line", raw="body")
         if kube.height:
             result = result.merge(k8s.node_condition_rows(kube, ctx, state.k8s))
+        fm = routed.filter(pl.col("family") == "fabric").select("line", "raw", "body")
+        if fm.height:
+            result = result.merge(fabric.journal_rows(fm, ctx))
         c = routed.filter(pl.col("family") == "cuda").select("line", raw="body")
         if c.height:
             result = result.merge(cuda.rows(c, ctx))

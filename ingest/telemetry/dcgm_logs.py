@@ -356,3 +356,86 @@ class DcgmiParser:
 
 
 PARSERS = [DcgmiParser(), NvHostengineParser(), FabricManagerParser()]
+
+
+# -- fabric manager in a node's journal / syslog ---------------------------------------------------
+
+# A line fabric manager, or systemd about its service, wrote to the journal (``ingest.lines``
+# routes them here): its own messages carry no level, so an error is one that says it failed.
+FM_JOURNAL_LITERALS = ("nv-fabricmanager", "nvidia-fabricmanager", "NVIDIA fabric manager")
+FM_JOURNAL_ANCHOR = (
+    r"\bnv-fabricmanager(?:\[[0-9]+\])?: |\bnvidia-fabricmanager\.service\b"
+    r"|\b(?:Starting|Started|Stopping|Stopped|Failed to start) NVIDIA fabric manager"
+)
+# systemd: the service failed (a non-zero status, a signal, a core dump, a failed result / start)
+_FM_SERVICE_FAILED = (
+    r"nvidia-fabricmanager\.service: (?:(?:Main|Control) process exited, code=(?:killed|dumped"
+    r"|exited, status=[1-9][0-9]*)|Failed with result)|Failed to start NVIDIA fabric manager"
+)
+_FM_OWN = r"\bnv-fabricmanager(?:\[[0-9]+\])?: "
+_FM_FAILED = r"(?i)\b(?:fail(?:ed|ure|s)?|error|abort(?:ed|ing)?|fatal)\b"
+
+
+def journal_rows(cand: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
+    """Fabric manager's journal lines (``line``, ``raw``: the whole line, ``body``: its message
+    after any syslog prefix) -> events: an NVSwitch error -> ``sxid`` (as in its own log), its
+    service failing (systemd) -> ``telemetry_error`` ``service_failed``, a message of its own
+    that says it failed -> ``telemetry_error`` ``fabricmanager``; its other lines are noise."""
+    empty = ChunkResult(parsed_lines=pl.Series("line", [], dtype=pl.Int64))
+    if cand.height == 0:
+        return empty
+    raw, body = pl.col("raw"), pl.col("body")
+    f = cand.with_columns(sx=body.str.extract_groups(_SXID_RE)).unnest("sx")
+    f = f.rename(
+        {"1": "fatality", "2": "code", "3": "fid", "4": "switch", "5": "phys", "6": "port"}
+    )
+    is_sxid = pl.col("code").is_not_null()
+    service = raw.str.contains(_FM_SERVICE_FAILED)
+    own = raw.str.contains(_FM_OWN) & body.str.contains(_FM_FAILED)
+    f = f.with_columns(
+        _what=pl.when(is_sxid)
+        .then(pl.lit("sxid"))
+        .when(service)
+        .then(pl.lit("service_failed"))
+        .when(own)
+        .then(pl.lit("fabricmanager"))
+    ).filter(pl.col("_what").is_not_null())
+    if f.height == 0:
+        return empty
+    sxid = pl.col("_what") == "sxid"
+    events = f.select(
+        pl.lit(None, pl.Datetime("us")).alias("ts"),
+        pl.lit("no_ts").alias("ts_flag"),
+        pl.lit(ctx.node, pl.String).alias("node"),
+        pl.lit(Source.FABRICMANAGER.value).alias("source"),
+        pl.when(sxid)
+        .then(pl.lit(Kind.SXID.value))
+        .otherwise(pl.lit(Kind.TELEMETRY_ERROR.value))
+        .alias("kind"),
+        pl.when(sxid).then(pl.col("fatality")).otherwise(pl.col("_what")).alias("subkind"),
+        pl.col("code").cast(pl.Int32),
+        pl.when(pl.col("fatality") == "fatal")
+        .then(pl.lit(Severity.CRITICAL.value))
+        .when(sxid)
+        .then(pl.lit(Severity.WARNING.value))
+        .otherwise(pl.lit(Severity.ERROR.value))
+        .alias("severity"),
+        pl.lit("nv-fabricmanager").alias("process"),
+        body.str.strip_chars().str.slice(0, 2000).alias("message"),
+        pl.when(sxid)
+        .then(
+            pl.struct(
+                pci_expr(pl.col("switch")).alias("switch_pci"),
+                pl.col("phys").cast(pl.Int32).alias("switch_physical_id"),
+                pl.col("port").cast(pl.Int32),
+                pl.col("fid").cast(pl.Int32),
+            ).struct.json_encode()
+        )
+        .alias("attrs"),
+        pl.lit(ctx.file).alias("file"),
+        "line",
+    )
+    events = conform("events", events)
+    return ChunkResult(
+        tables={"events": events}, parsed=events.height, parsed_lines=events.get_column("line")
+    )
