@@ -42,7 +42,7 @@ from faultlens.ingest.kernel import patterns as kp
 from faultlens.ingest.nccl import line as nccl_line
 from faultlens.ingest.nccl import parser as nccl
 from faultlens.ingest.nccl import ras
-from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, prefix_frame
+from faultlens.ingest.prefixes import PREFIX_SCHEMA, fill_events, month_of, prefix_frame
 from faultlens.ingest.reader import MAX_LINE_BYTES, literal_regex
 from faultlens.ingest.schema import Source
 from faultlens.ingest.slurm import daemon as slurm_daemon
@@ -289,7 +289,15 @@ _FOREIGN = (
     r"|[A-Z][a-z]{2} [ 0-9][0-9] |[0-9]{4}-|kernel: |NVRM: |<[0-9]))"
 )
 _ENGLISH_SYSLOG = r"^(?:<[0-9]{1,3}>)?(?:" + "|".join(kp.MONTHS) + r") "
-_SYSLOG_ANY = r"^(?:<[0-9]{1,3}>)?[^\W\d_]{2,12}\.? {1,2}[0-9]{1,2},? [0-9]{2}:[0-9]{2}:[0-9]{2}"
+_SYSLOG_ANY = (
+    r"^(?:<[0-9]{1,3}>)?(?:[^\W\d_]{2,12}\.?| ?[0-9]{1,2}[月월]) {1,2}[0-9]{1,2},? "
+    r"[0-9]{2}:[0-9]{2}:[0-9]{2}"
+)
+# the same head in parts: what comes before the month, the month, the rest of the line
+_LOCAL_HEAD = (
+    r"^(?P<pri>(?:<[0-9]{1,3}>)?)(?P<mon>[^\W\d_]{2,12}\.?| ?[0-9]{1,2}[月월])"
+    r"(?P<rest> {1,2}[0-9]{1,2},? [0-9]{2}:[0-9]{2}:[0-9]{2}.*)$"
+)
 _LAUNCHER = r"^(?:\[(?:rank|default)[0-9]+\]: ?|\([^()]*\bpid=[0-9]+[^()]*\) ?)"
 # a pdsh / IP tag, removed only before a stamp or a kernel tag (never ``NVRM: `` itself)
 _TAG_BEFORE = (
@@ -302,6 +310,25 @@ _TAG_BEFORE = (
 # short-unix, short-monotonic / short-delta with a host), and the CRI log format: it reads the
 # message after them, and the time, host or boot-relative seconds come from the prefix library.
 JOURNAL_SHAPES = ("full", "unix", "mono", "cri")
+
+
+def english_months(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` (``raw``) with the month of an RFC 3164 head written in another locale
+    (``déc.``, ``Dez``, ``11月``, ``3월``) replaced by its English name, for a family that reads
+    the head itself (the Slurm daemon lines); a token that names no month stays as it was."""
+    raw = pl.col("raw")
+    local = raw.str.contains(_SYSLOG_ANY) & ~raw.str.contains(_ENGLISH_SYSLOG)
+    heads = frame.filter(local).select(raw.str.extract_groups(_LOCAL_HEAD)).unnest("raw")
+    if heads.height == 0:
+        return frame
+    tokens = heads.get_column("mon").drop_nulls().unique().to_list()
+    months = {t: kp.MONTHS[m - 1] for t in tokens if (m := month_of(t))}
+    if not months:
+        return frame
+    g = raw.str.extract_groups(_LOCAL_HEAD)
+    english = g.struct.field("mon").replace_strict(months, default=None, return_dtype=pl.String)
+    rebuilt = pl.concat_str([g.struct.field("pri"), english, g.struct.field("rest")])
+    return frame.with_columns(raw=pl.when(local).then(pl.coalesce(rebuilt, raw)).otherwise(raw))
 
 
 def kernel_text() -> pl.Expr:
@@ -460,7 +487,7 @@ class LinesParser:
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
             result = result.merge(
-                slurm_daemon.daemon_rows(s.select("line", "raw"), ctx, state.slurm)
+                slurm_daemon.daemon_rows(english_months(s.select("line", "raw")), ctx, state.slurm)
             )
         known = routed.filter(
             pl.col("p_ts").is_not_null()

@@ -77,7 +77,8 @@ SHAPES: dict[str, str] = {
     "unix": rf"^(?P<head>(?P<epoch>[0-9]{{9,11}})\.(?P<frac>[0-9]{{6}}) (?:{_HOST} )?{_TAG})",
     "mono": rf"^(?P<head>{_MONO} (?:{_HOST} )?{_MONO_TAG})",
     "syslog": (
-        r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?) {1,2}(?P<day>[0-9]{1,2}),? "
+        r"^(?P<head>(?:<[0-9]{1,3}>)?(?P<mon>[^\W\d_]{2,12}\.?| ?[0-9]{1,2}[月월]) {1,2}"
+        r"(?P<day>[0-9]{1,2}),? "
         r"(?P<hms>[0-9]{2}:[0-9]{2}:[0-9]{2})(?:[.,](?P<frac>[0-9]{1,9}))? "
         rf"(?:{_HOST} )?{_TAG})"  # the host is left out by ``journalctl --no-hostname``
     ),
@@ -124,6 +125,9 @@ UTC_ZONES = ("UTC", "GMT", "UT", "Z")
 # A zone written after a clock time (its one group): a ``UTC_ZONES`` name or a numeric offset
 # (``+01:00``, ``+0100``, ``+01``), as ``zone_minutes`` reads them
 ZONE_SUFFIX = r"(" + "|".join(UTC_ZONES) + r"|[+-]\d\d(?::?\d\d)?)"
+
+
+_NUMBERED_MONTH = re.compile(r"^([0-9]{1,2})[月월]$")
 
 
 def _fold(name: str) -> str:
@@ -220,8 +224,13 @@ def epoch_us(seconds: pl.Expr, frac: pl.Expr) -> pl.Expr:
     return pl.from_epoch(us, time_unit="us")
 
 
-def _month_of(token: str) -> int | None:
-    """The month a syslog month token names (English first; babel's locales only when needed)."""
+def month_of(token: str) -> int | None:
+    """The month a syslog month token names (English first; babel's locales only when needed).
+    Chinese, Japanese and Korean locales write the month's number and its sign (``11月``,
+    ``11월``, `` 3월``: journalctl under ``zh_CN`` / ``ja_JP`` / ``ko_KR``)."""
+    numbered = _NUMBERED_MONTH.match(token.strip())
+    if numbered:
+        return int(numbered[1]) if 1 <= int(numbered[1]) <= 12 else None
     key = _fold(token)
     return _ENGLISH_MONTHS.get(key) or month_numbers().get(key)
 
@@ -245,7 +254,7 @@ def _with_syslog_ts(
         return frame.with_columns(
             _ts=pl.lit(None, pl.Datetime("us")), _flag=pl.lit(None, pl.String)
         )
-    months = {t: _month_of(t) for t in tokens}
+    months = {t: month_of(t) for t in tokens}
     hms = parts["hms"]
     micros: pl.Expr = pl.lit(0, pl.Int64)
     if "frac" in parts:

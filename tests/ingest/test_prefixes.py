@@ -3,6 +3,7 @@ slicing; the reference is the general syslog shape's regex groups on the same li
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 
 import polars as pl
@@ -123,3 +124,35 @@ def test_events_take_their_prefix_by_line(pre_lines: list[int], ev_lines: list[i
     if n > 1 and order != sorted(order):  # the reference path
         assert not (shuffled["line"].diff().drop_nulls() > 0).all()
     assert_frame_equal(prefixes.fill_events(events, pre), prefixes.fill_events(events, shuffled))
+
+
+def test_numbered_months_of_chinese_japanese_and_korean_locales(tmp_path, store) -> None:
+    # journalctl under zh_CN / ja_JP / ko_KR writes the month's number and its sign (ko_KR with
+    # a blank before 1-9); the time and host come from that head for every family (kernel Xid,
+    # slurmd errors: the Slurm family reads its own head, so it is given the English month)
+    from faultlens.ingest.pipeline import ingest_paths
+
+    lines = [
+        "11月 15 14:15:47 gpu-a1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
+        " 3월  2 01:02:03 gpu-b2 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE",
+        "12月 31 23:59:59 gpu-c3 slurmd[77]: error: Node configuration differs from hardware",
+        "13月 01 00:00:00 gpu-d4 kernel: NVRM: Xid (PCI:0000:3b:00): 63, pid=1, name=x, remap",
+        "déc. 30 08:00:00 gpu-e5 slurmd[77]: error: Node configuration differs from hardware",
+    ]
+    log = tmp_path / "journal.txt"
+    log.write_text("\n".join(lines) + "\n")
+    written = datetime(2027, 1, 1).timestamp()  # the file was last written after its lines
+    os.utime(log, (written, written))
+    ctx = ParseContext(file="", year=2026)
+    (f,) = ingest_paths(store, [str(log)], now=datetime(2027, 1, 1), base_ctx=ctx).files
+    assert (f.lines, f.parsed, f.quarantined) == (5, 5, 0)
+    rows = store.query("SELECT line, ts, node FROM events ORDER BY line").rows()
+    assert rows == [
+        (1, datetime(2026, 11, 15, 14, 15, 47), "gpu-a1"),
+        (2, datetime(2026, 3, 2, 1, 2, 3), "gpu-b2"),
+        (3, datetime(2026, 12, 31, 23, 59, 59), "gpu-c3"),
+        (4, None, "gpu-d4"),  # no 13th month: the time unknown, kept, not guessed
+        (5, datetime(2026, 12, 30, 8, 0), "gpu-e5"),
+    ]
+    assert prefixes.month_of("11月") == 11 and prefixes.month_of("11월") == 11
+    assert prefixes.month_of("0月") is None
