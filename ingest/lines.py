@@ -49,6 +49,7 @@ from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
 from faultlens.ingest.telemetry import dcgm_logs as fabric
 from faultlens.ingest.training import cuda
+from faultlens.ingest.zones import localize, to_local, zone_of
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
 # rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
@@ -257,6 +258,39 @@ class LinesState:
     carry: PartialCarry = field(default_factory=PartialCarry)
     # whether the last chunk's last line holds a ``follow`` literal (``parse_chunk``'s path)
     follow_next: bool = False
+    # --year: the month of the last RFC 3164 prefix and the years rolled over so far
+    last_month: int | None = None
+    year_offset: int = 0
+
+
+def rolled_over(routed: pl.DataFrame, ctx: ParseContext, state: LinesState) -> pl.DataFrame:
+    """With ``--year``, the years of RFC 3164 heads (which have none) over every family's lines:
+    ``--year`` for the file's first, one more at each Dec -> Jan (a month six or more before the
+    previous head's, in the head's own wall clock), across batches through ``state``. The prefix
+    times move by them, and ``year_shift`` gives them to the kernel and Slurm families, which
+    read their own heads: one file's lines agree on the year whichever family reads them.
+    Without ``--year`` (the mtime's rule) unchanged."""
+    if ctx.year is None or routed.height == 0:
+        return routed
+    tz = zone_of(ctx)
+    p_ts = pl.col("p_ts")
+    local = p_ts if tz is None else to_local(p_ts, tz)
+    yearless = (pl.col("p_shape") == "syslog").fill_null(False) & p_ts.is_not_null()
+    month = pl.when(yearless).then(local.dt.month().cast(pl.Int32))
+    prev = month.forward_fill().shift(1).fill_null(state.last_month or 0)
+    rolls = ((prev - month) >= 6).fill_null(False).cast(pl.Int32).cum_sum()
+    f = routed.with_columns(_m=month, _y=pl.lit(state.year_offset, pl.Int32) + rolls)
+    heads = f.filter(pl.col("_m").is_not_null())
+    if heads.height:
+        state.last_month = int(heads["_m"][-1])
+        state.year_offset = int(heads["_y"][-1])
+    later = local.dt.offset_by(pl.format("{}y", pl.col("_y")))
+    moved = later if tz is None else localize(later, tz)
+    return (
+        f.with_columns(p_ts=pl.when(yearless & (pl.col("_y") > 0)).then(moved).otherwise(p_ts))
+        .drop("_m")
+        .rename({"_y": "year_shift"})
+    )
 
 
 def route_rules() -> list[tuple[pl.Expr, str]]:
@@ -461,13 +495,14 @@ class LinesParser:
             return ChunkResult(parsed_lines=line_series([]))
         batch = state.batch
         state.batch, state.batch_rows = [], 0
-        routed = pl.concat(batch) if len(batch) > 1 else batch[0]
+        routed = rolled_over(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
         joined = routed.filter(pl.col("_more").list.len() > 0)
         if joined.height:
             pieces = joined.select("line", other="_more").explode("other")
             state.pieces = pl.concat([state.pieces, pieces])
         result = ChunkResult()
-        k = routed.filter(pl.col("family") == "kernel").select("line", raw=kernel_text())
+        shift = ["year_shift"] if "year_shift" in routed.columns else []
+        k = routed.filter(pl.col("family") == "kernel").select("line", *shift, raw=kernel_text())
         result = result.merge(self._kernel.parse_candidates(k, last_line, ctx, state.kernel))
         # NCCL / PyTorch see the message after the outer prefix (their launcher tags stay)
         n = routed.filter(pl.col("family") == "nccl").select("line", raw="body", follows="follows")
@@ -487,7 +522,9 @@ class LinesParser:
         s = routed.filter(pl.col("family") == "slurm")
         if s.height:
             result = result.merge(
-                slurm_daemon.daemon_rows(english_months(s.select("line", "raw")), ctx, state.slurm)
+                slurm_daemon.daemon_rows(
+                    english_months(s.select("line", "raw", *shift)), ctx, state.slurm
+                )
             )
         known = routed.filter(
             pl.col("p_ts").is_not_null()

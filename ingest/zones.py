@@ -106,6 +106,11 @@ def localize(ts: pl.Expr, tz: str | None) -> pl.Expr:
     )
 
 
+def to_local(ts: pl.Expr, tz: str) -> pl.Expr:
+    """Naive UTC -> the naive wall clock of ``tz`` (``localize``'s inverse where it is defined)."""
+    return ts.dt.replace_time_zone("UTC").dt.convert_time_zone(tz).dt.replace_time_zone(None)
+
+
 def zone_flag(ts: pl.Expr, tz: str | None) -> pl.Expr:
     """``tz_ambiguous`` / ``tz_gap`` where ``localize(ts, tz)`` is null for a non-null ``ts``;
     null elsewhere (and everywhere without ``tz``)."""

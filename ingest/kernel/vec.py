@@ -23,10 +23,13 @@ _MONTH_INT = dict(kp.MONTH_NO)
 PREFIXED = ("line", "raw", "body", "ts", "uptime_s", "ts_flag", "node")
 
 
-def _year_expr(ctx: ParseContext, state: Any) -> pl.Expr:
+def _year_expr(ctx: ParseContext, state: Any, shifted: bool = False) -> pl.Expr:
     """Year of RFC 3164 stamps (see ``line.bsd_year``); with ``--year``, Dec->Jan rollovers
-    are counted across the file in ``state``."""
+    are counted across the file in ``state``, or, with ``shifted``, given per line in the
+    ``year_shift`` column (``lines.rolled_over`` counts them over every family's lines)."""
     month = pl.col("bsd_mon").replace_strict(_MONTH_INT, default=None, return_dtype=pl.Int32)
+    if ctx.year is not None and shifted:
+        return pl.lit(ctx.year) + pl.col("year_shift")
     if ctx.year is not None:
         prev = month.forward_fill().shift(1).fill_null(state.last_month or 0)
         roll = ((prev - month) >= 6).fill_null(False).cast(pl.Int32)
@@ -82,7 +85,7 @@ def _bsd_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> pl.D
     f = cand.with_columns(c("raw").str.extract_groups(kp.BSD_FAST_RE).alias("_g")).unnest("_g")
     if f.get_column("head").null_count():
         return None
-    f = f.with_columns(_year=_year_expr(ctx, state))
+    f = f.with_columns(_year=_year_expr(ctx, state, "year_shift" in f.columns))
     _update_year_state(f, ctx, state)
     month = c("bsd_mon").replace_strict(_MONTH_INT, default=None, return_dtype=pl.Int32)
     day = c("bsd_day").cast(pl.Int32)
@@ -119,7 +122,7 @@ def _generic_prefix_frame(cand: pl.DataFrame, ctx: ParseContext, state: Any) -> 
         c("raw").str.extract_groups(kp.PREFIX_HEAD_RE).alias("_g"),
         rest=c("raw").str.replace(kp.PREFIX_HEAD_RE, ""),
     ).unnest("_g")
-    f = f.with_columns(_year=_year_expr(ctx, state))
+    f = f.with_columns(_year=_year_expr(ctx, state, "year_shift" in f.columns))
     _update_year_state(f, ctx, state)
     dash = pl.lit("-")
     date = pl.coalesce(  # concat_str, not pl.format (which panics in polars 2.1 on such frames)

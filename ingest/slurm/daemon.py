@@ -132,7 +132,9 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
         year = stamps.year_of(ctx)
         if year is None:
             return None, "no_year"
-        return to_utc(stamps.yearless_ts(g["sys"], year, ctx.mtime), zone_of(ctx))
+        # with --year, that year (its rollovers are the file's: ``_sys_years``); else the mtime's
+        mtime = None if ctx.year is not None else ctx.mtime
+        return to_utc(stamps.yearless_ts(g["sys"], year, mtime), zone_of(ctx))
     return None, "no_ts"
 
 
@@ -246,7 +248,11 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
         iso2 = pl.when(pl.col("off").is_null()).then(localize(iso2_local, tz)).otherwise(iso2)
     year = stamps.year_of(ctx)
     sys_local = pl.lit(None, pl.Datetime("us"))
-    if year is not None:
+    if ctx.year is not None:  # --year: the first line's, +1 at each Dec -> Jan (``_sys_years``)
+        sys_local = (pl.col("_sys_year").cast(pl.String) + " " + pl.col("sys")).str.strptime(
+            pl.Datetime("us"), "%Y %b %d %H:%M:%S", strict=False
+        )
+    elif year is not None:
         sys_local = stamps.yearless_expr(pl.col("sys"), year, ctx.mtime)
     ts = pl.coalesce(
         stamp,
@@ -278,6 +284,36 @@ class DaemonState:
     node has merged yet (emitted by ``finish`` if none does)."""
 
     pending: pl.DataFrame | None = None
+    # --year: the month of the last syslog-stamped line and the years rolled over so far
+    last_month: int | None = None
+    year_offset: int = 0
+
+
+_MONTH_NO = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul",
+                                             "Aug", "Sep", "Oct", "Nov", "Dec"))}  # fmt: skip
+
+
+def _sys_years(df: pl.DataFrame, ctx: ParseContext, state: DaemonState | None) -> pl.DataFrame:
+    """``df`` with ``_sys_year``: with ``--year``, the year of each syslog stamp (``sys``), as
+    the kernel family counts it: ``--year`` for the file's first, one more at each Dec -> Jan
+    (a month six or more before the previous line's), across chunks through ``state``."""
+    if ctx.year is None:
+        return df
+    if "year_shift" in df.columns:  # counted over every family's lines (``lines.rolled_over``)
+        return df.with_columns(_sys_year=pl.lit(ctx.year) + pl.col("year_shift"))
+    month = (
+        pl.col("sys").str.slice(0, 3).replace_strict(_MONTH_NO, default=None, return_dtype=pl.Int32)
+    )
+    last = state.last_month if state is not None else None
+    offset = state.year_offset if state is not None else 0
+    prev = month.forward_fill().shift(1).fill_null(last or 0)
+    roll = ((prev - month) >= 6).fill_null(False).cast(pl.Int32)
+    df = df.with_columns(_m=month, _sys_year=pl.lit(ctx.year + offset) + roll.cum_sum())
+    months = df.get_column("_m").drop_nulls()
+    if state is not None and months.len():
+        state.last_month = int(months[-1])
+        state.year_offset = int(df.filter(pl.col("_m").is_not_null())["_sys_year"][-1]) - ctx.year
+    return df.drop("_m")
 
 
 def daemon_chunk(
@@ -309,6 +345,7 @@ def daemon_rows(
     once per distinct string. Only lines whose stamp polars could not read go through
     ``parse_line``, which quarantines the invalid ones with Python's reason."""
     df = df.with_columns(pl.col("raw").str.extract_groups(PREFIX).alias("g")).unnest("g")
+    df = _sys_years(df, ctx, state)
     matched = pl.col("msg").is_not_null()
     proc = pl.coalesce("proc", "proc2")
     other_unit = (proc == "systemd").fill_null(False) & ~pl.col(

@@ -4,9 +4,10 @@ slicing; the reference is the general syslog shape's regex groups on the same li
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import polars as pl
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -133,11 +134,11 @@ def test_numbered_months_of_chinese_japanese_and_korean_locales(tmp_path, store)
     from faultlens.ingest.pipeline import ingest_paths
 
     lines = [
-        "11月 15 14:15:47 gpu-a1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
         " 3월  2 01:02:03 gpu-b2 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE",
+        "11月 15 14:15:47 gpu-a1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
+        "déc. 30 08:00:00 gpu-e5 slurmd[77]: error: Node configuration differs from hardware",
         "12月 31 23:59:59 gpu-c3 slurmd[77]: error: Node configuration differs from hardware",
         "13月 01 00:00:00 gpu-d4 kernel: NVRM: Xid (PCI:0000:3b:00): 63, pid=1, name=x, remap",
-        "déc. 30 08:00:00 gpu-e5 slurmd[77]: error: Node configuration differs from hardware",
     ]
     log = tmp_path / "journal.txt"
     log.write_text("\n".join(lines) + "\n")
@@ -148,11 +149,46 @@ def test_numbered_months_of_chinese_japanese_and_korean_locales(tmp_path, store)
     assert (f.lines, f.parsed, f.quarantined) == (5, 5, 0)
     rows = store.query("SELECT line, ts, node FROM events ORDER BY line").rows()
     assert rows == [
-        (1, datetime(2026, 11, 15, 14, 15, 47), "gpu-a1"),
-        (2, datetime(2026, 3, 2, 1, 2, 3), "gpu-b2"),
-        (3, datetime(2026, 12, 31, 23, 59, 59), "gpu-c3"),
-        (4, None, "gpu-d4"),  # no 13th month: the time unknown, kept, not guessed
-        (5, datetime(2026, 12, 30, 8, 0), "gpu-e5"),
+        (1, datetime(2026, 3, 2, 1, 2, 3), "gpu-b2"),
+        (2, datetime(2026, 11, 15, 14, 15, 47), "gpu-a1"),
+        (3, datetime(2026, 12, 30, 8, 0), "gpu-e5"),
+        (4, datetime(2026, 12, 31, 23, 59, 59), "gpu-c3"),
+        (5, None, "gpu-d4"),  # no 13th month: the time unknown, kept, not guessed
     ]
     assert prefixes.month_of("11月") == 11 and prefixes.month_of("11월") == 11
     assert prefixes.month_of("0月") is None
+
+
+YEAR_END = [
+    "Dec 31 22:00:00 gpu-a1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",  # 1
+    "Dec 31 23:00:00 gpu-a1 slurmd[7]: error: Node configuration differs from hardware",  # 2
+    "Jan  1 00:30:00 gpu-a1 python[9]: RuntimeError: CUDA error: misaligned address",  # 3
+    "Jan  1 01:00:00 gpu-a1 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE",  # 4
+    "Jan  1 02:00:00 gpu-a1 slurmd[7]: error: Node configuration differs from hardware",  # 5
+]
+
+
+@pytest.mark.parametrize(("tz", "shift"), [(None, 0), ("Europe/Berlin", 1)], ids=["utc", "berlin"])
+def test_with_year_every_family_rolls_over_at_new_year(tmp_path, store, tz, shift) -> None:
+    # --year is the first line's year, one more from the first January line on: the kernel,
+    # Slurm and prefix-timed (here a CUDA error's) lines of one journal agree. Before, the Slurm
+    # and the prefix-timed January lines stayed in the first line's year. In Berlin (UTC+1 in
+    # winter) every stamp is an hour later than UTC: 00:30 on 1 January is 23:30 UTC the day before.
+    from faultlens.ingest.pipeline import ingest_paths
+
+    log = tmp_path / "journal.txt"
+    log.write_text("\n".join(YEAR_END) + "\n")
+    written = datetime(2026, 1, 2).timestamp()
+    os.utime(log, (written, written))
+    ctx = ParseContext(file="", year=2025, options={"tz": tz} if tz else {})
+    (f,) = ingest_paths(store, [str(log)], now=datetime(2026, 1, 2), base_ctx=ctx).files
+    assert (f.status, f.parsed, f.quarantined) == ("ok", 5, 0), f
+    got = store.query("SELECT line, ts, source FROM events ORDER BY line").rows()
+    h = timedelta(hours=shift)
+    assert got == [
+        (1, datetime(2025, 12, 31, 22) - h, "kernel"),
+        (2, datetime(2025, 12, 31, 23) - h, "slurm"),
+        (3, datetime(2026, 1, 1, 0, 30) - h, "training"),
+        (4, datetime(2026, 1, 1, 1) - h, "kernel"),
+        (5, datetime(2026, 1, 1, 2) - h, "slurm"),
+    ]
