@@ -100,6 +100,18 @@ def ingest(
             "relative GLOB is from the current folder; `*` crosses folders.",
         ),
     ] = None,
+    tz_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tz-host",
+            metavar="GLOB=ZONE",
+            help="Lines whose syslog head (RFC 3164: no zone) names a host matching GLOB read "
+            "that stamp as ZONE (repeatable, the first match wins; other lines take the "
+            "file's zone), e.g. 'gpu-eu-*=Europe/Berlin': one central syslog file of nodes in "
+            "several zones. GLOB is over node names as faultlens keeps them (lower case, no "
+            "domain); `*` any run of characters, `?` one.",
+        ),
+    ] = None,
     columns: Annotated[
         str | None,
         typer.Option(help="Comma-separated column names for headerless sacct output."),
@@ -213,7 +225,7 @@ def ingest(
         boot_time=boot_time.replace(tzinfo=None) if boot_time else None,
         columns=[c.strip() for c in columns.split(",")] if columns else None,
         delimiter=delimiter,
-        options=_incident_options(dataset, epoch, map_) | _zone_option(tz, tz_path),
+        options=_incident_options(dataset, epoch, map_) | _zone_option(tz, tz_path, tz_host),
     )
     show = is_tty() and not quiet and not json
     with dask_client(dask, workers) as executor, open_store(db_path(db)) as store:
@@ -301,10 +313,12 @@ def _incident_options(
     return options
 
 
-def _zone_option(tz: str | None, tz_path: list[str] | None = None) -> dict[str, Any]:
-    """``{"tz": ZONE, "tz_paths": [(GLOB, ZONE), ...]}`` for zones this machine knows (a usage
-    error otherwise), each part only when given."""
-    from faultlens.ingest.zones import check_zone, zone_options, zone_paths
+def _zone_option(
+    tz: str | None, tz_path: list[str] | None = None, tz_host: list[str] | None = None
+) -> dict[str, Any]:
+    """``{"tz": ZONE, "tz_paths": [(GLOB, ZONE), ...], "tz_hosts": [(GLOB, ZONE), ...]}`` for
+    zones this machine knows (a usage error otherwise), each part only when given."""
+    from faultlens.ingest.zones import check_zone, zone_hosts, zone_options, zone_paths
 
     try:
         zone = check_zone(tz)
@@ -315,7 +329,12 @@ def _zone_option(tz: str | None, tz_path: list[str] | None = None) -> dict[str, 
         paths = zone_paths(pairs, Path.cwd())
     except ValueError as e:
         raise ConfigError(f"--tz-path: {e}") from e
-    return zone_options(zone, paths)
+    host_pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_host or ()]
+    try:
+        hosts = zone_hosts(host_pairs)
+    except ValueError as e:
+        raise ConfigError(f"--tz-host: {e}") from e
+    return zone_options(zone, paths, hosts)
 
 
 def _lost(f: FileReport) -> bool:

@@ -46,7 +46,7 @@ from faultlens.ingest.pipeline import IngestReport, ingest_paths
 from faultlens.ingest.reader import LIVE_WRITE_S
 from faultlens.ingest.store import DatabaseBusyError, Store
 from faultlens.ingest.watermarks import data_mark
-from faultlens.ingest.zones import check_zone, zone_options, zone_paths
+from faultlens.ingest.zones import check_zone, zone_hosts, zone_options, zone_paths
 from faultlens.models.actions import ACTION_RANK, RiskAction
 from faultlens.models.drains import update_drain_outcomes
 from faultlens.models.freshness import default_as_of, newest_data, quiet_sources, source_last_seen
@@ -63,6 +63,8 @@ class RunConfig:
     tz: str | None = None  # [ingest] tz: the zone of stamps that carry none (IANA; UTC if unset)
     # [ingest.tz_paths] "GLOB" = "ZONE": a group of files' zone (the first match; else ``tz``)
     tz_paths: list[tuple[str, str]] = field(default_factory=list)
+    # [ingest.tz_hosts] "GLOB" = "ZONE": the zone of hosts a syslog head names (the first match)
+    tz_hosts: list[tuple[str, str]] = field(default_factory=list)
     models_dir: Path | None = None
     model_version: str | None = None
     scheduler: str = "slurm"
@@ -118,6 +120,9 @@ def load_config(
     zones = ing.get("tz_paths") or {}
     if not isinstance(zones, dict):
         raise ConfigError(f'{path}: [ingest.tz_paths] is a table of "GLOB" = "ZONE" lines')
+    host_zones = ing.get("tz_hosts") or {}
+    if not isinstance(host_zones, dict):
+        raise ConfigError(f'{path}: [ingest.tz_hosts] is a table of "GLOB" = "ZONE" lines')
     try:
         cfg = RunConfig(
             db=db or rel(top.get("db")) or default_db_path(),
@@ -125,6 +130,7 @@ def load_config(
             node_from_path=ing.get("node_from_path") or None,
             tz=check_zone(ing.get("tz")),
             tz_paths=zone_paths(zones.items(), base),
+            tz_hosts=zone_hosts(host_zones.items()),
             models_dir=rel(top.get("models_dir")),
             model_version=top.get("model_version"),
             scheduler=str(top.get("scheduler", "slurm")),
@@ -217,7 +223,7 @@ class RunOutcome:
 
 def ingest_context(cfg: RunConfig) -> ParseContext:
     """What every file a run ingests starts from: the ``[ingest]`` node pattern and zones."""
-    options = zone_options(cfg.tz, cfg.tz_paths)
+    options = zone_options(cfg.tz, cfg.tz_paths, cfg.tz_hosts)
     return ParseContext(file="", node_pattern=cfg.node_from_path, options=options)
 
 

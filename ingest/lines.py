@@ -49,7 +49,7 @@ from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
 from faultlens.ingest.telemetry import dcgm_logs as fabric
 from faultlens.ingest.training import cuda
-from faultlens.ingest.zones import localize, to_local, zone_of
+from faultlens.ingest.zones import host_zone, localize, rezone_flag, rezoned, to_local, zone_of
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
 # rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
@@ -261,6 +261,51 @@ class LinesState:
     # --year: the month of the last RFC 3164 prefix and the years rolled over so far
     last_month: int | None = None
     year_offset: int = 0
+    # --tz-host: the lines whose RFC 3164 head names a host with a zone of its own, and the zone
+    host_zoned: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=HOST_ZONED))
+
+
+HOST_ZONED = {"line": pl.Int64, "zone": pl.String}
+
+
+def host_zones(routed: pl.DataFrame, ctx: ParseContext, state: LinesState) -> pl.DataFrame:
+    """With ``--tz-host``, the prefix times of RFC 3164 heads (which carry no zone) read in the
+    zone of the host the head names (the first matching glob), not the file's; those lines are
+    kept in ``state`` for ``host_zoned_events``. Without it, unchanged."""
+    zone = host_zone(pl.col("p_host"), ctx)
+    if zone is None or routed.height == 0:
+        return routed
+    f = routed.with_columns(_hz=pl.when(pl.col("p_shape") == "syslog").then(zone))
+    hit = f.filter(pl.col("_hz").is_not_null())
+    if hit.height == 0:
+        return routed
+    state.host_zoned = pl.concat([state.host_zoned, hit.select("line", zone="_hz")])
+    tz, zones = zone_of(ctx), [z for _, z in ctx.options["tz_hosts"]]
+    p_ts, hz = pl.col("p_ts"), pl.col("_hz")
+    moved = rezoned(p_ts, hz, zones, tz)
+    lost = hz.is_not_null() & p_ts.is_not_null() & moved.is_null()
+    return f.with_columns(
+        p_ts=moved,
+        p_flag=pl.when(lost).then(rezone_flag(p_ts, hz, zones, tz)).otherwise(pl.col("p_flag")),
+    ).drop("_hz")
+
+
+def host_zoned_events(result: ChunkResult, ctx: ParseContext, state: LinesState) -> ChunkResult:
+    """The events of ``host_zones``' lines that a family timed itself (from the head, or from
+    a zone-less stamp of the message that host wrote) read in the host's zone too."""
+    events = result.tables.get("events")
+    if events is None or events.height == 0 or state.host_zoned.height == 0:
+        return result
+    tz, zones = zone_of(ctx), [z for _, z in ctx.options["tz_hosts"]]
+    ev = events.join(state.host_zoned, on="line", how="left")
+    ts, hz = pl.col("ts"), pl.col("zone")
+    moved = rezoned(ts, hz, zones, tz)
+    lost = hz.is_not_null() & ts.is_not_null() & moved.is_null()
+    result.tables["events"] = ev.with_columns(
+        ts=moved,
+        ts_flag=pl.when(lost).then(rezone_flag(ts, hz, zones, tz)).otherwise(pl.col("ts_flag")),
+    ).drop("zone")
+    return result
 
 
 def rolled_over(routed: pl.DataFrame, ctx: ParseContext, state: LinesState) -> pl.DataFrame:
@@ -496,6 +541,7 @@ class LinesParser:
         batch = state.batch
         state.batch, state.batch_rows = [], 0
         routed = rolled_over(pl.concat(batch) if len(batch) > 1 else batch[0], ctx, state)
+        routed = host_zones(routed, ctx, state)
         joined = routed.filter(pl.col("_more").list.len() > 0)
         if joined.height:
             pieces = joined.select("line", other="_more").explode("other")
@@ -533,6 +579,7 @@ class LinesParser:
         )
         if known.height:
             state.prefixes = pl.concat([state.prefixes, known.select(list(PREFIX_SCHEMA))])
+        result = host_zoned_events(result, ctx, state)
         result, state.pieces = with_pieces(_filled(result, state.prefixes), state.pieces)
         return result
 
@@ -547,6 +594,7 @@ class LinesParser:
             rest = self._parse_batch(state.batch_last, ctx, state)
         result = self._kernel.finish(ctx, state.kernel).merge(self._nccl.finish(ctx, state.nccl))
         result = result.merge(slurm_daemon.daemon_finish(state.slurm))
+        result = host_zoned_events(result, ctx, state)
         result, state.pieces = with_pieces(_filled(result, state.prefixes), state.pieces)
         return rest.merge(result)
 

@@ -1,5 +1,7 @@
 """The site's time zone for stamps that carry none (``--tz``, ``[ingest] tz``), or each group of
-files' (``--tz-path GLOB=ZONE``, ``[ingest.tz_paths]``: a fleet spread over regions).
+files' (``--tz-path GLOB=ZONE``, ``[ingest.tz_paths]``: a fleet spread over regions), or each
+group of hosts' in one file (``--tz-host GLOB=ZONE``, ``[ingest.tz_hosts]``: a central syslog
+file where nodes of several regions write their own wall clock; ``ingest.lines``).
 
 Most log stamps say no zone: RFC 3164 syslog, ISO 8601 without an offset, ``dmesg -T``, glog,
 Slurm's ``iso8601``, ``sacct``'s times, nvidia-smi's ``Timestamp``. Without ``tz`` they are read
@@ -70,10 +72,79 @@ def zone_paths(pairs: Iterable[tuple[str, str]], base: str | Path) -> list[tuple
     return out
 
 
-def zone_options(tz: str | None, tz_paths: list[tuple[str, str]]) -> dict[str, Any]:
-    """The parse options that carry the zones (checked ones): ``tz`` and ``tz_paths``, each only
-    when given (what ``ingest`` and ``run`` hand the pipeline)."""
-    return ({"tz": tz} if tz else {}) | ({"tz_paths": tz_paths} if tz_paths else {})
+def zone_hosts(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``(GLOB, ZONE)`` pairs of host names (``--tz-host``, ``[ingest.tz_hosts]``) with every
+    zone checked (ValueError naming the pair otherwise); the globs in lower case, as node names
+    are kept."""
+    out = []
+    for glob, name in pairs:
+        glob = str(glob).strip().lower()
+        if not glob:
+            raise ValueError(f"an empty host pattern for zone {name!r}: give GLOB=ZONE")
+        try:
+            zone = check_zone(name)
+        except ValueError as e:
+            raise ValueError(f"{glob}={name}: {e}") from e
+        if zone is None:
+            raise ValueError(f"no zone for {glob!r}: give GLOB=ZONE")
+        out.append((glob, zone))
+    return out
+
+
+def zone_options(
+    tz: str | None, tz_paths: list[tuple[str, str]], tz_hosts: list[tuple[str, str]] | None = None
+) -> dict[str, Any]:
+    """The parse options that carry the zones (checked ones): ``tz``, ``tz_paths`` and
+    ``tz_hosts``, each only when given (what ``ingest`` and ``run`` hand the pipeline)."""
+    return (
+        ({"tz": tz} if tz else {})
+        | ({"tz_paths": tz_paths} if tz_paths else {})
+        | ({"tz_hosts": tz_hosts} if tz_hosts else {})
+    )
+
+
+def host_zone(hosts: pl.Expr, ctx: Any) -> pl.Expr | None:
+    """The zone of each host (node name) by ``tz_hosts``: the first glob it matches, else null;
+    None when no host zones are given."""
+    pairs = (getattr(ctx, "options", None) or {}).get("tz_hosts") or ()
+    if not pairs:
+        return None
+    out: Any = pl
+    for glob, zone in pairs:
+        out = out.when(hosts.str.contains(host_regex(glob))).then(pl.lit(zone))
+    return out.otherwise(pl.lit(None, pl.String))
+
+
+def host_regex(glob: str) -> str:
+    """A host glob (``*`` any run of characters, ``?`` one) as a whole-name regex."""
+    parts = (
+        ".*" if c == "*" else "." if c == "?" else c if c.isalnum() else f"\\x{{{ord(c):x}}}"
+        for c in glob
+    )
+    return "^" + "".join(parts) + "$"
+
+
+def rezoned(ts: pl.Expr, zone: pl.Expr, zones: Iterable[str], tz: str | None) -> pl.Expr:
+    """``ts`` (UTC of a wall clock read in ``tz``) read instead in each row's ``zone`` (one of
+    ``zones``); unchanged where ``zone`` is null or is ``tz``. Null where that zone has the wall
+    clock twice or never (``rezone_flag`` says which)."""
+    local = ts if tz is None else to_local(ts, tz)
+    out: Any = pl
+    for z in dict.fromkeys(zones):
+        if z != tz:
+            out = out.when(zone == z).then(localize(local, z))
+    return ts if out is pl else out.otherwise(ts)
+
+
+def rezone_flag(ts: pl.Expr, zone: pl.Expr, zones: Iterable[str], tz: str | None) -> pl.Expr:
+    """``zone_flag`` of ``rezoned``: ``tz_ambiguous`` / ``tz_gap`` where the row's zone has no
+    single answer for its wall clock; null elsewhere."""
+    local = ts if tz is None else to_local(ts, tz)
+    out: Any = pl
+    for z in dict.fromkeys(zones):
+        if z != tz:
+            out = out.when(zone == z).then(zone_flag(local, z))
+    return pl.lit(None, pl.String) if out is pl else out.otherwise(pl.lit(None, pl.String))
 
 
 def zone_for_path(path: str, options: dict[str, Any]) -> str | None:

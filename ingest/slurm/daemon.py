@@ -132,9 +132,11 @@ def _scalar_ts(g: dict[str, Any], ctx: ParseContext) -> tuple[datetime | None, s
         year = stamps.year_of(ctx)
         if year is None:
             return None, "no_year"
-        # with --year, that year (its rollovers are the file's: ``_sys_years``); else the mtime's
+        # with --year, that year (its rollovers are the file's: ``_sys_years``); else the mtime's,
+        # flagged as the kernel family flags it
         mtime = None if ctx.year is not None else ctx.mtime
-        return to_utc(stamps.yearless_ts(g["sys"], year, mtime), zone_of(ctx))
+        ts, flag = to_utc(stamps.yearless_ts(g["sys"], year, mtime), zone_of(ctx))
+        return ts, flag or (None if ctx.year is not None else "year_from_mtime")
     return None, "no_ts"
 
 
@@ -264,6 +266,14 @@ def _ts_exprs(ctx: ParseContext) -> tuple[pl.Expr, pl.Expr]:
         .then(stamp_flag)
         .when(pl.col("sys").is_not_null() & pl.lit(year is None))
         .then(pl.lit("no_year"))
+        # a syslog head's year taken from the file's mtime, flagged as the kernel family does
+        .when(
+            pl.col("sys").is_not_null()
+            & stamp.is_null()
+            & pl.col("iso2").is_null()
+            & pl.lit(ctx.year is None and ctx.mtime is not None)
+        )
+        .then(pl.lit("year_from_mtime"))
         .when(pl.col("fg").is_not_null())
         .then(pl.lit("no_ts"))
     )

@@ -395,3 +395,61 @@ def test_torchelastic_failure_time_is_the_launchers_wall_clock(
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.sql("SELECT kind, ts, node FROM events").fetchall()
     assert rows == [("process_failed", want, "gpu07")]
+
+
+# One central syslog file (rsyslog's traditional format: RFC 3164, no zone) that nodes of three
+# regions write to, each in its own wall clock. Hand-worked, 2026: Berlin UTC+2 in summer, its
+# 02:00-03:00 of 25 October twice; Chicago UTC-5 in summer, its 02:00-03:00 of 8 March (the
+# second Sunday) skipped; Tokyo UTC+9 all year (the file's own zone, --tz).
+CENTRAL = [
+    "Jul  1 12:00:00 gpu-eu-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
+    "Jul  1 12:00:00 gpu-us-01 kernel: NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE",
+    "Jul  1 12:00:00 gpu-ap-01 kernel: NVRM: Xid (PCI:0000:3b:00): 63, pid=1, name=x, remap",
+    "Jul  1 12:00:01 gpu-eu-01 python[9]: RuntimeError: CUDA error: misaligned address",
+    "Jul  1 12:00:02 GPU-US-01.dc.example slurmd[7]: error: Node configuration differs from x",
+    "Oct 25 02:30:00 gpu-eu-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
+    "Mar  8 02:30:00 gpu-us-01 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, gone",
+]
+WANT_CENTRAL = [  # (line, UTC, flag, node); the year is the file's mtime's, flagged so
+    (1, datetime(2026, 7, 1, 10, 0), "year_from_mtime", "gpu-eu-01"),
+    (2, datetime(2026, 7, 1, 17, 0), "year_from_mtime", "gpu-us-01"),
+    (3, datetime(2026, 7, 1, 3, 0), "year_from_mtime", "gpu-ap-01"),  # no pattern: the file's
+    (4, datetime(2026, 7, 1, 10, 0, 1), "year_from_mtime", "gpu-eu-01"),  # timed by its prefix
+    (5, datetime(2026, 7, 1, 17, 0, 2), "year_from_mtime", "gpu-us-01"),  # the Slurm family's
+    (6, None, "tz_ambiguous", "gpu-eu-01"),
+    (7, None, "tz_gap", "gpu-us-01"),
+]
+
+
+def test_one_central_file_reads_each_hosts_stamps_in_its_zone(tmp_path: Path) -> None:
+    log = tmp_path / "central.log"
+    log.write_text("\n".join(CENTRAL) + "\n")
+    stamp = datetime(2026, 12, 1).timestamp()  # year-less stamps: the file's year
+    os.utime(log, (stamp, stamp))
+    db = tmp_path / "central.duckdb"
+    args = ["ingest", str(log), "--db", str(db), "--tz", "Asia/Tokyo"]
+    hosts = ["--tz-host", f"gpu-eu-*={BERLIN}", "--tz-host", "gpu-us-??=America/Chicago"]
+    result = runner.invoke(app, [*args, *hosts])
+    assert result.exit_code == 0, result.output
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.sql("SELECT line, ts, ts_flag, node FROM events ORDER BY line").fetchall()
+    assert rows == WANT_CENTRAL
+
+
+def test_host_zones_come_from_the_config_and_bad_ones_are_usage_errors(tmp_path: Path) -> None:
+    cfg = tmp_path / "faultlens.toml"
+    cfg.write_text(
+        f'[ingest]\npaths = ["central.log"]\n[ingest.tz_hosts]\n"GPU-EU-*" = "{BERLIN}"\n'
+    )
+    assert load_config(cfg).tz_hosts == [("gpu-eu-*", BERLIN)]
+    assert ingest_context(load_config(cfg)).options["tz_hosts"] == [("gpu-eu-*", BERLIN)]
+    cfg.write_text('[ingest.tz_hosts]\n"gpu-*" = "Mars/Olympus"\n')
+    with pytest.raises(ConfigError, match="Mars/Olympus"):
+        load_config(cfg)
+    log = tmp_path / "node.log"
+    log.write_text(CENTRAL[0] + "\n")
+    db = tmp_path / "never.duckdb"
+    for bad, said in (("gpu-*", "GLOB=ZONE"), ("gpu-*=Mars/Olympus", "IANA")):
+        result = runner.invoke(app, ["ingest", str(log), "--tz-host", bad, "--db", str(db)])
+        assert result.exit_code == 2 and "--tz-host" in result.output and said in result.output
+    assert not db.exists()
