@@ -51,44 +51,39 @@ def check_zone(name: str | None) -> str | None:
     return name
 
 
-def zone_paths(pairs: Iterable[tuple[str, str]], base: str | Path) -> list[tuple[str, str]]:
-    """``(GLOB, ZONE)`` pairs (``--tz-path``, ``[ingest.tz_paths]``) with every zone checked
-    (ValueError naming the pair otherwise) and every relative glob taken from ``base``; a glob
-    that starts with ``*`` is kept as it is (it matches anywhere)."""
+def _checked(pairs: Iterable[tuple[str, str]], what: str) -> list[tuple[str, str]]:
+    """``(GLOB, ZONE)`` pairs stripped, every zone checked: ValueError naming the pair (``what``:
+    the kind of pattern) otherwise."""
     out = []
     for glob, name in pairs:
         glob = str(glob).strip()
         if not glob:
-            raise ValueError(f"an empty path pattern for zone {name!r}: give GLOB=ZONE")
+            raise ValueError(f"an empty {what} pattern for zone {name!r}: give GLOB=ZONE")
         try:
             zone = check_zone(name)
         except ValueError as e:
             raise ValueError(f"{glob}={name}: {e}") from e
         if zone is None:
             raise ValueError(f"no zone for {glob!r}: give GLOB=ZONE")
-        if not (glob.startswith("*") or os.path.isabs(glob)):
-            glob = os.path.join(str(base), glob)
         out.append((glob, zone))
     return out
+
+
+def zone_paths(pairs: Iterable[tuple[str, str]], base: str | Path) -> list[tuple[str, str]]:
+    """``(GLOB, ZONE)`` pairs (``--tz-path``, ``[ingest.tz_paths]``) with every zone checked
+    (ValueError naming the pair otherwise) and every relative glob taken from ``base``; a glob
+    that starts with ``*`` is kept as it is (it matches anywhere)."""
+    return [
+        (g if g.startswith("*") or os.path.isabs(g) else os.path.join(str(base), g), zone)
+        for g, zone in _checked(pairs, "path")
+    ]
 
 
 def zone_hosts(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """``(GLOB, ZONE)`` pairs of host names (``--tz-host``, ``[ingest.tz_hosts]``) with every
     zone checked (ValueError naming the pair otherwise); the globs in lower case, as node names
     are kept."""
-    out = []
-    for glob, name in pairs:
-        glob = str(glob).strip().lower()
-        if not glob:
-            raise ValueError(f"an empty host pattern for zone {name!r}: give GLOB=ZONE")
-        try:
-            zone = check_zone(name)
-        except ValueError as e:
-            raise ValueError(f"{glob}={name}: {e}") from e
-        if zone is None:
-            raise ValueError(f"no zone for {glob!r}: give GLOB=ZONE")
-        out.append((glob, zone))
-    return out
+    return [(g.lower(), zone) for g, zone in _checked(pairs, "host")]
 
 
 def zone_options(
