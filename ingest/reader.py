@@ -224,6 +224,9 @@ class _Bounded:
         self.f.close()
 
 
+JOURNAL_MAGIC = b"LPKSHHRH"  # the signature a journald file starts with
+
+
 def looks_binary(sample: bytes) -> bool:
     """True for content that is not a text log (many NULs or control bytes)."""
     if not sample:
@@ -242,6 +245,12 @@ def read_head_text(path: str | Path, gzipped: bool, max_bytes: int = 65536) -> s
             data = f.read(max_bytes)
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"cannot read {path}: {e}") from e
+    if data.startswith(JOURNAL_MAGIC):  # systemd-journald's own file (/var/log/journal/...)
+        raise InputError(
+            f"{path} is a binary systemd journal: export it with `journalctl --file {path} -o "
+            f"export > {Path(path).name}.export` (its fields and exact times kept) and ingest "
+            "that file"
+        )
     if looks_binary(data[:8192]):
         raise InputError(f"{path} looks like a binary file, not a text log")
     return data.decode("utf-8", "replace")

@@ -90,3 +90,14 @@ def test_parsed_parts_are_partitioned_by_source_and_day(store, tmp_path) -> None
     load(store, pf, now=datetime(2026, 2, 1))
     rows = store.query("SELECT code, source FROM events ORDER BY ts")
     assert rows.rows() == [(79, "kernel"), (48, "kernel")]  # no day / partition columns added
+
+
+def test_a_binary_systemd_journal_fails_with_the_command_that_reads_it(store, tmp_path) -> None:
+    # journald's files start with the signature "LPKSHHRH" (systemd's journal file format);
+    # the rest here is binary filler, not a real journal
+    journal = tmp_path / "system.journal"
+    journal.write_bytes(b"LPKSHHRH" + bytes(range(256)) * 16)
+    (f,) = ingest_paths(store, [str(journal)], now=datetime(2026, 12, 7)).files
+    assert f.status == "failed"
+    assert "binary systemd journal" in f.error
+    assert f"journalctl --file {journal} -o export > system.journal.export" in f.error
