@@ -324,17 +324,17 @@ def _zone_option(
         zone = check_zone(tz)
     except ValueError as e:
         raise ConfigError(f"--tz: {e}") from e
-    pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_path or ()]
-    try:
-        paths = zone_paths(pairs, Path.cwd())
-    except ValueError as e:
-        raise ConfigError(f"--tz-path: {e}") from e
-    host_pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in tz_host or ()]
-    try:
-        hosts = zone_hosts(host_pairs)
-    except ValueError as e:
-        raise ConfigError(f"--tz-host: {e}") from e
-    return zone_options(zone, paths, hosts)
+    checked = []
+    for flag, given, check in (
+        ("--tz-path", tz_path, lambda pairs: zone_paths(pairs, Path.cwd())),
+        ("--tz-host", tz_host, zone_hosts),
+    ):
+        pairs = [p.rsplit("=", 1) if "=" in p else (p, "") for p in given or ()]
+        try:
+            checked.append(check(pairs))
+        except ValueError as e:
+            raise ConfigError(f"{flag}: {e}") from e
+    return zone_options(zone, *checked)
 
 
 def _lost(f: FileReport) -> bool:

@@ -49,7 +49,7 @@ from faultlens.ingest.slurm import daemon as slurm_daemon
 from faultlens.ingest.slurm import stamps as slurm_stamps
 from faultlens.ingest.telemetry import dcgm_logs as fabric
 from faultlens.ingest.training import cuda
-from faultlens.ingest.zones import host_zone, localize, rezone_flag, rezoned, to_local, zone_of
+from faultlens.ingest.zones import host_zone, localize, rezone, to_local, zone_of
 
 # Slurm daemon lines: the phrases of the messages the Slurm family reads (``slurm.daemon``'s
 # rules and candidate words), not the daemon's name: a node's journal holds a slurmd line for
@@ -280,14 +280,15 @@ def host_zones(routed: pl.DataFrame, ctx: ParseContext, state: LinesState) -> pl
     if hit.height == 0:
         return routed
     state.host_zoned = pl.concat([state.host_zoned, hit.select("line", zone="_hz")])
-    tz, zones = zone_of(ctx), [z for _, z in ctx.options["tz_hosts"]]
-    p_ts, hz = pl.col("p_ts"), pl.col("_hz")
-    moved = rezoned(p_ts, hz, zones, tz)
-    lost = hz.is_not_null() & p_ts.is_not_null() & moved.is_null()
-    return f.with_columns(
-        p_ts=moved,
-        p_flag=pl.when(lost).then(rezone_flag(p_ts, hz, zones, tz)).otherwise(pl.col("p_flag")),
-    ).drop("_hz")
+    return _in_host_zone(f.rename({"_hz": "zone"}), "p_ts", "p_flag", ctx)
+
+
+def _in_host_zone(frame: pl.DataFrame, ts: str, flag: str, ctx: ParseContext) -> pl.DataFrame:
+    """``frame``'s ``ts`` read in its row's ``zone`` (``zones.rezone``), ``flag`` saying where
+    that has no answer; ``zone`` dropped."""
+    zones = [z for _, z in ctx.options["tz_hosts"]]
+    moved, why = rezone(pl.col(ts), pl.col("zone"), pl.col(flag), zones, zone_of(ctx))
+    return frame.with_columns(moved.alias(ts), why.alias(flag)).drop("zone")
 
 
 def host_zoned_events(result: ChunkResult, ctx: ParseContext, state: LinesState) -> ChunkResult:
@@ -296,15 +297,8 @@ def host_zoned_events(result: ChunkResult, ctx: ParseContext, state: LinesState)
     events = result.tables.get("events")
     if events is None or events.height == 0 or state.host_zoned.height == 0:
         return result
-    tz, zones = zone_of(ctx), [z for _, z in ctx.options["tz_hosts"]]
     ev = events.join(state.host_zoned, on="line", how="left")
-    ts, hz = pl.col("ts"), pl.col("zone")
-    moved = rezoned(ts, hz, zones, tz)
-    lost = hz.is_not_null() & ts.is_not_null() & moved.is_null()
-    result.tables["events"] = ev.with_columns(
-        ts=moved,
-        ts_flag=pl.when(lost).then(rezone_flag(ts, hz, zones, tz)).otherwise(pl.col("ts_flag")),
-    ).drop("zone")
+    result.tables["events"] = _in_host_zone(ev, "ts", "ts_flag", ctx)
     return result
 
 
@@ -397,17 +391,15 @@ def english_months(frame: pl.DataFrame) -> pl.DataFrame:
     the head itself (the Slurm daemon lines); a token that names no month stays as it was."""
     raw = pl.col("raw")
     local = raw.str.contains(_SYSLOG_ANY) & ~raw.str.contains(_ENGLISH_SYSLOG)
-    heads = frame.filter(local).select(raw.str.extract_groups(_LOCAL_HEAD)).unnest("raw")
-    if heads.height == 0:
-        return frame
+    heads = frame.with_columns(_g=pl.when(local).then(raw.str.extract_groups(_LOCAL_HEAD)))
+    heads = heads.unnest("_g")
     tokens = heads.get_column("mon").drop_nulls().unique().to_list()
     months = {t: kp.MONTHS[m - 1] for t in tokens if (m := month_of(t))}
     if not months:
         return frame
-    g = raw.str.extract_groups(_LOCAL_HEAD)
-    english = g.struct.field("mon").replace_strict(months, default=None, return_dtype=pl.String)
-    rebuilt = pl.concat_str([g.struct.field("pri"), english, g.struct.field("rest")])
-    return frame.with_columns(raw=pl.when(local).then(pl.coalesce(rebuilt, raw)).otherwise(raw))
+    english = pl.col("mon").replace_strict(months, default=None, return_dtype=pl.String)
+    rebuilt = pl.concat_str([pl.col("pri"), english, pl.col("rest")])
+    return heads.with_columns(raw=pl.coalesce(rebuilt, raw)).select(frame.columns)
 
 
 def kernel_text() -> pl.Expr:

@@ -119,27 +119,24 @@ def host_regex(glob: str) -> str:
     return "^" + "".join(parts) + "$"
 
 
-def rezoned(ts: pl.Expr, zone: pl.Expr, zones: Iterable[str], tz: str | None) -> pl.Expr:
+def rezone(
+    ts: pl.Expr, zone: pl.Expr, flag: pl.Expr, zones: Iterable[str], tz: str | None
+) -> tuple[pl.Expr, pl.Expr]:
     """``ts`` (UTC of a wall clock read in ``tz``) read instead in each row's ``zone`` (one of
-    ``zones``); unchanged where ``zone`` is null or is ``tz``. Null where that zone has the wall
-    clock twice or never (``rezone_flag`` says which)."""
+    ``zones``), and ``flag`` with ``tz_ambiguous`` / ``tz_gap`` where that zone has the wall
+    clock twice or never (the time then null); both unchanged where ``zone`` is null or ``tz``."""
     local = ts if tz is None else to_local(ts, tz)
-    out: Any = pl
+    moved: Any = pl
+    why: Any = pl
     for z in dict.fromkeys(zones):
         if z != tz:
-            out = out.when(zone == z).then(localize(local, z))
-    return ts if out is pl else out.otherwise(ts)
-
-
-def rezone_flag(ts: pl.Expr, zone: pl.Expr, zones: Iterable[str], tz: str | None) -> pl.Expr:
-    """``zone_flag`` of ``rezoned``: ``tz_ambiguous`` / ``tz_gap`` where the row's zone has no
-    single answer for its wall clock; null elsewhere."""
-    local = ts if tz is None else to_local(ts, tz)
-    out: Any = pl
-    for z in dict.fromkeys(zones):
-        if z != tz:
-            out = out.when(zone == z).then(zone_flag(local, z))
-    return pl.lit(None, pl.String) if out is pl else out.otherwise(pl.lit(None, pl.String))
+            moved = moved.when(zone == z).then(localize(local, z))
+            why = why.when(zone == z).then(zone_flag(local, z))
+    if moved is pl:
+        return ts, flag
+    moved = moved.otherwise(ts)
+    lost = zone.is_not_null() & ts.is_not_null() & moved.is_null()
+    return moved, pl.when(lost).then(why.otherwise(pl.lit(None, pl.String))).otherwise(flag)
 
 
 def zone_for_path(path: str, options: dict[str, Any]) -> str | None:

@@ -42,7 +42,7 @@ from faultlens.ingest.base import (
     quarantine_frame,
 )
 from faultlens.ingest.schema import Kind, Severity, Source
-from faultlens.ingest.slurm import stamps
+from faultlens.ingest.slurm import stamps, timefmt
 from faultlens.ingest.slurm.common import (
     SEVERITY,
     SOURCE,
@@ -299,10 +299,6 @@ class DaemonState:
     year_offset: int = 0
 
 
-_MONTH_NO = {m: i + 1 for i, m in enumerate(("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul",
-                                             "Aug", "Sep", "Oct", "Nov", "Dec"))}  # fmt: skip
-
-
 def _sys_years(df: pl.DataFrame, ctx: ParseContext, state: DaemonState | None) -> pl.DataFrame:
     """``df`` with ``_sys_year``: with ``--year``, the year of each syslog stamp (``sys``), as
     the kernel family counts it: ``--year`` for the file's first, one more at each Dec -> Jan
@@ -312,7 +308,9 @@ def _sys_years(df: pl.DataFrame, ctx: ParseContext, state: DaemonState | None) -
     if "year_shift" in df.columns:  # counted over every family's lines (``lines.rolled_over``)
         return df.with_columns(_sys_year=pl.lit(ctx.year) + pl.col("year_shift"))
     month = (
-        pl.col("sys").str.slice(0, 3).replace_strict(_MONTH_NO, default=None, return_dtype=pl.Int32)
+        pl.col("sys")
+        .str.slice(0, 3)
+        .replace_strict(timefmt.MONTH_NO, default=None, return_dtype=pl.Int32)
     )
     last = state.last_month if state is not None else None
     offset = state.year_offset if state is not None else 0

@@ -36,6 +36,7 @@ from faultlens.ingest.zones import localize, to_utc, zone_flag
 
 NO_TIME = ("", "unknown", "none", "n/a", "(null)", "invalid")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+MONTH_NO = {m: i + 1 for i, m in enumerate(_MONTHS)}
 _MON = "(?:" + "|".join(_MONTHS) + ")"
 _WDAY = "(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
 _HMS = r"(?P<hh>\d{1,2}):(?P<mi>\d\d)(?::(?P<ss>\d\d))?"
@@ -162,7 +163,7 @@ def time_exprs(col: pl.Expr, tz: str | None = None) -> tuple[pl.Expr, pl.Expr]:
         .when(numeric_ok & month_first)
         .then(_build(n.struct.field("y"), a, b, n))
     )
-    months = {m: i + 1 for i, m in enumerate(_MONTHS)}
+    months = MONTH_NO
     named = []
     for rx in NAMED:
         ng = t.str.extract_groups(rx)

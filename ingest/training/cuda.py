@@ -34,7 +34,7 @@ import polars as pl
 
 from faultlens.ingest.base import ChunkResult, ParseContext
 from faultlens.ingest.catalog import ACTION_SEVERITY
-from faultlens.ingest.schema import EVENTS, Action, Kind, Source
+from faultlens.ingest.schema import Action, Kind, Source, conform
 
 # What the scan looks for (``ingest.lines``): a line holding none of these is not a candidate.
 LITERALS = ("CUDA error", "cuda runtime error", "CUDA_ERROR_", "cudaError", "CUDA out of memory")
@@ -151,10 +151,7 @@ def rows(cand: pl.DataFrame, ctx: ParseContext) -> ChunkResult:
         file=pl.lit(ctx.file),
         line="line",
     )
-    events = events.select(
-        (pl.col(n) if n in events.columns else pl.lit(None)).cast(t).alias(n)
-        for n, t in EVENTS.polars_schema.items()
-    )
+    events = conform("events", events)
     return ChunkResult(
         tables={"events": events}, parsed=events.height, parsed_lines=events.get_column("line")
     )
